@@ -1,0 +1,278 @@
+//! `headway serve` flags, and the settings each part of the server gets from them.
+//!
+//! Defaults follow what users of gunicorn, Puma and nginx expect where those agree, and say
+//! why where headway differs. Every flag is checked here, so a wrong one ends in a one-line
+//! message before anything starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+
+use crate::front::listener::Bind;
+use crate::front::FrontSettings;
+use crate::http1::request::Limits;
+use crate::slot::SlotSettings;
+use crate::supervisor::SupervisorConfig;
+use crate::worker::Launch;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
+    headway serve -w 4 -t 8 myapp.wsgi:application\n  \
+    headway serve -t 5 --cmd 'puma -t 5:5 -b unix://{socket} config.ru'")]
+pub struct ServeArgs {
+    /// The WSGI app as module:callable (PEP 3333). Without it, and without --cmd, the demo app.
+    #[arg(value_name = "APP")]
+    pub app: Option<String>,
+
+    /// Worker processes [default: number of CPUs]
+    #[arg(short, long, env = "WEB_CONCURRENCY", value_name = "N")]
+    pub workers: Option<usize>,
+
+    /// Request slots per worker: the most requests one worker runs at once (its threads)
+    #[arg(short, long, default_value_t = 5, value_name = "T")]
+    pub threads: usize,
+
+    /// Address to listen on: HOST:PORT, [IPv6]:PORT or unix:PATH; repeat for several
+    /// [default: 127.0.0.1:8000, or 0.0.0.0:$PORT when PORT is set]
+    #[arg(short, long = "bind", value_name = "ADDR")]
+    pub bind: Vec<String>,
+
+    /// Run this command as each worker instead of the Python worker: any HTTP/1.1 server that
+    /// listens on the unix socket given as {socket} (also in $HEADWAY_SOCKET)
+    #[arg(long, value_name = "COMMAND", conflicts_with = "app")]
+    pub cmd: Option<String>,
+
+    /// Python interpreter for the bundled worker [default: the python3 next to this program,
+    /// else python3 on PATH]
+    #[arg(long, env = "HEADWAY_PYTHON", value_name = "PATH")]
+    pub python: Option<PathBuf>,
+
+    /// Longest queue; a request arriving when it is full gets 503 at once
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_queue: usize,
+
+    /// Seconds a request may wait in the queue before it gets 503 with Retry-After. Shorter
+    /// than the 30 s of routers such as Heroku's, so clients learn of overload from us, fast
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs)]
+    pub queue_timeout: Duration,
+
+    /// Seconds a worker may take to answer (or stay silent mid-body) before the request gets
+    /// 504 and the worker is replaced
+    #[arg(long, default_value = "30", value_name = "SECS", value_parser = parse_secs)]
+    pub timeout: Duration,
+
+    /// Seconds to finish queued and running requests on SIGTERM/SIGINT before stopping anyway
+    #[arg(long, default_value = "30", value_name = "SECS", value_parser = parse_secs)]
+    pub graceful_timeout: Duration,
+
+    /// Seconds an idle keep-alive connection is kept. Longer than load balancers' idle
+    /// timeouts (60 s on AWS), so they close first and never reuse a connection we closed
+    #[arg(long, default_value = "75", value_name = "SECS", value_parser = parse_secs)]
+    pub keep_alive_timeout: Duration,
+
+    /// Close every connection after one response
+    #[arg(long)]
+    pub no_keep_alive: bool,
+
+    /// Close a connection after this many requests; 0 for no limit. The queue keeps service
+    /// fair whatever this is, so the default is no limit
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_requests_per_connection: u64,
+
+    /// Seconds a client has to send a complete request head (408 after that)
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs)]
+    pub header_timeout: Duration,
+
+    /// Seconds a client may stall while sending a body (408) or reading a response (closed)
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
+    pub io_timeout: Duration,
+
+    /// Largest request head (431 above it)
+    #[arg(long, default_value = "32KiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_header_size: u64,
+
+    /// Largest request body (413 above it); bodies are read whole before the request queues
+    #[arg(long, default_value = "100MiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_body: u64,
+
+    /// Response bytes kept in memory per response; the rest of a large response waiting for
+    /// a slow client goes to a temporary file, so the worker's slot is free at once
+    #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
+    pub response_buffer: u64,
+
+    /// Seconds a worker may take to start listening on its socket
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
+    pub boot_timeout: Duration,
+
+    /// Serve stats (JSON at /stats, Prometheus at /metrics) on this address, HOST:PORT or
+    /// unix:PATH. Keep it off the public port
+    #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
+    pub control: Option<String>,
+
+    /// Log level: error, warn, info, debug or trace
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+/// Everything `headway serve` runs with, validated.
+#[derive(Debug)]
+pub struct Config {
+    pub binds: Vec<Bind>,
+    pub control: Option<Bind>,
+    pub supervisor: SupervisorConfig,
+    pub front: FrontSettings,
+    pub slots: SlotSettings,
+    pub max_queue: usize,
+    pub queue_timeout: Duration,
+    pub graceful_timeout: Duration,
+}
+
+impl Config {
+    pub fn from_args(args: ServeArgs) -> anyhow::Result<Config> {
+        let workers = match args.workers {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, usize::from),
+        };
+        if !(1..=1024).contains(&workers) {
+            bail!("--workers must be between 1 and 1024, not {workers}");
+        }
+        if !(1..=1024).contains(&args.threads) {
+            bail!("--threads must be between 1 and 1024, not {}", args.threads);
+        }
+        if args.max_queue == 0 {
+            bail!("--max-queue must be at least 1");
+        }
+        if args.max_header_size < 1024 {
+            bail!("--max-header-size must be at least 1KiB");
+        }
+        let launch = match args.cmd {
+            Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
+            Some(cmd) => Launch::Command(cmd),
+            None => Launch::Python { python: find_python(args.python)?, app: args.app },
+        };
+        let mut binds = Vec::new();
+        for text in default_binds(args.bind) {
+            binds.extend(Bind::parse_all(&text).map_err(|err| anyhow::anyhow!("--bind {err}"))?);
+        }
+        let control = match args.control {
+            Some(text) => {
+                let mut all = Bind::parse_all(&text).map_err(|err| anyhow::anyhow!("--control {err}"))?;
+                Some(all.remove(0))
+            }
+            None => None,
+        };
+        if let Some(control) = control.as_ref().filter(|control| binds.contains(control)) {
+            bail!("--control {control} is also a public --bind address; give it its own");
+        }
+        Ok(Config {
+            binds,
+            control,
+            supervisor: SupervisorConfig {
+                workers,
+                threads: args.threads,
+                launch,
+                boot_timeout: args.boot_timeout,
+                request_timeout: args.timeout,
+            },
+            front: FrontSettings {
+                limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },
+                header_timeout: args.header_timeout,
+                keep_alive_timeout: args.keep_alive_timeout,
+                keep_alive: !args.no_keep_alive,
+                max_requests_per_connection: args.max_requests_per_connection,
+                io_timeout: args.io_timeout,
+            },
+            slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
+            max_queue: args.max_queue,
+            queue_timeout: args.queue_timeout,
+            graceful_timeout: args.graceful_timeout,
+        })
+    }
+}
+
+/// `--bind` as given, else the platform convention: `$PORT` on all interfaces (Heroku and
+/// gunicorn do the same), else 127.0.0.1:8000.
+fn default_binds(given: Vec<String>) -> Vec<String> {
+    if !given.is_empty() {
+        return given;
+    }
+    match std::env::var("PORT") {
+        Ok(port) if !port.is_empty() => vec![format!("0.0.0.0:{port}")],
+        _ => vec!["127.0.0.1:8000".to_owned()],
+    }
+}
+
+/// The interpreter for the bundled worker. `pip install` puts this program next to the
+/// environment's python3, which is the one that has the `headway` package.
+fn find_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(python) = given {
+        return Ok(python);
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| {
+        let dir = exe.parent()?.to_path_buf();
+        ["python3", "python"].iter().map(|name| dir.join(name)).find(|path| path.is_file())
+    });
+    if let Some(python) = beside {
+        return Ok(python);
+    }
+    which("python3").context("no python3 found: give one with --python, or run another server with --cmd")
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(program)).find(|path| path.is_file())
+}
+
+/// Seconds, fractions allowed: `10`, `0.5`.
+pub fn parse_secs(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(format!("'{text}' is not a number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A byte count, with an optional binary unit: `4096`, `32KiB`, `100MiB`, `1G` (K, M and G
+/// are 1024-based too, as in nginx).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("'{text}' is not a size such as 4096, 32KiB or 100MiB")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or_else(|| format!("'{text}' is not a size such as 4096, 32KiB or 100MiB"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("32KiB"), Ok(32 * 1024));
+        assert_eq!(parse_size("100M"), Ok(100 << 20));
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("KiB").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_secs("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_secs("0.25"), Ok(Duration::from_millis(250)));
+        assert!(parse_secs("-1").is_err());
+        assert!(parse_secs("soon").is_err());
+        assert!(parse_secs("inf").is_err());
+    }
+}

@@ -1,0 +1,243 @@
+//! The control address: stats as JSON (`/stats`) and Prometheus text (`/metrics`), on an
+//! address of its own so the public never sees it; and `headway stats`, which reads it.
+//!
+//! This endpoint is internal and trusted, so it is served with hyper as it comes.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpStream, UnixStream};
+use tracing::debug;
+
+use crate::front::listener::{Accepted, Bind, Listener};
+use crate::queue::{Queue, Reader};
+use crate::stats::{Snapshot, Stats};
+use crate::worker::Worker;
+
+/// What the control endpoint reads from.
+pub struct Sources {
+    pub stats: Arc<Stats>,
+    pub queue: Arc<Queue>,
+    pub workers: Vec<Arc<Worker>>,
+    pub threads: usize,
+}
+
+impl Sources {
+    fn snapshot(&self, reader: Reader) -> Snapshot {
+        self.stats.snapshot(&self.queue, &self.workers, self.threads, reader)
+    }
+}
+
+/// Serves the control endpoint until the task is dropped.
+pub async fn serve(listener: Listener, sources: Arc<Sources>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok(Accepted::Tcp(stream, _)) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
+            Ok(Accepted::Unix(stream)) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
+            Err(err) => {
+                debug!("control: cannot accept: {err}");
+                continue;
+            }
+        };
+        let sources = sources.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let sources = sources.clone();
+                async move { Ok::<_, Infallible>(respond(&request, &sources)) }
+            });
+            if let Err(err) = hyper::server::conn::http1::Builder::new().serve_connection(stream, service).await {
+                debug!("control connection: {err}");
+            }
+        });
+    }
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
+fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<Full<Bytes>> {
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&http::Method::GET, "/stats") => {
+            let json = serde_json::to_string_pretty(&sources.snapshot(Reader::Json)).unwrap_or_default();
+            (http::StatusCode::OK, "application/json", json)
+        }
+        (&http::Method::GET, "/metrics") => {
+            (http::StatusCode::OK, "text/plain; version=0.0.4", prometheus(&sources.snapshot(Reader::Prometheus)))
+        }
+        _ => (http::StatusCode::NOT_FOUND, "text/plain", "try /stats or /metrics\n".to_owned()),
+    };
+    let mut response = http::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    response
+}
+
+/// The snapshot in Prometheus text exposition format.
+fn prometheus(s: &Snapshot) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP headway_{name} {help}\n# TYPE headway_{name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "headway_{name}{labels} {value}");
+        }
+    };
+    let one = |value: f64| vec![(String::new(), value)];
+    let q = &s.queue;
+    metric("queue_depth", "gauge", "Requests waiting in the queue.", &one(q.depth as f64));
+    metric("queue_depth_max", "gauge", "Highest queue depth since the previous scrape.", &one(q.high_water as f64));
+    let waits: Vec<(String, f64)> =
+        [("0.5", q.wait_ms.p50), ("0.9", q.wait_ms.p90), ("0.99", q.wait_ms.p99), ("0.999", q.wait_ms.p999)]
+            .iter()
+            .map(|(quantile, ms)| (format!("{{quantile=\"{quantile}\"}}"), ms / 1000.0))
+            .collect();
+    metric("queue_wait_seconds", "summary", "Time from a request being complete to a slot starting it.", &waits);
+    metric("queue_dispatched_total", "counter", "Requests handed to a slot.", &one(q.dispatched as f64));
+    let shed = vec![
+        ("{reason=\"queue_full\"}".to_owned(), q.shed_queue_full as f64),
+        ("{reason=\"queue_timeout\"}".to_owned(), q.shed_queue_timeout as f64),
+    ];
+    metric("shed_total", "counter", "Requests refused with 503.", &shed);
+    let abandoned = vec![
+        ("{while=\"queued\"}".to_owned(), s.abandoned.queued as f64),
+        ("{while=\"running\"}".to_owned(), s.abandoned.running as f64),
+    ];
+    metric("abandoned_total", "counter", "Requests whose client went away.", &abandoned);
+    metric("slots_busy", "gauge", "Slots running a request.", &one(s.slots.busy as f64));
+    metric("slots", "gauge", "Slots in all workers.", &one(s.slots.total as f64));
+    metric("connections_open", "gauge", "Open client connections.", &one(s.connections.open as f64));
+    metric(
+        "connections_idle",
+        "gauge",
+        "Client connections waiting for their next request.",
+        &one(s.connections.idle as f64),
+    );
+    metric(
+        "connections_accepted_total",
+        "counter",
+        "Client connections accepted.",
+        &one(s.connections.accepted as f64),
+    );
+    let statuses: Vec<(String, f64)> =
+        s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
+    metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
+    let per_worker = |value: fn(&crate::stats::WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
+        s.workers.iter().map(|w| (format!("{{worker=\"{}\"}}", w.index), value(w))).collect()
+    };
+    metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
+    metric("worker_busy_slots", "gauge", "Busy slots of each worker.", &per_worker(|w| w.busy as f64));
+    metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
+    metric(
+        "worker_rss_bytes",
+        "gauge",
+        "Resident memory of each worker's processes.",
+        &per_worker(|w| w.usage.rss_bytes as f64),
+    );
+    metric(
+        "worker_cpu_seconds_total",
+        "counter",
+        "CPU time of each worker's processes.",
+        &per_worker(|w| w.usage.cpu_secs),
+    );
+    metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
+    out
+}
+
+/// `headway stats` flags.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    /// The --control address of the running server (HOST:PORT or unix:PATH)
+    #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
+    pub control: String,
+    /// Print the JSON as served
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads and prints a running server's stats.
+pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
+    let bind = Bind::parse_all(&args.control).map_err(|err| anyhow::anyhow!("--control {err}"))?.remove(0);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let body = runtime.block_on(fetch(&bind, "/stats")).with_context(|| format!("cannot read stats from {bind}"))?;
+    if args.json {
+        println!("{}", String::from_utf8_lossy(&body));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let snapshot: Snapshot =
+        serde_json::from_slice(&body).context("the control address did not answer with headway stats")?;
+    print!("{}", render(&snapshot));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn fetch(bind: &Bind, path: &str) -> anyhow::Result<Bytes> {
+    let io: Box<dyn Stream> = match bind {
+        Bind::Tcp(addr) => Box::new(TcpStream::connect(addr).await?),
+        Bind::Unix(path) => Box::new(UnixStream::connect(path).await?),
+    };
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(connection);
+    let request = http::Request::get(path).header(http::header::HOST, "headway").body(Empty::<Bytes>::new())?;
+    let response = sender.send_request(request).await?;
+    anyhow::ensure!(response.status().is_success(), "status {}", response.status());
+    Ok(response.into_body().collect().await?.to_bytes())
+}
+
+/// A human-readable page of stats.
+fn render(s: &Snapshot) -> String {
+    let q = &s.queue;
+    let w = &q.wait_ms;
+    let mut out = String::new();
+    let _ = writeln!(out, "uptime       {:.0} s", s.uptime_secs);
+    let _ = writeln!(
+        out,
+        "queue        depth {} (high-water {} since last read; limit {}, timeout {} s)",
+        q.depth, q.high_water, q.max_len, q.timeout_secs
+    );
+    let _ = writeln!(
+        out,
+        "queue wait   p50 {:.1} ms  p90 {:.1} ms  p99 {:.1} ms  p99.9 {:.1} ms  max {:.1} ms  ({} started)",
+        w.p50, w.p90, w.p99, w.p999, w.max, q.dispatched
+    );
+    let _ = writeln!(
+        out,
+        "shed (503)   {} queue full, {} queue timeout; {} withdrawn (client left while queued)",
+        q.shed_queue_full, q.shed_queue_timeout, q.withdrawn
+    );
+    let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
+    let _ = writeln!(
+        out,
+        "connections  {} open, {} idle, {} accepted",
+        s.connections.open, s.connections.idle, s.connections.accepted
+    );
+    let responses: Vec<String> = s.responses.iter().map(|(code, n)| format!("{code}: {n}")).collect();
+    let _ =
+        writeln!(out, "responses    {}", if responses.is_empty() { "none".to_owned() } else { responses.join("  ") });
+    let _ = writeln!(out, "abandoned    {} while queued, {} while running", s.abandoned.queued, s.abandoned.running);
+    let _ = writeln!(out, "front        rss {}  cpu {:.1} s", mib(s.front.rss_bytes), s.front.cpu_secs);
+    let _ = writeln!(out, "\nworker  pid       state     busy  requests  restarts  rss         cpu");
+    for worker in &s.workers {
+        let _ = writeln!(
+            out,
+            "{:<7} {:<9} {:<9} {:<5} {:<9} {:<9} {:<11} {:.1} s",
+            worker.index,
+            worker.pid,
+            worker.state,
+            worker.busy,
+            worker.requests,
+            worker.restarts,
+            mib(worker.usage.rss_bytes),
+            worker.usage.cpu_secs
+        );
+    }
+    out
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}

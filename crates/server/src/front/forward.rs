@@ -1,0 +1,93 @@
+//! The request a worker receives: the client's request, cleaned of what belonged to the
+//! client's hop, with the forwarding headers a server behind a proxy expects.
+//!
+//! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
+//! uploads, `Expect`, or a slow client. `X-Forwarded-For` gets the client's address appended
+//! (the bundled worker takes the last entry as `REMOTE_ADDR`), `X-Forwarded-Proto` says the
+//! client spoke plain HTTP, and `X-Request-Start` (Heroku's and New Relic's convention) says
+//! when the request became complete, so an app can measure its own queue time.
+
+use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Version};
+
+use crate::http1::request::RequestHead;
+use crate::http1::strip_hop_by_hop;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
+
+/// Builds the request to send to a worker.
+pub fn worker_request(head: RequestHead, body: Bytes, client_ip: Option<IpAddr>) -> http::Request<Bytes> {
+    let RequestHead { method, target, mut headers, .. } = head;
+    strip_hop_by_hop(&mut headers);
+    headers.remove(header::EXPECT);
+    headers.remove(header::CONTENT_LENGTH);
+    if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    if let Some(ip) = client_ip {
+        let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
+        let ip = ip.to_string();
+        chain.push(ip.as_bytes());
+        if let Ok(value) = HeaderValue::from_bytes(&chain.join(&b", "[..])) {
+            headers.insert(X_FORWARDED_FOR.clone(), value);
+        }
+    }
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    let micros = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
+    if let Ok(value) = HeaderValue::from_str(&format!("t={micros}")) {
+        headers.insert(X_REQUEST_START.clone(), value);
+    }
+
+    let mut request = http::Request::new(body);
+    *request.method_mut() = method;
+    *request.version_mut() = Version::HTTP_11;
+    // The target was validated by the parser; `*` and `/path?query` are both valid URIs.
+    *request.uri_mut() = target.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
+    *request.headers_mut() = headers;
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::request::{parse_head, Limits};
+
+    fn head(raw: &str) -> RequestHead {
+        let limits = Limits { max_head: 4096, max_body: 1 << 20 };
+        parse_head(raw.as_bytes(), &limits).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn cleans_and_adds_forwarding_headers() {
+        let raw = "POST /p?q=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
+                   Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Forwarded-For: 10.0.0.1\r\n\
+                   X-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n";
+        let request = worker_request(head(raw), Bytes::from_static(b"hello"), Some("192.0.2.7".parse().unwrap()));
+        let headers = request.headers();
+        assert_eq!(request.method(), Method::POST);
+        assert_eq!(request.uri(), "/p?q=1");
+        assert_eq!(headers[header::CONTENT_LENGTH], "5");
+        assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 192.0.2.7");
+        assert_eq!(headers[&X_FORWARDED_PROTO], "http");
+        assert!(headers[&X_REQUEST_START].to_str().unwrap().starts_with("t="));
+        assert_eq!(headers[header::ACCEPT], "*/*");
+        for gone in ["connection", "x-hop", "transfer-encoding", "expect"] {
+            assert!(!headers.contains_key(gone), "{gone} must not be forwarded");
+        }
+    }
+
+    #[test]
+    fn bodiless_get_has_no_content_length() {
+        let request = worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), Bytes::new(), None);
+        assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
+        assert!(!request.headers().contains_key(&X_FORWARDED_FOR));
+        let post = worker_request(head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"), Bytes::new(), None);
+        assert_eq!(post.headers()[header::CONTENT_LENGTH], "0");
+    }
+}

@@ -1,0 +1,74 @@
+//! The front: owns the listening sockets and every client connection.
+//!
+//! It accepts connections, runs one task per connection (see [`conn`]), and puts each
+//! complete request in the one queue. It holds no worker state: everything it knows about
+//! serving a request is "push, then wait for the outcome".
+
+mod conn;
+pub mod forward;
+pub mod listener;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::warn;
+
+use crate::http1::request::Limits;
+use crate::queue::Queue;
+use crate::stats::Stats;
+use conn::Connection;
+use listener::{Accepted, Listener};
+
+/// How the front treats clients.
+#[derive(Debug, Clone)]
+pub struct FrontSettings {
+    pub limits: Limits,
+    /// Time allowed to send a complete request head (from accept for the first request).
+    pub header_timeout: Duration,
+    /// How long an idle keep-alive connection is kept.
+    pub keep_alive_timeout: Duration,
+    pub keep_alive: bool,
+    /// Requests served on one connection before it is closed; 0 for no limit.
+    pub max_requests_per_connection: u64,
+    /// How long a client may stall while sending a body or receiving a response.
+    pub io_timeout: Duration,
+}
+
+/// What every connection task shares.
+pub struct Front {
+    pub settings: FrontSettings,
+    pub queue: Arc<Queue>,
+    pub stats: Arc<Stats>,
+    /// Becomes true when the server starts shutting down: idle connections close, busy ones
+    /// close after their current response.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Front {
+    /// Accepts connections until shutdown starts, then drops the listener (so new
+    /// connections are refused by the kernel) and returns.
+    pub async fn accept_loop(self: Arc<Self>, listener: Listener) {
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = shutdown.wait_for(|stopping| *stopping) => return,
+            };
+            match accepted {
+                Ok(Accepted::Tcp(stream, peer)) => {
+                    tokio::spawn(Connection::new(stream, Some(peer.ip()), self.clone()).serve());
+                }
+                Ok(Accepted::Unix(stream)) => {
+                    tokio::spawn(Connection::new(stream, None, self.clone()).serve());
+                }
+                Err(err) => {
+                    // Usually out of file descriptors; the connections being served will
+                    // free some. Pausing keeps this loop from spinning meanwhile.
+                    warn!("cannot accept a connection: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Parsing a request head and deciding how its body is framed (RFC 9112 sections 3, 6 and 9).
+//!
+//! `httparse` tokenizes; this module applies the rules a server on the open internet needs on
+//! top: size limits (414, 431, 413), one and only one way to find where the body ends (a request
+//! with both `Content-Length` and `Transfer-Encoding`, or with disagreeing lengths, is refused
+//! because two parsers could frame it differently: request smuggling), codings we cannot decode
+//! (501), `Host` rules, `Expect`, and whether the connection may persist.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri, Version};
+
+use super::{comma_tokens, HttpError};
+
+/// How many header fields a request may have. Real browsers send well under 50.
+pub const MAX_HEADERS: usize = 100;
+
+/// Limits the front enforces before a request may enter the queue.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (request line and header fields), in bytes.
+    pub max_head: usize,
+    /// Largest request body, in bytes, after chunked decoding.
+    pub max_body: u64,
+}
+
+/// Where the request body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body.
+    Empty,
+    /// Exactly this many bytes follow the head.
+    Length(u64),
+    /// A chunked body follows; its end is in the data.
+    Chunked,
+}
+
+/// A complete, validated request head.
+#[derive(Debug)]
+pub struct RequestHead {
+    pub method: Method,
+    /// The request target in origin form (`/path?query`), or `*` for `OPTIONS *`.
+    pub target: String,
+    pub version: Version,
+    /// The header fields as received, except that an absolute-form target's authority has
+    /// replaced `Host` (RFC 9112 section 3.2.2).
+    pub headers: HeaderMap,
+    pub framing: Framing,
+    /// The client allows the connection to carry another request after this one.
+    pub keep_alive: bool,
+    /// The client waits for `100 Continue` before sending the body.
+    pub expect_continue: bool,
+}
+
+/// Parses the head at the start of `buf`.
+///
+/// Returns `Ok(None)` when more bytes are needed, and `Ok(Some((head, len)))` with the length of
+/// the head in `buf` once it is complete.
+pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, usize)>, HttpError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut fields);
+    let head_len = match request.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() < limits.max_head {
+                return Ok(None);
+            }
+            return Err(too_large(buf));
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields"))
+        }
+        Err(httparse::Error::Version) => {
+            return Err(HttpError::new(
+                StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+                "only HTTP/1.0 and HTTP/1.1 are supported",
+            ))
+        }
+        Err(_) => return Err(HttpError::bad_request("malformed request head")),
+    };
+    if head_len > limits.max_head {
+        return Err(too_large(buf));
+    }
+
+    // A complete parse always fills these three.
+    let method = Method::from_bytes(request.method.unwrap_or_default().as_bytes())
+        .map_err(|_| HttpError::bad_request("malformed method"))?;
+    let version = match request.version {
+        Some(0) => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    };
+    let mut headers = HeaderMap::with_capacity(request.headers.len());
+    for field in request.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| HttpError::bad_request("malformed header name"))?;
+        let value =
+            HeaderValue::from_bytes(field.value).map_err(|_| HttpError::bad_request("malformed header value"))?;
+        headers.append(name, value);
+    }
+    let target = origin_target(&method, request.path.unwrap_or_default(), &mut headers)?;
+    check_host(version, &headers)?;
+    let framing = framing(version, &headers, limits)?;
+    let expect_continue = expects_continue(version, &headers)?;
+    let keep_alive = wants_keep_alive(version, &headers);
+
+    let head = RequestHead { method, target, version, headers, framing, keep_alive, expect_continue };
+    Ok(Some((head, head_len)))
+}
+
+/// A head over the limit: 414 if even the request line does not fit, else 431.
+fn too_large(buf: &[u8]) -> HttpError {
+    if memchr_newline(buf) {
+        HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request header too large")
+    } else {
+        HttpError::new(StatusCode::URI_TOO_LONG, "request line too long")
+    }
+}
+
+fn memchr_newline(buf: &[u8]) -> bool {
+    // Leading empty lines are allowed before the request line; skip them first.
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    buf[start..].contains(&b'\n')
+}
+
+/// Turns the request target into origin form and checks it fits the method (RFC 9112 3.2).
+fn origin_target(method: &Method, target: &str, headers: &mut HeaderMap) -> Result<String, HttpError> {
+    if method == Method::CONNECT {
+        return Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "CONNECT is not supported"));
+    }
+    if target.starts_with('/') {
+        return Ok(target.to_owned());
+    }
+    if target == "*" {
+        return if method == Method::OPTIONS {
+            Ok(target.to_owned())
+        } else {
+            Err(HttpError::bad_request("'*' is only a target for OPTIONS"))
+        };
+    }
+    // Absolute form: the authority in the target wins over any Host field.
+    let uri: Uri = target.parse().map_err(|_| HttpError::bad_request("malformed request target"))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(HttpError::bad_request("malformed request target"));
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(HttpError::bad_request("request target has an unsupported scheme"));
+    }
+    let host =
+        HeaderValue::from_str(authority.as_str()).map_err(|_| HttpError::bad_request("malformed request target"))?;
+    headers.insert(header::HOST, host);
+    Ok(uri.path_and_query().map_or("/", |pq| pq.as_str()).to_owned())
+}
+
+/// HTTP/1.1 requires exactly one Host field; any request may have at most one (RFC 9112 3.2).
+fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) if version == Version::HTTP_11 => Err(HttpError::bad_request("missing Host header")),
+        (Some(_), Some(_)) => Err(HttpError::bad_request("more than one Host header")),
+        (Some(host), None) if !host.is_empty() => host
+            .to_str()
+            .ok()
+            .and_then(|h| h.parse::<http::uri::Authority>().ok())
+            .map(|_| ())
+            .ok_or(HttpError::bad_request("malformed Host header")),
+        _ => Ok(()),
+    }
+}
+
+/// Decides where the body ends (RFC 9112 section 6), refusing anything two parsers could read
+/// differently.
+fn framing(version: Version, headers: &HeaderMap, limits: &Limits) -> Result<Framing, HttpError> {
+    let has_te = headers.contains_key(header::TRANSFER_ENCODING);
+    let has_cl = headers.contains_key(header::CONTENT_LENGTH);
+    if has_te {
+        if has_cl {
+            return Err(HttpError::bad_request("both Content-Length and Transfer-Encoding"));
+        }
+        if version == Version::HTTP_10 {
+            return Err(HttpError::bad_request("Transfer-Encoding in an HTTP/1.0 request"));
+        }
+        let codings: Vec<String> = comma_tokens(headers, &header::TRANSFER_ENCODING).collect();
+        if codings.iter().any(|coding| coding != "chunked") {
+            return Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "unsupported transfer-coding"));
+        }
+        if codings.len() != 1 {
+            return Err(HttpError::bad_request("chunked applied more than once"));
+        }
+        return Ok(Framing::Chunked);
+    }
+    if !has_cl {
+        return Ok(Framing::Empty);
+    }
+    // Several fields or a list are acceptable only if every value is the same number.
+    let mut length: Option<u64> = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for item in value.as_bytes().split(|&b| b == b',') {
+            let item = item.trim_ascii();
+            if item.is_empty() || item.len() > 19 || !item.iter().all(u8::is_ascii_digit) {
+                return Err(HttpError::bad_request("malformed Content-Length"));
+            }
+            let n: u64 = std::str::from_utf8(item).ok().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+            if length.is_some_and(|seen| seen != n) {
+                return Err(HttpError::bad_request("conflicting Content-Length values"));
+            }
+            length = Some(n);
+        }
+    }
+    match length {
+        Some(0) | None => Ok(Framing::Empty),
+        Some(n) if n > limits.max_body => Err(HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")),
+        Some(n) => Ok(Framing::Length(n)),
+    }
+}
+
+/// `Expect: 100-continue` is the only expectation defined; HTTP/1.0 clients cannot use it
+/// (RFC 9110 section 10.1.1).
+fn expects_continue(version: Version, headers: &HeaderMap) -> Result<bool, HttpError> {
+    let mut expect = false;
+    for token in comma_tokens(headers, &header::EXPECT) {
+        if token != "100-continue" {
+            return Err(HttpError::new(StatusCode::EXPECTATION_FAILED, "unsupported expectation"));
+        }
+        expect = true;
+    }
+    Ok(expect && version == Version::HTTP_11)
+}
+
+/// HTTP/1.1 persists unless told `close`; HTTP/1.0 only when asked with `keep-alive`.
+fn wants_keep_alive(version: Version, headers: &HeaderMap) -> bool {
+    let mut close = false;
+    let mut keep_alive = false;
+    for token in comma_tokens(headers, &header::CONNECTION) {
+        close |= token == "close";
+        keep_alive |= token == "keep-alive";
+    }
+    !close && (version == Version::HTTP_11 || keep_alive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits { max_head: 1024, max_body: 1000 };
+
+    fn parse(raw: &str) -> Result<Option<(RequestHead, usize)>, HttpError> {
+        parse_head(raw.as_bytes(), &LIMITS)
+    }
+
+    fn head(raw: &str) -> RequestHead {
+        parse(raw).expect("valid").expect("complete").0
+    }
+
+    fn status(raw: &str) -> StatusCode {
+        parse(raw).expect_err("should be refused").status
+    }
+
+    #[test]
+    fn simple_get() {
+        let raw = "GET /hello?x=1 HTTP/1.1\r\nHost: a.example\r\n\r\nrest";
+        let (head, len) = parse(raw).unwrap().unwrap();
+        assert_eq!(len, raw.len() - 4);
+        assert_eq!(head.method, Method::GET);
+        assert_eq!(head.target, "/hello?x=1");
+        assert_eq!(head.version, Version::HTTP_11);
+        assert_eq!(head.framing, Framing::Empty);
+        assert!(head.keep_alive);
+        assert!(!head.expect_continue);
+    }
+
+    #[test]
+    fn partial_head_needs_more() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\n").unwrap().is_none());
+        assert!(parse("").unwrap().is_none());
+    }
+
+    #[test]
+    fn leading_empty_lines_are_ignored() {
+        assert_eq!(head("\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").target, "/");
+    }
+
+    #[test]
+    fn oversized_heads_get_431_or_414() {
+        let long_field = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "v".repeat(2000));
+        assert_eq!(status(&long_field), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        let partial_field = format!("GET / HTTP/1.1\r\nX: {}", "v".repeat(2000));
+        assert_eq!(status(&partial_field), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+        let long_line = format!("GET /{} HTTP/1.1", "a".repeat(2000));
+        assert_eq!(status(&long_line), StatusCode::URI_TOO_LONG);
+        let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
+        let big = Limits { max_head: 1 << 20, max_body: 0 };
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");
+        assert_eq!(parse_head(raw.as_bytes(), &big).unwrap_err().status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    }
+
+    #[test]
+    fn malformed_heads_get_400() {
+        assert_eq!(status("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("G(T / HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), StatusCode::HTTP_VERSION_NOT_SUPPORTED);
+    }
+
+    #[test]
+    fn host_rules() {
+        assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(head("GET / HTTP/1.0\r\n\r\n").version, Version::HTTP_10);
+    }
+
+    #[test]
+    fn absolute_form_becomes_origin_form_and_sets_host() {
+        let h = head("GET http://b.example:8080/p?q HTTP/1.1\r\nHost: a.example\r\n\r\n");
+        assert_eq!(h.target, "/p?q");
+        assert_eq!(h.headers[header::HOST], "b.example:8080");
+        assert_eq!(status("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn asterisk_and_connect() {
+        assert_eq!(head("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").target, "*");
+        assert_eq!(status("GET * HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::NOT_IMPLEMENTED);
+    }
+
+    #[test]
+    fn content_length_framing() {
+        let h = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(h.framing, Framing::Length(5));
+        let same = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(same.framing, Framing::Length(5));
+        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").framing, Framing::Empty);
+    }
+
+    #[test]
+    fn bad_content_lengths_are_refused() {
+        for cl in ["5, 6", "-1", "+5", "0x10", "", "5 5", "99999999999999999999"] {
+            let raw = format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: {cl}\r\n\r\n");
+            assert_eq!(status(&raw), StatusCode::BAD_REQUEST, "Content-Length: {cl}");
+        }
+        let two = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
+        assert_eq!(status(two), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn body_over_limit_gets_413() {
+        let raw = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n";
+        assert_eq!(status(raw), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn transfer_encoding_rules() {
+        let chunked = head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n");
+        assert_eq!(chunked.framing, Framing::Chunked);
+        let both = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(status(both), StatusCode::BAD_REQUEST);
+        let gzip = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        assert_eq!(status(gzip), StatusCode::NOT_IMPLEMENTED);
+        let unknown = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: foo\r\n\r\n";
+        assert_eq!(status(unknown), StatusCode::NOT_IMPLEMENTED);
+        let twice = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(status(twice), StatusCode::BAD_REQUEST);
+        let old = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(status(old), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n").keep_alive);
+        assert!(!head("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!head("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+        assert!(!head("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn expect_rules() {
+        let raw = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nExpect: 100-Continue\r\n\r\n";
+        assert!(head(raw).expect_continue);
+        let old = "POST / HTTP/1.0\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n";
+        assert!(!head(old).expect_continue);
+        let other = "POST / HTTP/1.1\r\nHost: a\r\nExpect: tea\r\n\r\n";
+        assert_eq!(status(other), StatusCode::EXPECTATION_FAILED);
+    }
+}

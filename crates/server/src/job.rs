@@ -1,0 +1,107 @@
+//! What travels through the queue: a complete request, and the channel its answer goes back on.
+//!
+//! The front builds a [`Job`] only once the request's head and body are fully read, so a job is
+//! ready to run on any slot of any worker the moment it is dispatched. The answer is an
+//! [`Outcome`]: the worker's response, or the failure the front must turn into a status.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::StatusCode;
+use tokio::sync::oneshot;
+
+use crate::spool;
+
+/// Identifies a job so its connection can withdraw it from the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// A request waiting for, or running on, a slot.
+pub struct Job {
+    pub ticket: Ticket,
+    /// When the request (head and body) became complete: its place in the queue, and the
+    /// start of its queue timeout.
+    pub complete_at: Instant,
+    /// The request as it will be sent to the worker: origin-form target, hop-by-hop headers
+    /// removed, forwarding headers added, the whole body in memory.
+    pub request: http::Request<Bytes>,
+    /// Where the outcome goes. A closed channel means the client has gone away.
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+impl Job {
+    /// A job for a request that is complete now, and the receiver its outcome arrives on.
+    pub fn new(request: http::Request<Bytes>) -> (Job, oneshot::Receiver<Outcome>) {
+        static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
+        let (reply, outcome) = oneshot::channel();
+        let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
+        (Job { ticket, complete_at: Instant::now(), request, reply }, outcome)
+    }
+
+    /// Sends the outcome to the connection that is waiting for it. A client that has gone
+    /// away no longer waits, and there is nobody left to tell.
+    pub fn answer(self, outcome: Outcome) {
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// How a job ended.
+pub enum Outcome {
+    Response(WorkerResponse),
+    Failed(Failure),
+}
+
+/// A worker's response: its head now, its body complete or still arriving.
+pub struct WorkerResponse {
+    pub head: http::response::Parts,
+    pub body: ResponseBody,
+}
+
+pub enum ResponseBody {
+    /// The whole body arrived with the head; the front can send a `Content-Length`.
+    Complete(Bytes),
+    /// The body is still arriving; the slot keeps reading it from the worker into a spool so
+    /// the slot is free as soon as the worker is done, however slowly the client reads.
+    Streaming(spool::Reader),
+}
+
+/// Why a job got no response from a worker; each maps to the status the client receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The queue was at its length limit when the request arrived.
+    QueueFull,
+    /// No slot started the request within the queue timeout.
+    QueueTimeout,
+    /// The worker died or broke the connection before answering.
+    WorkerFailed,
+    /// The worker did not answer within the request timeout.
+    WorkerTimeout,
+}
+
+impl Failure {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Failure::QueueFull | Failure::QueueTimeout => StatusCode::SERVICE_UNAVAILABLE,
+            Failure::WorkerFailed => StatusCode::BAD_GATEWAY,
+            Failure::WorkerTimeout => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Failure::QueueFull => "server busy: the request queue is full",
+            Failure::QueueTimeout => "server busy: no worker could start the request in time",
+            Failure::WorkerFailed => "the worker failed before answering",
+            Failure::WorkerTimeout => "the worker did not answer in time",
+        }
+    }
+
+    /// Shed requests tell the client when to try again; the other failures are not about load.
+    pub fn retry_after_secs(self) -> Option<u32> {
+        match self {
+            Failure::QueueFull | Failure::QueueTimeout => Some(1),
+            Failure::WorkerFailed | Failure::WorkerTimeout => None,
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The one queue: where a request waits, and the only place it waits.
+//!
+//! Every complete request of every client connection enters here in the order it became
+//! complete, and every slot of every worker takes from here, oldest first. There is no other
+//! queue behind it: a slot runs one request at a time, so a request is either waiting here or
+//! running. This is what removes the keep-alive and wrong-worker tails of per-worker queues.
+//!
+//! The queue is bounded twice: by length (a request arriving at a full queue is refused at
+//! once) and by time (a request not started within the timeout is refused with 503 rather
+//! than left to a router's timeout). A request whose client has gone is withdrawn and never
+//! runs.
+//!
+//! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
+//! the least busy worker (spreading work across processes is what a GIL-bound or
+//! single-threaded worker needs); when a slot becomes free and requests wait, it takes the
+//! oldest. Both happen under one short mutex.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::job::{Failure, Job, Outcome, Ticket};
+
+/// The request was refused because the queue is at its length limit.
+#[derive(Debug)]
+pub struct QueueFull;
+
+/// Who reads the high-water mark. Each reader gets the maximum depth since its own last read,
+/// so a Prometheus scrape does not hide a peak from `headway stats`.
+#[derive(Debug, Clone, Copy)]
+pub enum Reader {
+    Json,
+    Prometheus,
+}
+
+pub struct Queue {
+    max_len: usize,
+    timeout: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    waiting: VecDeque<Job>,
+    /// Slots with nothing to do, oldest first. Non-empty only while `waiting` is empty.
+    idle: VecDeque<IdleSlot>,
+    high_water: [usize; 2],
+    /// Time from entering the queue to being handed to a slot, in microseconds.
+    waits: Histogram<u64>,
+    shed_full: u64,
+    shed_timeout: u64,
+    withdrawn: u64,
+}
+
+struct IdleSlot {
+    /// The busy-slot count of the slot's worker, to pick the least busy worker.
+    worker_busy: Arc<AtomicUsize>,
+    hand: oneshot::Sender<Job>,
+}
+
+/// What the queue reports in stats.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    pub depth: usize,
+    pub high_water: usize,
+    pub max_len: usize,
+    pub timeout_secs: f64,
+    pub dispatched: u64,
+    pub wait_ms: WaitPercentiles,
+    pub shed_queue_full: u64,
+    pub shed_queue_timeout: u64,
+    pub withdrawn: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitPercentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Queue {
+    pub fn new(max_len: usize, timeout: Duration) -> Self {
+        let waits =
+            Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
+        Queue {
+            max_len,
+            timeout,
+            state: Mutex::new(State {
+                waiting: VecDeque::new(),
+                idle: VecDeque::new(),
+                high_water: [0; 2],
+                waits,
+                shed_full: 0,
+                shed_timeout: 0,
+                withdrawn: 0,
+            }),
+        }
+    }
+
+    /// How long a request may wait before it is refused.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Admits a complete request: hands it to an idle slot, or queues it at the back.
+    pub fn push(&self, job: Job) -> Result<(), QueueFull> {
+        let mut state = self.lock();
+        let job = if state.waiting.is_empty() {
+            let waited = job.complete_at.elapsed();
+            match state.hand_to_idle(job) {
+                Ok(()) => {
+                    state.record_wait(waited);
+                    return Ok(());
+                }
+                Err(job) => job,
+            }
+        } else {
+            job
+        };
+        if state.waiting.len() >= self.max_len {
+            state.shed_full += 1;
+            return Err(QueueFull);
+        }
+        state.waiting.push_back(job);
+        let depth = state.waiting.len();
+        for mark in state.high_water.iter_mut() {
+            *mark = (*mark).max(depth);
+        }
+        Ok(())
+    }
+
+    /// Takes a request out of the queue if it has not started: its client has gone, or its
+    /// wait deadline passed. Returns whether it was still waiting.
+    pub fn withdraw(&self, ticket: Ticket) -> bool {
+        let mut state = self.lock();
+        match state.waiting.iter().position(|job| job.ticket == ticket) {
+            Some(index) => {
+                state.waiting.remove(index);
+                state.withdrawn += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
+    /// `worker_busy` is the busy-slot count of the slot's worker; the queue counts the job in
+    /// it when handing it over, and the slot takes it out when the job is done.
+    pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<AtomicUsize>) -> NextJob {
+        let mut state = self.lock();
+        if let Some(job) = state.pop_startable(self.timeout) {
+            worker_busy.fetch_add(1, Ordering::Relaxed);
+            return NextJob { queue: self.clone(), ready: Some(job), waiting: None };
+        }
+        let (hand, receive) = oneshot::channel();
+        // Slots that stopped waiting leave closed entries behind; clear them here so the list
+        // stays as long as the number of slots.
+        state.idle.retain(|slot| !slot.hand.is_closed());
+        state.idle.push_back(IdleSlot { worker_busy: worker_busy.clone(), hand });
+        NextJob { queue: self.clone(), ready: None, waiting: Some(receive) }
+    }
+
+    /// Puts back a job a slot received but cannot run (its worker connection broke before it
+    /// was sent). It was the oldest when it was handed out, so it goes to the front.
+    pub fn give_back(&self, job: Job, worker_busy: &AtomicUsize) {
+        worker_busy.fetch_sub(1, Ordering::Relaxed);
+        let mut state = self.lock();
+        if let Err(job) = state.hand_to_idle(job) {
+            state.waiting.push_front(job);
+        }
+    }
+
+    pub fn snapshot(&self, reader: Reader) -> QueueSnapshot {
+        let mut state = self.lock();
+        let depth = state.waiting.len();
+        let high_water = std::mem::replace(&mut state.high_water[reader as usize], depth);
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        let waits = &state.waits;
+        QueueSnapshot {
+            depth,
+            high_water: high_water.max(depth),
+            max_len: self.max_len,
+            timeout_secs: self.timeout.as_secs_f64(),
+            dispatched: waits.len(),
+            wait_ms: WaitPercentiles {
+                p50: ms(waits.value_at_quantile(0.5)),
+                p90: ms(waits.value_at_quantile(0.9)),
+                p99: ms(waits.value_at_quantile(0.99)),
+                p999: ms(waits.value_at_quantile(0.999)),
+                max: ms(waits.max()),
+                mean: waits.mean() / 1000.0,
+            },
+            shed_queue_full: state.shed_full,
+            shed_queue_timeout: state.shed_timeout,
+            withdrawn: state.withdrawn,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent across a panic in another holder (every update is a
+        // single push/pop), so a poisoned lock is still safe to use.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl State {
+    /// Hands `job` to the idle slot of the least busy worker, longest idle first among equals.
+    /// Gives the job back when no slot is idle (moved, not boxed: this is the request path).
+    #[allow(clippy::result_large_err)]
+    fn hand_to_idle(&mut self, mut job: Job) -> Result<(), Job> {
+        loop {
+            let best = self
+                .idle
+                .iter()
+                .enumerate()
+                .min_by_key(|(index, slot)| (slot.worker_busy.load(Ordering::Relaxed), *index))
+                .map(|(index, _)| index);
+            let Some(slot) = best.and_then(|index| self.idle.remove(index)) else {
+                return Err(job);
+            };
+            slot.worker_busy.fetch_add(1, Ordering::Relaxed);
+            match slot.hand.send(job) {
+                Ok(()) => return Ok(()),
+                Err(returned) => {
+                    // The slot stopped waiting; try the next one.
+                    slot.worker_busy.fetch_sub(1, Ordering::Relaxed);
+                    job = returned;
+                }
+            }
+        }
+    }
+
+    /// The oldest request that can still start. Requests past their deadline are answered
+    /// with 503 here, so none starts late even if its connection has not noticed yet.
+    fn pop_startable(&mut self, timeout: Duration) -> Option<Job> {
+        let now = Instant::now();
+        while let Some(job) = self.waiting.pop_front() {
+            let waited = now.saturating_duration_since(job.complete_at);
+            if job.reply.is_closed() {
+                self.withdrawn += 1;
+            } else if waited > timeout {
+                self.shed_timeout += 1;
+                job.answer(Outcome::Failed(Failure::QueueTimeout));
+            } else {
+                self.record_wait(waited);
+                return Some(job);
+            }
+        }
+        None
+    }
+
+    fn record_wait(&mut self, waited: Duration) {
+        let micros = waited.as_micros() as u64;
+        self.waits.saturating_record(micros);
+    }
+}
+
+/// A free slot's wait for its next job.
+pub struct NextJob {
+    queue: Arc<Queue>,
+    ready: Option<Job>,
+    waiting: Option<oneshot::Receiver<Job>>,
+}
+
+impl NextJob {
+    /// Waits for the job. Cancel-safe only through [`NextJob::cancel`].
+    pub async fn recv(&mut self) -> Job {
+        if let Some(job) = self.ready.take() {
+            return job;
+        }
+        match self.waiting.as_mut() {
+            Some(receive) => match receive.await {
+                Ok(job) => {
+                    self.waiting = None;
+                    job
+                }
+                // The queue never drops a waiting slot's sender without sending: only
+                // `hand_to_idle` removes it, and it sends. Waiting forever is the honest
+                // answer if that ever changes.
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops waiting. A job that was handed over in the meantime is returned to the queue
+    /// rather than lost.
+    pub fn cancel(mut self, worker_busy: &AtomicUsize) {
+        let job = self.ready.take().or_else(|| {
+            let mut receive = self.waiting.take()?;
+            receive.close();
+            receive.try_recv().ok()
+        });
+        if let Some(job) = job {
+            self.queue.give_back(job, worker_busy);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn job(path: &str) -> (Job, oneshot::Receiver<Outcome>) {
+        Job::new(http::Request::builder().uri(path).body(Bytes::new()).unwrap())
+    }
+
+    fn path(job: &Job) -> &str {
+        job.request.uri().path()
+    }
+
+    #[tokio::test]
+    async fn waiting_jobs_are_served_oldest_first() {
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let busy = Arc::new(AtomicUsize::new(0));
+        let mut keep = Vec::new();
+        for name in ["/a", "/b", "/c"] {
+            let (job, outcome) = job(name);
+            queue.push(job).unwrap();
+            keep.push(outcome);
+        }
+        for expected in ["/a", "/b", "/c"] {
+            assert_eq!(path(&queue.next_job(&busy).recv().await), expected);
+        }
+        assert_eq!(busy.load(Ordering::Relaxed), 3);
+        assert_eq!(queue.snapshot(Reader::Json).high_water, 3);
+        assert_eq!(queue.snapshot(Reader::Json).high_water, 0, "reset by the read");
+        assert_eq!(queue.snapshot(Reader::Prometheus).high_water, 3, "each reader has its own");
+    }
+
+    #[tokio::test]
+    async fn arriving_job_goes_to_least_busy_worker() {
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let worker_a = Arc::new(AtomicUsize::new(2));
+        let worker_b = Arc::new(AtomicUsize::new(0));
+        let mut waits_a = queue.next_job(&worker_a);
+        let mut waits_b = queue.next_job(&worker_b);
+        let (first, _o1) = job("/1");
+        queue.push(first).unwrap();
+        assert_eq!(path(&waits_b.recv().await), "/1");
+        assert_eq!(worker_b.load(Ordering::Relaxed), 1);
+        let (second, _o2) = job("/2");
+        queue.push(second).unwrap();
+        assert_eq!(path(&waits_a.recv().await), "/2");
+        assert_eq!(queue.snapshot(Reader::Json).depth, 0);
+    }
+
+    #[tokio::test]
+    async fn full_queue_refuses() {
+        let queue = Queue::new(1, Duration::from_secs(10));
+        let (a, _oa) = job("/a");
+        let (b, _ob) = job("/b");
+        assert!(queue.push(a).is_ok());
+        assert!(queue.push(b).is_err());
+        assert_eq!(queue.snapshot(Reader::Json).shed_queue_full, 1);
+    }
+
+    #[tokio::test]
+    async fn withdrawn_and_abandoned_jobs_never_reach_a_slot() {
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let busy = Arc::new(AtomicUsize::new(0));
+        let (a, _oa) = job("/a");
+        let (b, ob) = job("/b");
+        let (c, _oc) = job("/c");
+        let ticket_a = a.ticket;
+        queue.push(a).unwrap();
+        queue.push(b).unwrap();
+        queue.push(c).unwrap();
+        assert!(queue.withdraw(ticket_a));
+        assert!(!queue.withdraw(ticket_a));
+        drop(ob); // the client of /b went away without withdrawing
+        assert_eq!(path(&queue.next_job(&busy).recv().await), "/c");
+        assert_eq!(queue.snapshot(Reader::Json).withdrawn, 2);
+    }
+
+    #[tokio::test]
+    async fn expired_jobs_are_answered_503_not_started() {
+        let queue = Arc::new(Queue::new(10, Duration::from_millis(1)));
+        let busy = Arc::new(AtomicUsize::new(0));
+        let (a, outcome) = job("/a");
+        queue.push(a).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let (b, _ob) = job("/b");
+        queue.push(b).unwrap();
+        let mut next = queue.next_job(&busy);
+        assert!(matches!(outcome.await, Ok(Outcome::Failed(Failure::QueueTimeout))));
+        // /b was pushed after /a expired but is itself only just queued.
+        assert_eq!(path(&next.recv().await), "/b");
+    }
+
+    #[tokio::test]
+    async fn cancelled_wait_gives_a_handed_job_back() {
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let busy = Arc::new(AtomicUsize::new(0));
+        let next = queue.next_job(&busy);
+        let (a, _oa) = job("/a");
+        queue.push(a).unwrap(); // handed straight to the idle slot
+        assert_eq!(busy.load(Ordering::Relaxed), 1);
+        next.cancel(&busy);
+        assert_eq!(busy.load(Ordering::Relaxed), 0);
+        assert_eq!(queue.snapshot(Reader::Json).depth, 1);
+        assert_eq!(path(&queue.next_job(&busy).recv().await), "/a");
+    }
+}

@@ -1,0 +1,104 @@
+//! `headway serve`: puts the parts together and runs them until a signal says stop.
+//!
+//! Start-up: bind every address first (a port in use is an error before any worker starts),
+//! start the workers and wait until each listens, then accept. Shutdown on SIGTERM or SIGINT:
+//! stop accepting, let idle connections go, finish every queued and running request (bounded
+//! by --graceful-timeout), then stop the workers and exit 0. A second signal skips the wait.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::control;
+use crate::front::listener::Listener;
+use crate::front::Front;
+use crate::queue::Queue;
+use crate::stats::Stats;
+use crate::supervisor::Supervisor;
+use crate::worker::Launch;
+
+pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
+    let mut listeners = Vec::with_capacity(config.binds.len());
+    for bind in &config.binds {
+        listeners.push(Listener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?);
+    }
+    let control_listener = match &config.control {
+        Some(bind) => Some(Listener::bind(bind).with_context(|| format!("cannot listen on --control {bind}"))?),
+        None => None,
+    };
+    // Signals are caught from here on, so a stop during a slow boot is orderly too.
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+
+    let stats = Arc::new(Stats::default());
+    let queue = Arc::new(Queue::new(config.max_queue, config.queue_timeout));
+    let threads = config.supervisor.threads;
+    let what = match &config.supervisor.launch {
+        Launch::Python { app, .. } => app.clone().unwrap_or_else(|| "the demo app".to_owned()),
+        Launch::Command(command) => format!("`{command}`"),
+    };
+    info!("starting {} worker(s) x {threads} slot(s) for {what}", config.supervisor.workers);
+    let supervisor = tokio::select! {
+        started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
+        _ = terminate.recv() => return Ok(ExitCode::SUCCESS),
+        _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
+    };
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let front = Arc::new(Front {
+        settings: config.front.clone(),
+        queue: queue.clone(),
+        stats: stats.clone(),
+        shutdown: shutdown_rx,
+    });
+    for listener in listeners {
+        info!("listening on {}", listener.local_bind()?);
+        tokio::spawn(front.clone().accept_loop(listener));
+    }
+    if let Some(listener) = control_listener {
+        info!("stats on {}/stats and /metrics", listener.local_bind()?);
+        let sources = control::Sources { stats: stats.clone(), queue, workers: supervisor.workers().to_vec(), threads };
+        tokio::spawn(control::serve(listener, Arc::new(sources)));
+    }
+
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    let deadline = Instant::now() + config.graceful_timeout;
+    info!(
+        "shutting down: finishing {} open connection(s), up to {:?}",
+        stats.open_connections(),
+        config.graceful_timeout
+    );
+    shutdown.send_replace(true);
+    let drained = tokio::select! {
+        drained = wait_for_connections(&stats, deadline) => drained,
+        _ = terminate.recv() => false,
+        _ = interrupt.recv() => false,
+    };
+    if !drained {
+        warn!("stopping with {} connection(s) still open", stats.open_connections());
+    }
+    let grace = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+    supervisor.stop(grace).await;
+    info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until every client connection has closed, or the deadline. Returns whether they did.
+async fn wait_for_connections(stats: &Stats, deadline: Instant) -> bool {
+    while stats.open_connections() > 0 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}

@@ -1,0 +1,294 @@
+//! A slot: one keep-alive HTTP/1.1 connection from the front to a worker's unix socket,
+//! carrying one request at a time.
+//!
+//! A worker with T slots has exactly T such connections, so it never holds more than T
+//! requests and never queues one internally: every wait happens in the front's queue. A slot
+//! takes the oldest request from the queue, sends it, reads the response, passes the head to
+//! the client's connection and pumps the body into a spool, and only then takes the next
+//! request. The slot talks to a trusted local process, so it uses hyper's client rather than
+//! the front's strict parser.
+
+use std::future::poll_fn;
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::job::{Failure, Job, Outcome, ResponseBody, WorkerResponse};
+use crate::queue::Queue;
+use crate::spool;
+use crate::worker::{Phase, Worker};
+
+/// Pause before reconnecting when a worker that says it is ready refuses a connection.
+const RECONNECT_DELAY: Duration = Duration::from_millis(50);
+
+/// What every slot needs to know.
+#[derive(Debug, Clone)]
+pub struct SlotSettings {
+    /// How long a worker may be silent (before the head, or between body pieces) before the
+    /// request fails with 504 and the worker is replaced.
+    pub request_timeout: Duration,
+    /// Response bytes held in memory per response before spilling to disk.
+    pub response_buffer: usize,
+}
+
+pub struct Slot {
+    pub worker: Arc<Worker>,
+    pub queue: Arc<Queue>,
+    pub settings: Arc<SlotSettings>,
+}
+
+impl Slot {
+    /// Serves requests for as long as the worker exists, reconnecting whenever the worker
+    /// is restarted or closes the connection.
+    pub async fn run(self) {
+        let mut phase = self.worker.watch_phase();
+        while let Some(generation) = ready_generation(&mut phase).await {
+            match Connection::open(&self.worker.socket).await {
+                Ok(mut connection) => self.serve(&mut connection, generation, &mut phase).await,
+                Err(err) => {
+                    debug!(worker = self.worker.index, "cannot connect to worker: {err}");
+                    tokio::time::sleep(RECONNECT_DELAY).await;
+                }
+            }
+        }
+    }
+
+    /// Runs jobs on `connection` until it closes or the worker leaves generation `generation`.
+    async fn serve(&self, connection: &mut Connection, generation: u64, phase: &mut watch::Receiver<Phase>) {
+        let busy = &self.worker.busy;
+        loop {
+            let mut next = self.queue.next_job(busy);
+            let job = tokio::select! {
+                job = next.recv() => Some(job),
+                () = connection.closed() => None,
+                () = leaves_generation(phase, generation) => None,
+            };
+            let Some(job) = job else {
+                next.cancel(busy);
+                return;
+            };
+            let reusable = self.forward(connection, job).await;
+            busy.fetch_sub(1, Ordering::Relaxed);
+            if !reusable || *phase.borrow() != (Phase::Ready { generation }) {
+                return;
+            }
+        }
+    }
+
+    /// Runs one job. Returns whether the connection can carry another request.
+    async fn forward(&self, connection: &mut Connection, job: Job) -> bool {
+        let Job { request, reply, .. } = job;
+        if reply.is_closed() {
+            return true; // the client left between dispatch and now: nothing to run
+        }
+        let timeout = self.settings.request_timeout;
+        let response = match tokio::time::timeout(timeout, connection.send(&self.worker.socket, request)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(err)) => {
+                warn!(worker = self.worker.index, "request failed: {err}");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+                return false;
+            }
+            Err(_) => {
+                warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
+                self.worker.report_hung();
+                return false;
+            }
+        };
+        self.worker.served.fetch_add(1, Ordering::Relaxed);
+        let (head, mut body) = response.into_parts();
+
+        let (pieces, ended) = drain_ready(&mut body).await;
+        let ended = match ended {
+            Some(Ok(())) => {
+                let body = ResponseBody::Complete(concat(pieces));
+                let _ = reply.send(Outcome::Response(WorkerResponse { head, body }));
+                return true;
+            }
+            Some(Err(err)) => {
+                warn!(worker = self.worker.index, "response body failed: {err}");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+                return false;
+            }
+            None => ended,
+        };
+        debug_assert!(ended.is_none());
+
+        // The body is still coming: hand the client a spool and keep pumping into it.
+        let (writer, reader) = spool::channel(self.settings.response_buffer);
+        for piece in pieces {
+            if let Err(err) = writer.write(piece) {
+                warn!("cannot buffer response: {err}");
+                return false;
+            }
+        }
+        let _ = reply.send(Outcome::Response(WorkerResponse { head, body: ResponseBody::Streaming(reader) }));
+        loop {
+            match tokio::time::timeout(timeout, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        if let Err(err) = writer.write(data) {
+                            warn!("cannot buffer response: {err}");
+                            return false;
+                        }
+                    }
+                }
+                Ok(None) => {
+                    writer.finish();
+                    return true;
+                }
+                Ok(Some(Err(err))) => {
+                    warn!(worker = self.worker.index, "response body failed: {err}");
+                    return false;
+                }
+                Err(_) => {
+                    warn!(worker = self.worker.index, "response body stalled for {timeout:?}; replacing the worker");
+                    self.worker.report_hung();
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Waits until the worker is ready and returns its generation; `None` once it is stopped.
+async fn ready_generation(phase: &mut watch::Receiver<Phase>) -> Option<u64> {
+    loop {
+        match *phase.borrow_and_update() {
+            Phase::Ready { generation } => return Some(generation),
+            Phase::Stopped => return None,
+            Phase::Starting | Phase::Draining => {}
+        }
+        phase.changed().await.ok()?;
+    }
+}
+
+/// Resolves once the worker is no longer in `generation`'s ready phase.
+async fn leaves_generation(phase: &mut watch::Receiver<Phase>, generation: u64) {
+    let _ = phase.wait_for(|now| *now != Phase::Ready { generation }).await;
+}
+
+/// Takes every body frame that is already available. Returns them, and how the body ended
+/// if it did: most responses of a web app arrive whole in one read, and then the client
+/// can get a `Content-Length` and a single write.
+async fn drain_ready(body: &mut Incoming) -> (Vec<Bytes>, Option<Result<(), hyper::Error>>) {
+    let mut pieces = Vec::new();
+    let ended = poll_fn(|cx| loop {
+        match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    pieces.push(data);
+                }
+            }
+            Poll::Ready(Some(Err(err))) => return Poll::Ready(Some(Err(err))),
+            Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
+            Poll::Pending => return Poll::Ready(None),
+        }
+    })
+    .await;
+    (pieces, ended)
+}
+
+fn concat(mut pieces: Vec<Bytes>) -> Bytes {
+    match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().expect("one piece"),
+        _ => {
+            let mut whole = BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            pieces.iter().for_each(|piece| whole.extend_from_slice(piece));
+            whole.freeze()
+        }
+    }
+}
+
+/// One HTTP/1.1 connection to a worker, driven by hyper.
+struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    /// The task that drives the connection; it ends when the connection closes.
+    driver: Option<JoinHandle<()>>,
+}
+
+impl Connection {
+    async fn open(socket: &Path) -> io::Result<Self> {
+        let stream = UnixStream::connect(socket).await?;
+        let (sender, connection) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(io::Error::other)?;
+        let driver = tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                debug!("worker connection ended: {err}");
+            }
+        });
+        Ok(Connection { sender, driver: Some(driver) })
+    }
+
+    /// Resolves when the worker closes the connection.
+    async fn closed(&mut self) {
+        match self.driver.as_mut() {
+            Some(driver) => {
+                let _ = driver.await;
+                self.driver = None;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Sends a request and waits for the response head. Workers close idle keep-alive
+    /// connections (Puma after 20 s, Node after 5 s); when hyper reports that a request was
+    /// not sent because of that, it is sent again once on a new connection. Nothing reached
+    /// the app, so this is safe for any method.
+    async fn send(
+        &mut self,
+        socket: &Path,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Incoming>, SendError> {
+        let mut request = request.map(Full::new);
+        let mut reconnected = false;
+        loop {
+            let sent = match self.sender.ready().await {
+                Ok(()) => self.sender.try_send_request(request).await,
+                Err(err) if reconnected => return Err(SendError::Http(err)),
+                Err(_) => {
+                    *self = Connection::open(socket).await.map_err(SendError::Reconnect)?;
+                    reconnected = true;
+                    continue;
+                }
+            };
+            match sent {
+                Ok(response) => return Ok(response),
+                Err(mut err) => match err.take_message() {
+                    Some(unsent) if !reconnected => {
+                        request = unsent;
+                        *self = Connection::open(socket).await.map_err(SendError::Reconnect)?;
+                        reconnected = true;
+                    }
+                    _ => return Err(SendError::Http(err.into_error())),
+                },
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    #[error("{0}")]
+    Http(hyper::Error),
+    #[error("worker closed the connection and refused a new one: {0}")]
+    Reconnect(io::Error),
+}

@@ -1,0 +1,203 @@
+//! The supervisor: starts W workers, keeps them running, replaces the ones that die or hang,
+//! and stops them at shutdown.
+//!
+//! A worker that dies is restarted; only the requests it was running fail (502, from its
+//! slots), because nothing else was ever inside it. A worker whose request outlives the
+//! request timeout is presumed stuck (a thread cannot be interrupted from outside): it takes no
+//! new requests, its other running requests finish, then it is replaced. A worker that crashes
+//! again right after starting is restarted with growing pauses, so a broken deploy does not
+//! spin the CPU.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::{info, warn};
+
+use crate::queue::Queue;
+use crate::slot::{Slot, SlotSettings};
+use crate::worker::{self, Launch, Phase, Process, Worker};
+
+/// A worker that lives shorter than this after becoming ready is crash-looping.
+const STABLE_AFTER: Duration = Duration::from_secs(1);
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    pub workers: usize,
+    pub threads: usize,
+    pub launch: Launch,
+    pub boot_timeout: Duration,
+    /// How long a hung worker's other requests may take to finish before it is replaced.
+    pub request_timeout: Duration,
+}
+
+pub struct Supervisor {
+    workers: Vec<Arc<Worker>>,
+    stop: watch::Sender<Option<Duration>>,
+    managers: Vec<JoinHandle<()>>,
+    /// Holds the workers' sockets; removed when the supervisor goes.
+    _socket_dir: tempfile::TempDir,
+}
+
+impl Supervisor {
+    /// Starts every worker, waits until each listens, and starts their slots. Fails, stopping
+    /// whatever did start, if any worker cannot start.
+    pub async fn start(config: SupervisorConfig, queue: Arc<Queue>, slots: Arc<SlotSettings>) -> anyhow::Result<Self> {
+        let socket_dir = tempfile::Builder::new()
+            .prefix("headway-")
+            .tempdir()
+            .context("cannot create a directory for worker sockets")?;
+        let workers: Vec<Arc<Worker>> = (1..=config.workers)
+            .map(|index| Arc::new(Worker::new(index, socket_dir.path().join(format!("worker-{index}.sock")))))
+            .collect();
+        let config = Arc::new(config);
+
+        let mut boots = JoinSet::new();
+        for worker in &workers {
+            let (worker, config) = (worker.clone(), config.clone());
+            boots.spawn(async move {
+                let result = start_process(&worker, &config).await;
+                (worker.index, result)
+            });
+        }
+        let mut processes: Vec<Option<Process>> = (0..config.workers).map(|_| None).collect();
+        let mut failures = Vec::new();
+        while let Some(joined) = boots.join_next().await {
+            let (index, result) = joined.context("worker start task failed")?;
+            match result {
+                Ok(process) => processes[index - 1] = Some(process),
+                Err(err) => failures.push(format!("worker {index} {err}")),
+            }
+        }
+        if !failures.is_empty() {
+            for process in processes.iter_mut().flatten() {
+                process.terminate(Duration::from_secs(1)).await;
+            }
+            failures.sort();
+            bail!("{}", failures.join("; "));
+        }
+
+        let (stop, _) = watch::channel(None);
+        let mut managers = Vec::with_capacity(workers.len());
+        for (worker, process) in workers.iter().zip(processes) {
+            let process = process.expect("every worker started");
+            info!("worker {} (pid {}) listening", worker.index, process.pid);
+            worker.set_pid(process.pid);
+            worker.set_phase(Phase::Ready { generation: 1 });
+            for _ in 0..config.threads {
+                let slot = Slot { worker: worker.clone(), queue: queue.clone(), settings: slots.clone() };
+                tokio::spawn(slot.run());
+            }
+            managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), stop.subscribe())));
+        }
+        Ok(Supervisor { workers, stop, managers, _socket_dir: socket_dir })
+    }
+
+    pub fn workers(&self) -> &[Arc<Worker>] {
+        &self.workers
+    }
+
+    /// Stops every worker, giving each `grace` to exit after SIGTERM.
+    pub async fn stop(self, grace: Duration) {
+        self.stop.send_replace(Some(grace));
+        for manager in self.managers {
+            let _ = manager.await;
+        }
+    }
+}
+
+async fn start_process(worker: &Worker, config: &SupervisorConfig) -> Result<Process, worker::BootError> {
+    let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
+    worker::boot(&mut command, &worker.socket, config.boot_timeout).await
+}
+
+/// Why a worker's process is being replaced.
+enum Event {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    Hung,
+    Stop(Duration),
+}
+
+/// Watches one worker for its whole life.
+async fn manage(
+    worker: Arc<Worker>,
+    mut process: Process,
+    config: Arc<SupervisorConfig>,
+    mut stop: watch::Receiver<Option<Duration>>,
+) {
+    let mut generation = 1;
+    let mut backoff = Duration::ZERO;
+    loop {
+        let ready_at = Instant::now();
+        let event = tokio::select! {
+            status = process.child.wait() => Event::Exited(status),
+            () = worker.hung() => Event::Hung,
+            grace = stop.wait_for(Option::is_some) => Event::Stop(grace.ok().and_then(|g| *g).unwrap_or_default()),
+        };
+        match event {
+            Event::Stop(grace) => {
+                worker.set_phase(Phase::Stopped);
+                process.terminate(grace).await;
+                return;
+            }
+            Event::Exited(status) => {
+                worker.set_phase(Phase::Starting);
+                process.signal(libc::SIGKILL); // anything the worker left in its group
+                let status = status.map_or_else(|err| err.to_string(), |status| status.to_string());
+                warn!("worker {} (pid {}) exited ({status}); restarting it", worker.index, process.pid);
+            }
+            Event::Hung => {
+                worker.set_phase(Phase::Draining);
+                wait_until_idle(&worker, config.request_timeout).await;
+                warn!("worker {} (pid {}) is stuck; replacing it", worker.index, process.pid);
+                process.terminate(Duration::from_secs(1)).await;
+            }
+        }
+        worker.restarts.fetch_add(1, Ordering::Relaxed);
+        worker.set_pid(0);
+        backoff = if ready_at.elapsed() < STABLE_AFTER {
+            (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF)
+        } else {
+            Duration::ZERO
+        };
+
+        process = loop {
+            if pause_or_stop(backoff, &mut stop).await {
+                worker.set_phase(Phase::Stopped);
+                return;
+            }
+            match start_process(&worker, &config).await {
+                Ok(process) => break process,
+                Err(err) => {
+                    backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+                    warn!("worker {} {err}; trying again in {backoff:?}", worker.index);
+                }
+            }
+        };
+        generation += 1;
+        info!("worker {} (pid {}) listening", worker.index, process.pid);
+        worker.set_pid(process.pid);
+        worker.set_phase(Phase::Ready { generation });
+    }
+}
+
+/// Waits until none of the worker's slots is running a request, or `limit` passes.
+async fn wait_until_idle(worker: &Worker, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while worker.busy.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Sleeps for `pause`; returns true if a stop was requested meanwhile (or before).
+async fn pause_or_stop(pause: Duration, stop: &mut watch::Receiver<Option<Duration>>) -> bool {
+    if stop.borrow().is_some() {
+        return true;
+    }
+    tokio::time::timeout(pause, stop.wait_for(Option::is_some)).await.is_ok()
+}
