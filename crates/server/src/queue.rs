@@ -30,6 +30,15 @@ use crate::job::{Failure, Job, Outcome, Ticket};
 #[derive(Debug)]
 pub struct QueueFull;
 
+/// Why a connection takes its request back out of the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// The client went away.
+    ClientGone,
+    /// The wait deadline passed; the request is shed with 503.
+    TimedOut,
+}
+
 /// Who reads the high-water mark. Each reader gets the maximum depth since its own last read,
 /// so a Prometheus scrape does not hide a peak from `headway stats`.
 #[derive(Debug, Clone, Copy)]
@@ -137,18 +146,19 @@ impl Queue {
         Ok(())
     }
 
-    /// Takes a request out of the queue if it has not started: its client has gone, or its
-    /// wait deadline passed. Returns whether it was still waiting.
-    pub fn withdraw(&self, ticket: Ticket) -> bool {
+    /// Takes a request out of the queue if it has not started. Returns whether it was still
+    /// waiting (if not, it is running or already answered).
+    pub fn withdraw(&self, ticket: Ticket, why: Withdrawal) -> bool {
         let mut state = self.lock();
-        match state.waiting.iter().position(|job| job.ticket == ticket) {
-            Some(index) => {
-                state.waiting.remove(index);
-                state.withdrawn += 1;
-                true
-            }
-            None => false,
+        let Some(index) = state.waiting.iter().position(|job| job.ticket == ticket) else {
+            return false;
+        };
+        state.waiting.remove(index);
+        match why {
+            Withdrawal::ClientGone => state.withdrawn += 1,
+            Withdrawal::TimedOut => state.shed_timeout += 1,
         }
+        true
     }
 
     /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
@@ -375,8 +385,8 @@ mod tests {
         queue.push(a).unwrap();
         queue.push(b).unwrap();
         queue.push(c).unwrap();
-        assert!(queue.withdraw(ticket_a));
-        assert!(!queue.withdraw(ticket_a));
+        assert!(queue.withdraw(ticket_a, Withdrawal::ClientGone));
+        assert!(!queue.withdraw(ticket_a, Withdrawal::TimedOut));
         drop(ob); // the client of /b went away without withdrawing
         assert_eq!(path(&queue.next_job(&busy).recv().await), "/c");
         assert_eq!(queue.snapshot(Reader::Json).withdrawn, 2);

@@ -29,6 +29,7 @@ use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop, HttpError};
 use crate::job::{Failure, Job, Outcome, ResponseBody, WorkerResponse};
+use crate::queue::Withdrawal;
 
 /// How much to ask the kernel for per read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -248,14 +249,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     return Ok(result.unwrap_or(Outcome::Failed(Failure::WorkerFailed)));
                 }
                 () = sleep_until(deadline.into()), if queued => {
-                    if queue.withdraw(ticket) {
+                    if queue.withdraw(ticket, Withdrawal::TimedOut) {
                         return Ok(Outcome::Failed(Failure::QueueTimeout));
                     }
                     queued = false; // it started just in time; the request timeout applies now
                 }
                 read = self.io.read_buf(&mut self.buf), if read_ahead => {
                     if !matches!(read, Ok(n) if n > 0) {
-                        let was_queued = queue.withdraw(ticket);
+                        let was_queued = queue.withdraw(ticket, Withdrawal::ClientGone);
                         self.front.stats.abandoned(was_queued);
                         return Err(End::Gone);
                     }

@@ -64,7 +64,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
             if buf.len() < limits.max_head {
                 return Ok(None);
             }
-            return Err(too_large(buf));
+            return Err(too_large(buf, limits.max_head));
         }
         Err(httparse::Error::TooManyHeaders) => {
             return Err(HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields"))
@@ -78,7 +78,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
         Err(_) => return Err(HttpError::bad_request("malformed request head")),
     };
     if head_len > limits.max_head {
-        return Err(too_large(buf));
+        return Err(too_large(buf, limits.max_head));
     }
 
     // A complete parse always fills these three.
@@ -106,19 +106,16 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
     Ok(Some((head, head_len)))
 }
 
-/// A head over the limit: 414 if even the request line does not fit, else 431.
-fn too_large(buf: &[u8]) -> HttpError {
-    if memchr_newline(buf) {
-        HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request header too large")
-    } else {
-        HttpError::new(StatusCode::URI_TOO_LONG, "request line too long")
-    }
-}
-
-fn memchr_newline(buf: &[u8]) -> bool {
+/// A head over the limit: 414 if the request line alone does not fit, else 431.
+fn too_large(buf: &[u8], max_head: usize) -> HttpError {
     // Leading empty lines are allowed before the request line; skip them first.
     let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
-    buf[start..].contains(&b'\n')
+    match buf[start..].iter().position(|&b| b == b'\n') {
+        Some(line_len) if start + line_len < max_head => {
+            HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "request header too large")
+        }
+        _ => HttpError::new(StatusCode::URI_TOO_LONG, "request line too long"),
+    }
 }
 
 /// Turns the request target into origin form and checks it fits the method (RFC 9112 3.2).
@@ -286,6 +283,8 @@ mod tests {
         assert_eq!(status(&partial_field), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
         let long_line = format!("GET /{} HTTP/1.1", "a".repeat(2000));
         assert_eq!(status(&long_line), StatusCode::URI_TOO_LONG);
+        let long_complete_line = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(2000));
+        assert_eq!(status(&long_complete_line), StatusCode::URI_TOO_LONG);
         let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
         let big = Limits { max_head: 1 << 20, max_body: 0 };
         let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");

@@ -1,0 +1,144 @@
+"""A WSGI app that lets tests observe what reaches the app.
+
+Run with one worker (`-w 1`) so every request sees the same process state:
+- /record?id=X&ms=N  appends X to the service log when it starts, sleeps N ms, answers X
+- /log               the service log as JSON (does not record itself)
+- /busy?ms=N         counts requests running at once, sleeps N ms; /max_busy reads the peak
+- /bytes?n=N         a body of N bytes, sent in one piece (the server can give a length)
+- /stream?n=N&k=K    N bytes in K pieces with no Content-Length (chunked on the wire)
+- /echo              the request body, and what the environ said about it, as JSON
+- /environ           every environ key with the type of its value, as JSON
+- /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
+                     recorded; /closed lists the recorded ids
+- /crash             raises before start_response
+"""
+
+import json
+import os
+import threading
+import time
+from urllib.parse import parse_qs
+
+_lock = threading.Lock()
+_log = []
+_closed = []
+_busy = 0
+_max_busy = 0
+
+
+def _params(environ):
+    return {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+
+
+def _reply(start_response, body, status="200 OK", content_type="text/plain"):
+    if isinstance(body, str):
+        body = body.encode()
+    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body))),
+                            ("X-Worker-Pid", str(os.getpid()))])
+    return [body]
+
+
+def _json(start_response, value):
+    return _reply(start_response, json.dumps(value), content_type="application/json")
+
+
+def record(environ, start_response):
+    params = _params(environ)
+    with _lock:
+        _log.append(params["id"])
+    time.sleep(int(params.get("ms", "0")) / 1000)
+    return _reply(start_response, params["id"])
+
+
+def busy(environ, start_response):
+    global _busy, _max_busy
+    with _lock:
+        _busy += 1
+        _max_busy = max(_max_busy, _busy)
+    try:
+        time.sleep(int(_params(environ).get("ms", "100")) / 1000)
+    finally:
+        with _lock:
+            _busy -= 1
+    return _reply(start_response, "done")
+
+
+def stream(environ, start_response):
+    params = _params(environ)
+    total, pieces = int(params["n"]), int(params.get("k", "4"))
+    size = max(1, total // pieces)
+    start_response("200 OK", [("Content-Type", "application/octet-stream")])
+
+    def body():
+        sent = 0
+        while sent < total:
+            piece = min(size, total - sent)
+            yield b"x" * piece
+            sent += piece
+            time.sleep(0.001)  # make the pieces leave the worker separately
+
+    return body()
+
+
+def echo(environ, start_response):
+    data = environ["wsgi.input"].read()
+    return _json(start_response, {
+        "body": data.decode("latin-1"),
+        "content_length": environ.get("CONTENT_LENGTH", ""),
+        "method": environ["REQUEST_METHOD"],
+        "path": environ["PATH_INFO"],
+        "query": environ["QUERY_STRING"],
+        "remote_addr": environ.get("REMOTE_ADDR", ""),
+        "headers": {k: v for k, v in environ.items() if k.startswith("HTTP_")},
+    })
+
+
+def environ_types(environ, start_response):
+    return _json(start_response, {k: type(v).__name__ for k, v in environ.items()})
+
+
+class _Closing:
+    def __init__(self, ident, pause):
+        self.ident = ident
+        self.pause = pause
+
+    def __iter__(self):
+        yield b"closing "
+        time.sleep(self.pause)
+        yield self.ident.encode()
+
+    def close(self):
+        with _lock:
+            _closed.append(self.ident)
+
+
+def closing(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    params = _params(environ)
+    return _Closing(params["id"], int(params.get("ms", "0")) / 1000)
+
+
+def crash(environ, start_response):
+    raise RuntimeError("probe crash")
+
+
+ROUTES = {
+    "/record": record,
+    "/log": lambda env, sr: _json(sr, list(_log)),
+    "/busy": busy,
+    "/max_busy": lambda env, sr: _json(sr, _max_busy),
+    "/bytes": lambda env, sr: _reply(sr, b"b" * int(_params(env)["n"]), content_type="application/octet-stream"),
+    "/stream": stream,
+    "/echo": echo,
+    "/environ": environ_types,
+    "/closing": closing,
+    "/closed": lambda env, sr: _json(sr, list(_closed)),
+    "/crash": crash,
+}
+
+
+def app(environ, start_response):
+    handler = ROUTES.get(environ["PATH_INFO"])
+    if handler is None:
+        return _reply(start_response, "not found", status="404 Not Found")
+    return handler(environ, start_response)

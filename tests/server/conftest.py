@@ -1,0 +1,187 @@
+"""Fixtures for end-to-end tests of `headway serve`: start the real binary, talk raw HTTP.
+
+The binary is found in $HEADWAY_BIN, else `headway` on PATH (a `pip install .`), else the
+cargo build in target/. Tests bind only to 127.0.0.1 with port 0 and read the port the server
+logs; every wait is bounded.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+APPS = REPO / "tests" / "apps"
+
+
+def headway_binary():
+    explicit = os.environ.get("HEADWAY_BIN")
+    if explicit:
+        return explicit
+    for candidate in (REPO / "target" / "release" / "headway", REPO / "target" / "debug" / "headway"):
+        if candidate.is_file():
+            return str(candidate)
+    on_path = shutil.which("headway")
+    if on_path:
+        return on_path
+    pytest.fail("no headway binary: set HEADWAY_BIN, pip install ., or cargo build")
+
+
+class Server:
+    """A running `headway serve`, its logs collected from stderr."""
+
+    def __init__(self, args, cwd=APPS, env=None, ready_timeout=60):
+        control_port = free_port()
+        self.control = f"127.0.0.1:{control_port}"
+        command = [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", self.control, *args]
+        environment = dict(os.environ)
+        # Running from the source tree: let the worker import the headway package.
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), environment.get("PYTHONPATH")]))
+        environment.setdefault("HEADWAY_PYTHON", sys.executable)
+        environment.update(env or {})
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"headway-test-{os.getpid()}-{control_port}.log"
+        self.log_file = open(self.log_path, "w+b")
+        self.process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=self.log_file,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.port = self._wait_for_port(ready_timeout)
+
+    def _wait_for_port(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", self.log())
+            if match:
+                return int(match.group(1))
+            if self.process.poll() is not None:
+                raise AssertionError(f"headway exited with {self.process.returncode}:\n{self.log().decode()}")
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError(f"headway did not start within {timeout}s:\n{self.log().decode()}")
+
+    def log(self):
+        return self.log_path.read_bytes()
+
+    def connect(self, timeout=30):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def get(self, path, headers=None, timeout=30):
+        """One request on a new connection; returns (status, headers, body)."""
+        with self.connect(timeout) as sock:
+            send_request(sock, "GET", path, headers=headers, close=True)
+            return read_response(sock.makefile("rb"))
+
+    def stats(self):
+        import json
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.control}/stats", timeout=10) as response:
+            return json.load(response)
+
+    def signal(self, signum):
+        self.process.send_signal(signum)
+
+    def wait(self, timeout=60):
+        return self.process.wait(timeout=timeout)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self.log_file.close()
+        self.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def serve():
+    """Starts servers for a test: `serve('-w', '1', 'probe:app')`; all stopped afterwards."""
+    servers = []
+
+    def start(*args, **kwargs):
+        server = Server(list(args), **kwargs)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def request_bytes(method, path, headers=None, body=b"", close=False, version="HTTP/1.1"):
+    lines = [f"{method} {path} {version}", "Host: test"]
+    for name, value in (headers or {}).items():
+        lines.append(f"{name}: {value}")
+    if body and not any(name.lower() in ("content-length", "transfer-encoding") for name in (headers or {})):
+        lines.append(f"Content-Length: {len(body)}")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def send_request(sock, method, path, **kwargs):
+    sock.sendall(request_bytes(method, path, **kwargs))
+
+
+def read_response(stream, method="GET"):
+    """Reads one response from a file-like socket stream: (status, headers, body).
+
+    Header names are lower-cased; repeated headers are joined with ', '. Handles
+    Content-Length, chunked and close-delimited bodies, and 1xx interim responses (skipped).
+    """
+    while True:
+        status_line = stream.readline()
+        if not status_line:
+            raise ConnectionError("connection closed before a response")
+        status = int(status_line.split()[1])
+        headers = {}
+        while True:
+            line = stream.readline()
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            key = name.strip().lower()
+            headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+        if 100 <= status < 200:
+            continue
+        break
+    if method == "HEAD" or status in (204, 304):
+        return status, headers, b""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = bytearray()
+        while True:
+            size = int(stream.readline().split(b";")[0], 16)
+            if size == 0:
+                while stream.readline() not in (b"\r\n", b""):
+                    pass
+                return status, headers, bytes(body)
+            body += stream.read(size)
+            stream.read(2)
+    if "content-length" in headers:
+        return status, headers, stream.read(int(headers["content-length"]))
+    return status, headers, stream.read()
+
+
+def wait_until(predicate, timeout=30, interval=0.02, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")

@@ -1,0 +1,273 @@
+"""The front's HTTP/1.1: what clients see on the wire, for good and bad input."""
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import read_response, request_bytes, send_request, wait_until
+
+
+def exchange(server, raw, timeout=10):
+    """Sends raw bytes on a new connection; returns everything the server sent until it
+    closed the connection."""
+    with server.connect(timeout) as sock:
+        sock.sendall(raw)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def assert_refused(reply, status):
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), reply[:200]
+    assert b"\r\nconnection: close" in head.lower()
+    assert b"content-type: text/plain" in head.lower()
+    length = int(next(line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:"))[15:])
+    assert 0 < length < 200 and body.endswith(b"\n"), body
+    assert len(body) == length, "nothing after the refusal"
+
+
+@pytest.fixture
+def server(serve):
+    return serve("-w", "1", "-t", "2", "--max-body", "1000", "--max-header-size", "4KiB",
+                 "--header-timeout", "1", "probe:app")
+
+
+BAD_REQUESTS = [
+    pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", 400, id="malformed-header"),
+    pytest.param(b"G@T / HTTP/1.1\r\nHost: a\r\n\r\n", 400, id="malformed-method"),
+    pytest.param(b"GET / HTTP/1.1\r\n\r\n", 400, id="missing-host"),
+    pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, id="two-hosts"),
+    pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"v" * 5000 + b"\r\n\r\n", 431, id="header-too-large"),
+    pytest.param(b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\n", 414, id="uri-too-long"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n", 413, id="body-too-large"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", 413, id="chunked-too-large"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, id="unknown-coding"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                 400, id="cl-and-te"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400,
+                 id="conflicting-lengths"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, id="bad-chunk"),
+    pytest.param(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, id="http2-preface"),
+    pytest.param(b"CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n", 501, id="connect"),
+    pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nExpect: tea\r\nContent-Length: 1\r\n\r\nx", 417, id="expectation"),
+]
+
+
+@pytest.mark.parametrize("raw, status", BAD_REQUESTS)
+def test_bad_input_gets_its_status_and_the_server_goes_on(server, raw, status):
+    assert_refused(exchange(server, raw), status)
+    assert server.get("/bytes?n=5")[0] == 200
+    assert server.stats()["responses"][str(status)] == 1
+
+
+def test_smuggled_request_after_conflicting_framing_is_never_run(server):
+    """The classic CL.TE smuggling payload: the front refuses it and closes, so the 'GET
+    /record' hidden in the body never reaches the app."""
+    smuggled = request_bytes("GET", "/record?id=smuggled")
+    raw = (b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: " + str(5 + len(smuggled)).encode() +
+           b"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled)
+    assert_refused(exchange(server, raw), 400)
+    assert json.loads(server.get("/log")[2]) == []
+
+
+def test_incomplete_head_gets_408_after_header_timeout(server):
+    assert_refused(exchange(server, b"GET / HTTP/1.1\r\nHost: a\r\n"), 408)
+    assert server.get("/bytes?n=1")[0] == 200
+
+
+def test_silent_connection_is_closed_without_a_response(server):
+    assert exchange(server, b"") == b""
+
+
+def test_stalled_upload_gets_408_after_io_timeout(serve):
+    server = serve("-w", "1", "-t", "1", "--io-timeout", "0.5", "probe:app")
+    assert_refused(exchange(server, b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc"), 408)
+
+
+def test_slow_uploader_does_not_hold_a_slot(serve):
+    """With a single slot, a client that sends half its body and stalls must not delay anyone:
+    the body is read by the front before the request queues."""
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    slow = server.connect()
+    slow.sendall(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nhello")
+    for _ in range(3):
+        assert server.get("/record?id=fast")[0] == 200
+    assert server.stats()["slots"]["busy"] == 0
+    slow.sendall(b"world")
+    status, _, body = read_response(slow.makefile("rb"))
+    assert status == 200 and json.loads(body)["body"] == "helloworld"
+
+
+def test_slow_reader_of_a_large_response_does_not_hold_a_slot(serve):
+    """A client that asks for 48 MiB (more than loopback socket buffers hold) and reads
+    nothing: the slot must be free as soon as the worker is done (the body waits in the
+    front's spool), and the client still gets every byte when it reads."""
+    server = serve("-w", "1", "-t", "1", "--response-buffer", "64KiB", "probe:app")
+    size = 48 << 20
+    reader = server.connect(timeout=60)
+    send_request(reader, "GET", f"/stream?n={size}&k=96")
+    wait_until(lambda: server.stats()["workers"][0]["requests"] == 1 and server.stats()["slots"]["busy"] == 0,
+               timeout=60, message="the slot to be released while the client is not reading")
+    assert server.get("/record?id=next")[0] == 200
+    status, headers, body = read_response(reader.makefile("rb"))
+    assert status == 200 and headers["transfer-encoding"] == "chunked"
+    assert len(body) == size and body.count(b"x") == size
+
+
+def test_chunked_request_body_reaches_the_app_whole(server):
+    raw = (b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"5\r\nhello\r\n1;ext=1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: t\r\n\r\n")
+    with server.connect() as sock:
+        sock.sendall(raw)
+        status, _, body = read_response(sock.makefile("rb"))
+    echoed = json.loads(body)
+    assert status == 200
+    assert echoed["body"] == "hello world"
+    assert echoed["content_length"] == "11"
+    assert "HTTP_TRANSFER_ENCODING" not in echoed["headers"]
+
+
+def test_response_without_length_is_chunked_for_http11_and_close_delimited_for_http10(server):
+    with server.connect() as sock:
+        send_request(sock, "GET", "/stream?n=300000&k=30")
+        status, headers, body = read_response(sock.makefile("rb"))
+        assert (status, headers["transfer-encoding"], len(body)) == (200, "chunked", 300000)
+    reply = exchange(server, b"GET /stream?n=300000&k=30 HTTP/1.0\r\n\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200")
+    assert b"transfer-encoding" not in head.lower() and b"connection: close" in head.lower()
+    assert len(body) == 300000
+
+
+def test_expect_100_continue(server):
+    with server.connect() as sock:
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"hello")
+        status, _, body = read_response(sock.makefile("rb"))
+        assert status == 200 and json.loads(body)["body"] == "hello"
+        assert "HTTP_EXPECT" not in json.loads(body)["headers"]
+
+
+def test_body_over_limit_is_refused_before_100_continue(server):
+    raw = b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n"
+    reply = exchange(server, raw)
+    assert b"100 Continue" not in reply
+    assert_refused(reply, 413)
+
+
+def test_http10_closes_unless_keep_alive_is_asked(server):
+    reply = exchange(server, b"GET /bytes?n=3 HTTP/1.0\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.0 200 OK\r\n") and reply.endswith(b"\r\n\r\nbbb")
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        for _ in range(2):
+            sock.sendall(b"GET /bytes?n=3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            status, headers, body = read_response(stream)
+            assert (status, headers["connection"], body) == (200, "keep-alive", b"bbb")
+
+
+def test_head_request_has_length_but_no_body(server):
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, "HEAD", "/bytes?n=1234")
+        status, headers, body = read_response(stream, method="HEAD")
+        assert (status, headers["content-length"], body) == (200, "1234", b"")
+        send_request(sock, "GET", "/bytes?n=2")
+        assert read_response(stream)[2] == b"bb", "the connection is still in step"
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    paths = [f"/record?id=p{n}&ms={(5 - n) * 20}" for n in range(6)]
+    with server.connect() as sock:
+        sock.sendall(b"".join(request_bytes("GET", path) for path in paths))
+        stream = sock.makefile("rb")
+        assert [read_response(stream)[2] for _ in paths] == [f"p{n}".encode() for n in range(6)]
+
+
+def test_pipelined_flood_is_read_with_bounded_buffering(serve):
+    """A client that pipelines far more than it reads: the server reads one head's worth
+    ahead, answers in order, and does not grow without bound; everything is answered."""
+    server = serve("-w", "1", "-t", "1", "--max-header-size", "4KiB", "probe:app")
+    count = 2000
+    with server.connect(timeout=60) as sock:
+        sender = threading.Thread(target=lambda: sock.sendall(request_bytes("GET", "/bytes?n=1") * count))
+        sender.start()
+        stream = sock.makefile("rb")
+        bodies = [read_response(stream)[2] for _ in range(count)]
+        sender.join(timeout=60)
+    assert bodies == [b"b"] * count
+    assert server.stats()["front"]["rss_bytes"] < 200 * 1024 * 1024
+
+
+def test_keep_alive_connection_serves_many_requests(server):
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        for n in range(50):
+            send_request(sock, "GET", f"/bytes?n={n}")
+            status, headers, body = read_response(stream)
+            assert status == 200 and len(body) == n and "connection" not in headers
+    assert server.stats()["connections"]["accepted"] == 1
+
+
+def test_no_keep_alive_closes_after_each_response(serve):
+    server = serve("-w", "1", "--no-keep-alive", "probe:app")
+    reply = exchange(server, request_bytes("GET", "/bytes?n=2") * 2)
+    assert reply.count(b"HTTP/1.1 200") == 1 and b"connection: close" in reply.lower()
+
+
+def test_max_requests_per_connection(serve):
+    server = serve("-w", "1", "--max-requests-per-connection", "3", "probe:app")
+    reply = exchange(server, request_bytes("GET", "/bytes?n=2") * 5)
+    assert reply.count(b"HTTP/1.1 200") == 3
+    assert reply.lower().count(b"connection: close") == 1
+
+
+def test_idle_keep_alive_connection_is_closed_after_the_timeout(serve):
+    server = serve("-w", "1", "--keep-alive-timeout", "0.5", "probe:app")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/bytes?n=1")
+        read_response(sock.makefile("rb"))
+        wait_until(lambda: server.stats()["connections"]["idle"] == 1, message="the connection to be idle")
+        started = time.monotonic()
+        assert sock.recv(10) == b""
+        assert time.monotonic() - started < 20
+
+
+def test_app_error_is_500_and_the_connection_goes_on(server):
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, "GET", "/crash")
+        assert read_response(stream)[0] == 500
+        send_request(sock, "GET", "/bytes?n=1")
+        assert read_response(stream)[0] == 200
+
+
+def test_forwarding_headers(server):
+    status, _, body = server.get("/echo", headers={"X-Forwarded-For": "203.0.113.9", "Connection": "keep-alive, X-Hop",
+                                                   "X-Hop": "secret"})
+    headers = json.loads(body)["headers"]
+    assert status == 200
+    assert headers["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 127.0.0.1"
+    assert json.loads(body)["remote_addr"] == "127.0.0.1"
+    assert headers["HTTP_X_FORWARDED_PROTO"] == "http"
+    assert headers["HTTP_X_REQUEST_START"].startswith("t=")
+    assert "HTTP_X_HOP" not in headers and "HTTP_CONNECTION" not in headers
+
+
+def test_absolute_form_target(server):
+    with server.connect() as sock:
+        sock.sendall(b"GET http://example.test/echo?x=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+        echoed = json.loads(read_response(sock.makefile("rb"))[2])
+    assert (echoed["path"], echoed["query"], echoed["headers"]["HTTP_HOST"]) == ("/echo", "x=1", "example.test")

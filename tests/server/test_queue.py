@@ -1,0 +1,155 @@
+"""The one queue: order of service, slots per worker, length cap, wait deadline, and
+requests whose client left."""
+
+import json
+import socket
+import threading
+import time
+
+from conftest import read_response, request_bytes, send_request, wait_until
+
+
+def service_log(server):
+    status, _, body = server.get("/log")
+    assert status == 200
+    return json.loads(body)
+
+
+def start_blocker(server, ms):
+    """Occupies the only slot with a long request; returns the thread and its socket."""
+    sock = server.connect()
+    send_request(sock, "GET", f"/record?id=blocker&ms={ms}")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the blocker to start")
+    return sock
+
+
+def test_service_order_is_arrival_order_across_keep_alive_and_pipelined_connections(serve):
+    """1 worker x 1 slot. While a blocker holds the slot, 8 connections send their first
+    request 30 ms apart: half pipeline all 3 of their requests at once, half send the next
+    one only after the previous answer (keep-alive). A connection's next request joins the
+    queue at the back once the previous one is answered, so the service order must be the
+    first requests in arrival order, then the second ones, then the third: round robin, no
+    connection served twice in a row while others wait."""
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    blocker = start_blocker(server, 1500)
+    connections, rounds = 8, 3
+    results = {}
+
+    def client(index):
+        sock = server.connect()
+        stream = sock.makefile("rb")
+        paths = [f"/record?id=c{index}r{n}&ms=60" for n in range(rounds)]
+        answers = []
+        if index % 2 == 0:  # pipelined: everything written back to back
+            sock.sendall(b"".join(request_bytes("GET", path) for path in paths))
+            answers = [read_response(stream)[2].decode() for _ in paths]
+        else:  # keep-alive: one at a time
+            for path in paths:
+                send_request(sock, "GET", path)
+                answers.append(read_response(stream)[2].decode())
+        results[index] = answers
+        sock.close()
+
+    threads = []
+    for index in range(connections):
+        thread = threading.Thread(target=client, args=(index,))
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.03)
+    for thread in threads:
+        thread.join(timeout=60)
+    assert read_response(blocker.makefile("rb"))[0] == 200
+
+    for index in range(connections):  # every client got its own answers, in order
+        assert results[index] == [f"c{index}r{n}" for n in range(rounds)]
+    expected = ["blocker"] + [f"c{i}r{n}" for n in range(rounds) for i in range(connections)]
+    assert service_log(server) == expected
+
+
+def test_a_worker_never_runs_more_than_its_slots(serve):
+    server = serve("-w", "1", "-t", "3", "probe:app")
+    statuses = []
+
+    def client():
+        statuses.append(server.get("/busy?ms=150")[0])
+
+    threads = [threading.Thread(target=client) for _ in range(15)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert statuses == [200] * 15
+    assert json.loads(server.get("/max_busy")[2]) == 3
+
+
+def test_full_queue_refuses_at_once_with_503(serve):
+    server = serve("-w", "1", "-t", "1", "--max-queue", "2", "probe:app")
+    blocker = start_blocker(server, 1500)
+    queued = []
+    for n in range(2):
+        sock = server.connect()
+        send_request(sock, "GET", f"/record?id=q{n}")
+        queued.append(sock)
+    wait_until(lambda: server.stats()["queue"]["depth"] == 2, message="two queued requests")
+
+    status, headers, body = server.get("/record?id=refused")
+    assert status == 503
+    assert headers["retry-after"] == "1"
+    assert b"queue is full" in body
+
+    assert read_response(blocker.makefile("rb"))[0] == 200
+    assert [read_response(sock.makefile("rb"))[0] for sock in queued] == [200, 200]
+    assert "refused" not in service_log(server)
+    assert server.stats()["queue"]["shed_queue_full"] == 1
+
+
+def test_request_not_started_within_queue_timeout_gets_503_with_retry_after(serve):
+    server = serve("-w", "1", "-t", "1", "--queue-timeout", "0.3", "probe:app")
+    blocker = start_blocker(server, 1500)
+    status, headers, body = server.get("/record?id=late")
+    assert status == 503
+    assert headers["retry-after"] == "1"
+    assert b"in time" in body
+    assert read_response(blocker.makefile("rb"))[0] == 200
+    assert "late" not in service_log(server)
+    stats = server.stats()["queue"]
+    assert (stats["shed_queue_timeout"], stats["withdrawn"]) == (1, 0)
+
+
+def test_request_whose_client_left_while_queued_never_reaches_the_app(serve):
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    blocker = start_blocker(server, 800)
+    ghost = server.connect()
+    send_request(ghost, "GET", "/record?id=ghost")
+    wait_until(lambda: server.stats()["queue"]["depth"] == 1, message="the ghost request to queue")
+    ghost.close()
+    wait_until(lambda: server.stats()["queue"]["depth"] == 0, message="the ghost request to be withdrawn")
+    assert read_response(blocker.makefile("rb"))[0] == 200
+    assert service_log(server) == ["blocker"]
+    stats = server.stats()
+    assert stats["abandoned"]["queued"] == 1
+    assert stats["queue"]["withdrawn"] == 1
+
+
+def test_queue_stats_report_depth_high_water_and_waits(serve):
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    blocker = start_blocker(server, 600)
+    waiting = []
+    for n in range(3):
+        sock = server.connect()
+        send_request(sock, "GET", f"/record?id=w{n}")
+        waiting.append(sock)
+    wait_until(lambda: server.stats()["queue"]["depth"] == 3, message="three queued")
+    for sock in [blocker, *waiting]:
+        assert read_response(sock.makefile("rb"))[0] == 200
+    stats = server.stats()
+    assert stats["queue"]["depth"] == 0
+    assert stats["queue"]["high_water"] == 3, "peak since the previous read"
+    assert server.stats()["queue"]["high_water"] == 0, "reset by the read"
+    assert stats["queue"]["dispatched"] >= 4
+    assert stats["queue"]["wait_ms"]["max"] > 0
+    assert stats["slots"] == {"busy": 0, "total": 1}
+    assert stats["responses"]["200"] >= 4
+    worker = stats["workers"][0]
+    assert worker["state"] == "ready" and worker["pid"] > 0 and worker["requests"] >= 4
+    assert worker["rss_bytes"] > 0

@@ -1,0 +1,186 @@
+"""Workers: started, restarted when they die, replaced when they hang, stopped gracefully;
+any HTTP/1.1 server can be one (--cmd)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from conftest import REPO, headway_binary, read_response, send_request, wait_until
+
+TWINS = REPO / "python" / "headway" / "twins"
+
+
+def parallel_gets(server, paths):
+    """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
+    results = [None] * len(paths)
+
+    def fetch(index, path):
+        try:
+            results[index] = server.get(path, timeout=60)
+        except (ConnectionError, OSError) as error:
+            results[index] = (None, {}, str(error).encode())
+
+    threads = [threading.Thread(target=fetch, args=item) for item in enumerate(paths)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    return results
+
+
+def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):
+    server = serve("-w", "2", "-t", "2")
+    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, ["/sleep/3000"] * 4)))
+    thread.start()
+    # The queue spreads work over the least busy worker: two requests on each.
+    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
+    os.kill(before[1], signal.SIGKILL)
+    thread.join(timeout=90)
+
+    statuses = sorted(status for status, _, _ in results)
+    assert statuses == [200, 200, 502, 502]
+    assert {headers["x-worker-pid"] for status, headers, _ in results if status == 200} == {str(before[2])}
+
+    wait_until(lambda: server.stats()["workers"][0]["state"] == "ready", message="worker 1 to come back")
+    after = {w["index"]: w for w in server.stats()["workers"]}
+    assert after[1]["pid"] not in (0, before[1]) and after[1]["restarts"] == 1
+    assert after[2]["pid"] == before[2] and after[2]["restarts"] == 0
+    assert [status for status, _, _ in parallel_gets(server, ["/hello"] * 6)] == [200] * 6
+
+
+def test_a_hung_worker_gets_504_and_is_replaced(serve):
+    server = serve("-w", "1", "-t", "2", "--timeout", "1")
+    pid = server.stats()["workers"][0]["pid"]
+    status, _, body = server.get("/sleep/5000")
+    assert status == 504 and b"in time" in body
+    wait_until(lambda: server.stats()["workers"][0]["pid"] not in (0, pid), message="the worker to be replaced")
+    assert server.stats()["workers"][0]["restarts"] == 1
+    assert server.get("/hello")[0] == 200
+
+
+def test_graceful_shutdown_finishes_queued_and_running_requests(serve):
+    server = serve("-w", "1", "-t", "2")
+    socks = []
+    for _ in range(5):  # 2 run, 3 wait in the queue
+        sock = server.connect(timeout=60)
+        send_request(sock, "GET", "/sleep/700")
+        socks.append(sock)
+    wait_until(lambda: server.stats()["queue"]["depth"] == 3, message="3 queued requests")
+    server.signal(signal.SIGTERM)
+    statuses = [read_response(sock.makefile("rb"))[0] for sock in socks]
+    assert statuses == [200] * 5
+    assert server.wait(timeout=60) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    assert b"stopped" in server.log()
+
+
+def test_idle_keep_alive_connections_do_not_delay_shutdown(serve):
+    server = serve("-w", "1", "--keep-alive-timeout", "300")
+    idle = server.connect()
+    send_request(idle, "GET", "/hello")
+    read_response(idle.makefile("rb"))
+    server.signal(signal.SIGINT)
+    assert server.wait(timeout=20) == 0
+    assert idle.recv(10) == b""
+
+
+def test_app_that_cannot_be_imported_stops_startup_with_a_clear_message(tmp_path):
+    result = subprocess.run([headway_binary(), "serve", "-w", "2", "-b", "127.0.0.1:0", "no_such_module:app"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("headway: worker 1 exited with exit status: 1 before listening on its socket")
+    assert "cannot import no_such_module:app" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "0"], "--threads must be between 1 and 1024"),
+    (["--bind", "nowhere"], "--bind 'nowhere' is not HOST:PORT or unix:PATH"),
+    (["--max-body", "lots"], "'lots' is not a size"),
+    (["--queue-timeout", "soon"], "'soon' is not a number of seconds"),
+    (["--frobnicate"], "unexpected argument '--frobnicate'"),
+])
+def test_wrong_flags_get_one_clear_line(args, message):
+    result = subprocess.run([headway_binary(), "serve", *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "panicked" not in result.stderr
+
+
+def test_port_in_use_is_reported(serve):
+    server = serve("-w", "1")
+    result = subprocess.run([headway_binary(), "serve", "-w", "1", "-b", f"127.0.0.1:{server.port}"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert f"cannot listen on http://127.0.0.1:{server.port}: Address already in use" in result.stderr
+
+
+def test_unix_socket_bind(serve, tmp_path):
+    path = tmp_path / "public.sock"
+    server = serve("-w", "1", "-b", f"unix:{path}")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        send_request(sock, "GET", "/hello", close=True)
+        assert read_response(sock.makefile("rb"))[2] == b"Hello, world!\n"
+    server.stop()
+    assert not path.exists(), "the socket file is removed at exit"
+
+
+def test_stats_command_prints_the_stats(serve):
+    server = serve("-w", "2", "-t", "3")
+    server.get("/hello")
+    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
+                          capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "queue        depth 0" in text
+    assert "slots        0 busy of 6" in text
+    assert "responses    200: 1" in text
+    raw = subprocess.run([headway_binary(), "stats", "--control", server.control, "--json"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    stats = json.loads(raw)
+    assert [w["index"] for w in stats["workers"]] == [1, 2]
+    import urllib.request
+    with urllib.request.urlopen(f"http://{server.control}/metrics", timeout=10) as response:
+        prometheus = response.read().decode()
+    assert "headway_queue_depth 0" in prometheus
+    assert 'headway_responses_total{code="200"} 1' in prometheus
+    assert server.get("/stats")[0] == 404, "stats are not on the public port"
+
+
+def test_stats_command_reports_an_unreachable_server():
+    result = subprocess.run([headway_binary(), "stats", "--control", "127.0.0.1:9"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.startswith("headway: cannot read stats from http://127.0.0.1:9")
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_puma_in_single_mode_as_the_worker(serve):
+    server = serve("-w", "2", "-t", "5", "--cmd", f"puma -t 5:5 -b unix://{{socket}} {TWINS / 'demo.ru'}")
+    pids = {str(w["pid"]) for w in server.stats()["workers"]}
+    results = parallel_gets(server, ["/hello"] * 10 + ["/sleep/50"] * 10)
+    assert [status for status, _, _ in results] == [200] * 20
+    assert results[0][2] == b"Hello, world!\n"
+    # Each worker is `sh -c puma ...`, so the pid that answers is in the worker's process group.
+    answering = {headers["x-worker-pid"] for _, headers, _ in results}
+    groups = {str(os.getpgid(int(pid))) for pid in answering}
+    assert groups <= pids
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
+def test_node_http_server_as_the_worker(serve):
+    server = serve("-w", "2", "-t", "4", "--cmd", f"node {TWINS / 'demo.js'}")
+    results = parallel_gets(server, ["/hello"] * 8 + ["/sleep/30"] * 8)
+    assert [status for status, _, _ in results] == [200] * 16
+    assert results[0][2] == b"Hello, world!\n"
+    assert len({headers["x-worker-pid"] for _, headers, _ in results}) == 2

@@ -1,0 +1,47 @@
+"""PEP 3333 as an app sees it through the front (the worker's own tests are in tests/worker)."""
+
+import json
+
+from conftest import read_response, send_request, wait_until
+
+REQUIRED = {
+    "REQUEST_METHOD": "str", "SCRIPT_NAME": "str", "PATH_INFO": "str", "QUERY_STRING": "str",
+    "SERVER_NAME": "str", "SERVER_PORT": "str", "SERVER_PROTOCOL": "str",
+    "wsgi.version": "tuple", "wsgi.url_scheme": "str", "wsgi.multithread": "bool",
+    "wsgi.multiprocess": "bool", "wsgi.run_once": "bool",
+}
+
+
+def test_environ_has_every_required_key_with_its_type(serve):
+    server = serve("-w", "1", "-t", "2", "probe:app")
+    status, _, body = server.get("/environ?x=1")
+    environ = json.loads(body)
+    assert status == 200
+    for key, kind in REQUIRED.items():
+        assert environ.get(key) == kind, key
+    for key in ("wsgi.input", "wsgi.errors", "wsgi.file_wrapper"):
+        assert key in environ
+
+
+def test_large_body_streams_through_to_wsgi_input(serve):
+    server = serve("-w", "1", "-t", "1", "--max-body", "16MiB", "probe:app")
+    body = bytes(range(256)) * (4 << 12)  # 4 MiB, every byte value
+    with server.connect(timeout=60) as sock:
+        send_request(sock, "PUT", "/echo", body=body)
+        status, _, answer = read_response(sock.makefile("rb"))
+    echoed = json.loads(answer)
+    assert status == 200
+    assert echoed["content_length"] == str(len(body))
+    assert echoed["body"].encode("latin-1") == body
+
+
+def test_iterable_close_is_called_even_when_the_client_leaves_mid_response(serve):
+    server = serve("-w", "1", "-t", "2", "probe:app")
+    assert server.get("/closing?id=served")[2] == b"closing served"
+    sock = server.connect()
+    send_request(sock, "GET", "/closing?id=abandoned&ms=500")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the response to start")
+    sock.close()
+    closed = wait_until(lambda: (lambda ids: ids if "abandoned" in ids else None)(json.loads(server.get("/closed")[2])),
+                        message="close() of the abandoned response")
+    assert "served" in closed
