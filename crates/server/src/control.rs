@@ -132,6 +132,12 @@ fn prometheus(s: &Snapshot) -> String {
     };
     metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
     metric("worker_busy_slots", "gauge", "Busy slots of each worker.", &per_worker(|w| w.busy as f64));
+    metric(
+        "worker_busy_seconds_total",
+        "counter",
+        "Time each worker's slots spent running requests.",
+        &per_worker(|w| w.busy_secs),
+    );
     metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
     metric(
         "worker_rss_bytes",

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
@@ -81,8 +81,10 @@ impl Slot {
                 next.cancel(busy);
                 return;
             };
+            let started = Instant::now();
             let reusable = self.forward(connection, job).await;
             busy.fetch_sub(1, Ordering::Relaxed);
+            self.worker.busy_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             if !reusable || *phase.borrow() != (Phase::Ready { generation }) {
                 return;
             }

@@ -162,6 +162,8 @@ pub struct WorkerSnapshot {
     pub state: String,
     pub busy: usize,
     pub requests: u64,
+    /// Seconds its slots spent running requests (summed over slots).
+    pub busy_secs: f64,
     pub restarts: u64,
     #[serde(flatten)]
     pub usage: ProcessUsage,
@@ -182,6 +184,7 @@ impl WorkerSnapshot {
             state: state.to_owned(),
             busy: worker.busy.load(Ordering::Relaxed),
             requests: worker.served.load(Ordering::Relaxed),
+            busy_secs: worker.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
             restarts: worker.restarts.load(Ordering::Relaxed),
             usage: if pid == 0 { ProcessUsage::default() } else { ProcessUsage::of_group(pid) },
         }

@@ -52,6 +52,9 @@ pub struct Worker {
     /// least busy worker.
     pub busy: Arc<AtomicUsize>,
     pub served: AtomicU64,
+    /// Total time its slots spent running requests, in microseconds. Against the worker's CPU
+    /// time it tells how CPU-bound the app is (`headway lab recommend` uses it).
+    pub busy_micros: AtomicU64,
     pub restarts: AtomicU64,
     pid: AtomicU32,
     phase: watch::Sender<Phase>,
@@ -66,6 +69,7 @@ impl Worker {
             socket,
             busy: Arc::new(AtomicUsize::new(0)),
             served: AtomicU64::new(0),
+            busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
             pid: AtomicU32::new(0),
             phase: watch::Sender::new(Phase::Starting),
