@@ -137,6 +137,12 @@ def test_unix_socket_bind(serve, tmp_path):
     assert not path.exists(), "the socket file is removed at exit"
 
 
+def test_web_concurrency_sets_the_number_of_workers(serve):
+    server = serve("-t", "2", env={"WEB_CONCURRENCY": "3"})
+    assert [w["index"] for w in server.stats()["workers"]] == [1, 2, 3]
+    assert server.stats()["slots"]["total"] == 6
+
+
 def test_stats_command_prints_the_stats(serve):
     server = serve("-w", "2", "-t", "3")
     server.get("/hello")

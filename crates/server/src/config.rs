@@ -152,7 +152,7 @@ impl Config {
             None => Launch::Python { python: find_python(args.python)?, app: args.app },
         };
         let mut binds = Vec::new();
-        for text in default_binds(args.bind) {
+        for text in default_binds(args.bind, std::env::var("PORT").ok()) {
             binds.extend(Bind::parse_all(&text).map_err(|err| anyhow::anyhow!("--bind {err}"))?);
         }
         let control = match args.control {
@@ -193,12 +193,12 @@ impl Config {
 
 /// `--bind` as given, else the platform convention: `$PORT` on all interfaces (Heroku and
 /// gunicorn do the same), else 127.0.0.1:8000.
-fn default_binds(given: Vec<String>) -> Vec<String> {
+fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
     if !given.is_empty() {
         return given;
     }
-    match std::env::var("PORT") {
-        Ok(port) if !port.is_empty() => vec![format!("0.0.0.0:{port}")],
+    match port {
+        Some(port) if !port.is_empty() => vec![format!("0.0.0.0:{port}")],
         _ => vec!["127.0.0.1:8000".to_owned()],
     }
 }
@@ -265,6 +265,15 @@ mod tests {
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("KiB").is_err());
         assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn default_binds_follow_port() {
+        let given = vec!["unix:/tmp/x.sock".to_owned()];
+        assert_eq!(default_binds(given.clone(), Some("5000".into())), given);
+        assert_eq!(default_binds(vec![], Some("5000".into())), ["0.0.0.0:5000"]);
+        assert_eq!(default_binds(vec![], None), ["127.0.0.1:8000"]);
+        assert_eq!(default_binds(vec![], Some(String::new())), ["127.0.0.1:8000"]);
     }
 
     #[test]
