@@ -16,11 +16,23 @@ def service_log(server):
 
 
 def start_blocker(server, ms):
-    """Occupies the only slot with a long request; returns the thread and its socket."""
+    """Occupies the only slot with a long request; returns its socket."""
     sock = server.connect()
     send_request(sock, "GET", f"/record?id=blocker&ms={ms}")
     wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the blocker to start")
     return sock
+
+
+def enqueue(server, ids):
+    """Sends one /record request per id, each on its own connection, and waits until all
+    are in the queue; returns the sockets."""
+    socks = []
+    for ident in ids:
+        sock = server.connect()
+        send_request(sock, "GET", f"/record?id={ident}")
+        socks.append(sock)
+    wait_until(lambda: server.stats()["queue"]["depth"] == len(ids), message=f"{len(ids)} queued requests")
+    return socks
 
 
 def test_service_order_is_arrival_order_across_keep_alive_and_pipelined_connections(serve):
@@ -85,12 +97,7 @@ def test_a_worker_never_runs_more_than_its_slots(serve):
 def test_full_queue_refuses_at_once_with_503(serve):
     server = serve("-w", "1", "-t", "1", "--max-queue", "2", "probe:app")
     blocker = start_blocker(server, 1500)
-    queued = []
-    for n in range(2):
-        sock = server.connect()
-        send_request(sock, "GET", f"/record?id=q{n}")
-        queued.append(sock)
-    wait_until(lambda: server.stats()["queue"]["depth"] == 2, message="two queued requests")
+    queued = enqueue(server, ["q0", "q1"])
 
     status, headers, body = server.get("/record?id=refused")
     assert status == 503
@@ -119,9 +126,7 @@ def test_request_not_started_within_queue_timeout_gets_503_with_retry_after(serv
 def test_request_whose_client_left_while_queued_never_reaches_the_app(serve):
     server = serve("-w", "1", "-t", "1", "probe:app")
     blocker = start_blocker(server, 800)
-    ghost = server.connect()
-    send_request(ghost, "GET", "/record?id=ghost")
-    wait_until(lambda: server.stats()["queue"]["depth"] == 1, message="the ghost request to queue")
+    [ghost] = enqueue(server, ["ghost"])
     ghost.close()
     wait_until(lambda: server.stats()["queue"]["depth"] == 0, message="the ghost request to be withdrawn")
     assert read_response(blocker.makefile("rb"))[0] == 200
@@ -134,12 +139,7 @@ def test_request_whose_client_left_while_queued_never_reaches_the_app(serve):
 def test_queue_stats_report_depth_high_water_and_waits(serve):
     server = serve("-w", "1", "-t", "1", "probe:app")
     blocker = start_blocker(server, 600)
-    waiting = []
-    for n in range(3):
-        sock = server.connect()
-        send_request(sock, "GET", f"/record?id=w{n}")
-        waiting.append(sock)
-    wait_until(lambda: server.stats()["queue"]["depth"] == 3, message="three queued")
+    waiting = enqueue(server, ["w0", "w1", "w2"])
     for sock in [blocker, *waiting]:
         assert read_response(sock.makefile("rb"))[0] == 200
     stats = server.stats()
