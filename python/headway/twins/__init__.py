@@ -1,0 +1,5 @@
+"""The demo app's twins: the same routes, bodies and X-Worker-Pid header for other servers.
+
+The lab runs these on the peers it compares headway with: `demo_asgi.py` (uvicorn, granian
+--interface asgi), `demo.ru` (Puma, Rack 2) and `demo.js` (Node's http module).
+"""

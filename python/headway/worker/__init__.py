@@ -1,0 +1,15 @@
+"""The bundled headway worker: serves a WSGI app over HTTP/1.1 on a unix socket.
+
+Run as `python -m headway.worker --socket PATH --threads T [APP]`; the headway front opens
+exactly T keep-alive connections to PATH, one per slot, and the worker serves each one on
+its own thread. See `server` (process, threads, signals), `connection` (one connection's
+request loop and response framing), `http` (parsing, no sockets) and `wsgi` (PEP 3333).
+"""
+
+import sys
+
+
+def log(message):
+    """One line on stderr, where the front collects the worker's output."""
+    sys.stderr.write("headway worker: %s\n" % message)
+    sys.stderr.flush()

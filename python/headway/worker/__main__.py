@@ -1,0 +1,95 @@
+"""`python -m headway.worker`: the command line the headway front runs for each worker.
+
+    python -m headway.worker --socket PATH --threads T [--workers W] [APP]
+
+APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
+that "the socket accepts" means "the app is loaded". Without APP the demo app is served.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from . import log
+from .server import Server, StartupError
+
+DEMO_APP = "headway.demo:app"
+
+
+class AppImportError(Exception):
+    """APP cannot be turned into a WSGI callable; the message says why in one line."""
+
+
+def load_app(spec):
+    """Import `module:attr[.attr...]` and return it; with a trailing '()' call it first."""
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise AppImportError("expected module:callable, got %r" % spec)
+    factory = attr_path.endswith("()")
+    if factory:
+        attr_path = attr_path[:-2]
+    target = importlib.import_module(module_name)
+    for name in attr_path.split("."):
+        try:
+            target = getattr(target, name)
+        except AttributeError:
+            raise AppImportError("%s has no attribute %r" % (module_name, attr_path)) from None
+    if factory:
+        target = target()
+    if not callable(target):
+        raise AppImportError("%s is not callable" % spec)
+    return target
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text)
+    return value
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m headway.worker",
+        description="Serve a WSGI app over HTTP/1.1 on a unix socket, one thread per slot.",
+    )
+    parser.add_argument("--socket", metavar="PATH", default=os.environ.get("HEADWAY_SOCKET"),
+                        help="unix socket path to listen on (default: $HEADWAY_SOCKET)")
+    parser.add_argument("--threads", metavar="T", type=_positive, default=1,
+                        help="slots: connections served at once, one thread each (default 1)")
+    parser.add_argument("--workers", metavar="W", type=_positive, default=1,
+                        help="worker processes the front runs; sets wsgi.multiprocess (default 1)")
+    parser.add_argument("app", nargs="?", default=DEMO_APP, metavar="APP",
+                        help="WSGI app as module:callable or module:factory() (default %s)" % DEMO_APP)
+    args = parser.parse_args(argv)
+    if not args.socket:
+        parser.error("--socket PATH is required (or set HEADWAY_SOCKET)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cwd = os.getcwd()
+    if sys.path[:1] != [cwd]:  # like gunicorn: the app's own directory is importable
+        sys.path.insert(0, cwd)
+    try:
+        app = load_app(args.app)
+    except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
+        if not isinstance(error, AppImportError):
+            traceback.print_exc(file=sys.stderr)
+        log("cannot import %s: %s" % (args.app, error))
+        return 1
+    try:
+        return Server(app, args.socket, args.threads, args.workers).run(args.app)
+    except StartupError as error:
+        log(str(error))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
