@@ -66,6 +66,47 @@ def test_a_hung_worker_gets_504_and_is_replaced(serve):
     assert server.get("/hello")[0] == 200
 
 
+def test_reload_replaces_workers_one_at_a_time_without_failing_a_request(serve):
+    server = serve("-w", "2", "-t", "2")
+    old = {w["pid"] for w in server.stats()["workers"]}
+    statuses, stop = [], threading.Event()
+
+    def client():
+        with server.connect(timeout=60) as sock:
+            stream = sock.makefile("rb")
+            while not stop.is_set():
+                send_request(sock, "GET", "/sleep/20")
+                statuses.append(read_response(stream)[0])
+
+    clients = [threading.Thread(target=client) for _ in range(6)]
+    for thread in clients:
+        thread.start()
+    wait_until(lambda: len(statuses) > 20, message="load to start")
+    server.signal(signal.SIGHUP)
+    new_pids = lambda: {w["pid"] for w in server.stats()["workers"]}  # noqa: E731
+    wait_until(lambda: not (new_pids() & old) and 0 not in new_pids() and b"reload done" in server.log(),
+               timeout=60, message="both workers to be replaced")
+    count = len(statuses)
+    wait_until(lambda: len(statuses) > count + 20, message="load to go on after the reload")
+    stop.set()
+    for thread in clients:
+        thread.join(timeout=60)
+    assert set(statuses) == {200}
+    assert [w["restarts"] for w in server.stats()["workers"]] == [0, 0], "a reload is not a crash"
+
+
+def test_reload_stops_at_a_worker_that_cannot_start(serve, tmp_path):
+    app = tmp_path / "flaky.py"
+    app.write_text("def app(environ, start_response):\n    start_response('200 OK', [])\n    return [b'v1']\n")
+    server = serve("-w", "2", "-t", "1", "--boot-timeout", "5", "flaky:app", cwd=tmp_path)
+    app.write_text("raise RuntimeError('broken deploy')\n")
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"reload stopped: worker 1" in server.log(), message="the reload to stop")
+    workers = server.stats()["workers"]
+    assert workers[1]["state"] == "ready", "worker 2 keeps the old code and serves"
+    assert server.get("/")[2] == b"v1"
+
+
 def test_graceful_shutdown_finishes_queued_and_running_requests(serve):
     server = serve("-w", "1", "-t", "2")
     socks = []

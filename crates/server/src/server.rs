@@ -4,6 +4,7 @@
 //! start the workers and wait until each listens, then accept. Shutdown on SIGTERM or SIGINT:
 //! stop accepting, let idle connections go, finish every queued and running request (bounded
 //! by --graceful-timeout), then stop the workers and exit 0. A second signal skips the wait.
+//! SIGHUP restarts the workers one at a time (new code, same sockets and queue).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     // Signals are caught from here on, so a stop during a slow boot is orderly too.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
 
     let stats = Arc::new(Stats::default());
     let queue = Arc::new(Queue::new(config.max_queue, config.queue_timeout));
@@ -67,9 +69,26 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         tokio::spawn(control::serve(listener, Arc::new(sources)));
     }
 
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+    let reloader = supervisor.reloader();
+    let reloading = Arc::new(tokio::sync::Mutex::new(()));
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = hangup.recv() => {
+                // One reload at a time; a SIGHUP during a reload is covered by it.
+                let Ok(guard) = reloading.clone().try_lock_owned() else { continue };
+                let reloader = reloader.clone();
+                tokio::spawn(async move {
+                    info!("reloading: restarting workers one at a time");
+                    match reloader.reload().await {
+                        Ok(()) => info!("reload done"),
+                        Err(err) => warn!("reload stopped: {err:#}"),
+                    }
+                    drop(guard);
+                });
+            }
+        }
     }
     let deadline = Instant::now() + config.graceful_timeout;
     info!(

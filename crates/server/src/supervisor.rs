@@ -1,5 +1,5 @@
 //! The supervisor: starts W workers, keeps them running, replaces the ones that die or hang,
-//! and stops them at shutdown.
+//! restarts them one at a time on reload (SIGHUP), and stops them at shutdown.
 //!
 //! A worker that dies is restarted; only the requests it was running fail (502, from its
 //! slots), because nothing else was ever inside it. A worker whose request outlives the
@@ -7,13 +7,18 @@
 //! new requests, its other running requests finish, then it is replaced. A worker that crashes
 //! again right after starting is restarted with growing pauses, so a broken deploy does not
 //! spin the CPU.
+//!
+//! A reload replaces the workers one after the other: a worker stops taking requests, finishes
+//! the ones it runs, and is replaced, while the others serve; requests wait in the queue
+//! meanwhile, so none fails. If a new process cannot start, the reload stops there and the
+//! workers not yet replaced keep the old code.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
@@ -38,6 +43,7 @@ pub struct SupervisorConfig {
 
 pub struct Supervisor {
     workers: Vec<Arc<Worker>>,
+    reloader: Reloader,
     stop: watch::Sender<Option<Duration>>,
     managers: Vec<JoinHandle<()>>,
     /// Holds the workers' sockets; removed when the supervisor goes.
@@ -84,6 +90,7 @@ impl Supervisor {
 
         let (stop, _) = watch::channel(None);
         let mut managers = Vec::with_capacity(workers.len());
+        let mut reloads = Vec::with_capacity(workers.len());
         for (worker, process) in workers.iter().zip(processes) {
             let process = process.expect("every worker started");
             info!("worker {} (pid {}) listening", worker.index, process.pid);
@@ -93,13 +100,21 @@ impl Supervisor {
                 let slot = Slot { worker: worker.clone(), queue: queue.clone(), settings: slots.clone() };
                 tokio::spawn(slot.run());
             }
-            managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), stop.subscribe())));
+            let (reload, reload_requests) = mpsc::channel(1);
+            reloads.push(reload);
+            let channels = Channels { stop: stop.subscribe(), reloads: reload_requests };
+            managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
         }
-        Ok(Supervisor { workers, stop, managers, _socket_dir: socket_dir })
+        Ok(Supervisor { workers, reloader: Reloader { workers: reloads }, stop, managers, _socket_dir: socket_dir })
     }
 
     pub fn workers(&self) -> &[Arc<Worker>] {
         &self.workers
+    }
+
+    /// A handle that restarts the workers one at a time (for SIGHUP).
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
     }
 
     /// Stops every worker, giving each `grace` to exit after SIGTERM.
@@ -116,20 +131,50 @@ async fn start_process(worker: &Worker, config: &SupervisorConfig) -> Result<Pro
     worker::boot(&mut command, &worker.socket, config.boot_timeout).await
 }
 
+/// Restarts workers one at a time; see the module comment.
+#[derive(Clone)]
+pub struct Reloader {
+    /// Per worker: where to ask its manager for a reload, and get the result.
+    workers: Vec<mpsc::Sender<ReloadDone>>,
+}
+
+/// Tells whoever asked for a reload whether the new process started.
+type ReloadDone = oneshot::Sender<Result<(), String>>;
+
+impl Reloader {
+    /// Replaces every worker in turn. Stops at the first worker whose new process does not
+    /// start, leaving the rest on the old code.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        for (index, manager) in self.workers.iter().enumerate() {
+            let (done, result) = oneshot::channel();
+            manager.send(done).await.map_err(|_| anyhow::anyhow!("the server is stopping"))?;
+            match result.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => bail!("worker {} {err}; the workers after it keep the old code", index + 1),
+                Err(_) => bail!("the server is stopping"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a worker's manager listens to besides its process.
+struct Channels {
+    stop: watch::Receiver<Option<Duration>>,
+    reloads: mpsc::Receiver<ReloadDone>,
+}
+
 /// Why a worker's process is being replaced.
 enum Event {
     Exited(std::io::Result<std::process::ExitStatus>),
     Hung,
+    Reload(ReloadDone),
     Stop(Duration),
 }
 
 /// Watches one worker for its whole life.
-async fn manage(
-    worker: Arc<Worker>,
-    mut process: Process,
-    config: Arc<SupervisorConfig>,
-    mut stop: watch::Receiver<Option<Duration>>,
-) {
+async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<SupervisorConfig>, channels: Channels) {
+    let Channels { mut stop, mut reloads } = channels;
     let mut generation = 1;
     let mut backoff = Duration::ZERO;
     loop {
@@ -137,8 +182,10 @@ async fn manage(
         let event = tokio::select! {
             status = process.child.wait() => Event::Exited(status),
             () = worker.hung() => Event::Hung,
+            Some(done) = reloads.recv() => Event::Reload(done),
             grace = stop.wait_for(Option::is_some) => Event::Stop(grace.ok().and_then(|g| *g).unwrap_or_default()),
         };
+        let mut reload_done = None;
         match event {
             Event::Stop(grace) => {
                 worker.set_phase(Phase::Stopped);
@@ -157,13 +204,24 @@ async fn manage(
                 warn!("worker {} (pid {}) is stuck; replacing it", worker.index, process.pid);
                 process.terminate(Duration::from_secs(1)).await;
             }
+            Event::Reload(done) => {
+                worker.set_phase(Phase::Draining);
+                wait_until_idle(&worker, config.request_timeout).await;
+                info!("worker {} (pid {}) reloading", worker.index, process.pid);
+                process.terminate(config.request_timeout).await;
+                reload_done = Some(done);
+            }
         }
-        worker.restarts.fetch_add(1, Ordering::Relaxed);
         worker.set_pid(0);
-        backoff = if ready_at.elapsed() < STABLE_AFTER {
-            (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF)
-        } else {
+        backoff = if reload_done.is_some() {
             Duration::ZERO
+        } else {
+            worker.restarts.fetch_add(1, Ordering::Relaxed);
+            if ready_at.elapsed() < STABLE_AFTER {
+                (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF)
+            } else {
+                Duration::ZERO
+            }
         };
 
         process = loop {
@@ -171,7 +229,11 @@ async fn manage(
                 worker.set_phase(Phase::Stopped);
                 return;
             }
-            match start_process(&worker, &config).await {
+            let started = start_process(&worker, &config).await;
+            if let Some(done) = reload_done.take() {
+                let _ = done.send(started.as_ref().map(|_| ()).map_err(ToString::to_string));
+            }
+            match started {
                 Ok(process) => break process,
                 Err(err) => {
                     backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
