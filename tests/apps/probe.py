@@ -7,12 +7,14 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /bytes?n=N         a body of N bytes, sent in one piece (the server can give a length)
 - /stream?n=N&k=K    N bytes in K pieces with no Content-Length (chunked on the wire)
 - /echo              the request body, and what the environ said about it, as JSON
+- /digest            the request body's length and SHA-256, read from wsgi.input in pieces
 - /environ           every environ key with the type of its value, as JSON
 - /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
                      recorded; /closed lists the recorded ids
 - /crash             raises before start_response
 """
 
+import hashlib
 import json
 import os
 import threading
@@ -93,6 +95,17 @@ def echo(environ, start_response):
     })
 
 
+def digest(environ, start_response):
+    sha, length, stream = hashlib.sha256(), 0, environ["wsgi.input"]
+    while True:
+        piece = stream.read(65536)
+        if not piece:
+            break
+        sha.update(piece)
+        length += len(piece)
+    return _json(start_response, {"length": length, "sha256": sha.hexdigest()})
+
+
 def environ_types(environ, start_response):
     return _json(start_response, {k: type(v).__name__ for k, v in environ.items()})
 
@@ -130,6 +143,7 @@ ROUTES = {
     "/bytes": lambda env, sr: _reply(sr, b"b" * int(_params(env)["n"]), content_type="application/octet-stream"),
     "/stream": stream,
     "/echo": echo,
+    "/digest": digest,
     "/environ": environ_types,
     "/closing": closing,
     "/closed": lambda env, sr: _json(sr, list(_closed)),

@@ -1,6 +1,8 @@
 """PEP 3333 as an app sees it through the front (the worker's own tests are in tests/worker)."""
 
+import hashlib
 import json
+import os
 
 from conftest import read_response, send_request, wait_until
 
@@ -45,3 +47,26 @@ def test_iterable_close_is_called_even_when_the_client_leaves_mid_response(serve
     closed = wait_until(lambda: (lambda ids: ids if "abandoned" in ids else None)(json.loads(server.get("/closed")[2])),
                         message="close() of the abandoned response")
     assert "served" in closed
+
+
+def test_queued_large_uploads_wait_on_disk_not_in_memory(serve):
+    """Eight 16 MiB uploads wait behind a blocker: the front keeps at most --request-buffer of
+    each in memory, and every body reaches the app intact afterwards."""
+    server = serve("-w", "1", "-t", "1", "--max-body", "32MiB", "--request-buffer", "64KiB", "probe:app")
+    blocker = server.connect()
+    send_request(blocker, "GET", "/record?id=blocker&ms=3000")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the blocker to start")
+    rss_before = server.stats()["front"]["rss_bytes"]
+    uploads = []
+    for n in range(8):
+        body = os.urandom(16 << 20)
+        sock = server.connect(timeout=60)
+        send_request(sock, "POST", "/digest", body=body)
+        uploads.append((sock, hashlib.sha256(body).hexdigest()))
+    wait_until(lambda: server.stats()["queue"]["depth"] == 8, message="all uploads to be queued")
+    growth = server.stats()["front"]["rss_bytes"] - rss_before
+    assert growth < 40 << 20, f"front grew by {growth >> 20} MiB for 128 MiB of waiting uploads"
+    assert read_response(blocker.makefile("rb"))[0] == 200
+    for sock, expected in uploads:
+        status, _, body = read_response(sock.makefile("rb"))
+        assert status == 200 and json.loads(body) == {"length": 16 << 20, "sha256": expected}

@@ -96,6 +96,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "100MiB", value_name = "BYTES", value_parser = parse_size)]
     pub max_body: u64,
 
+    /// Request body bytes kept in memory per request; the rest of a large body waiting in the
+    /// queue goes to a temporary file
+    #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
+    pub request_buffer: u64,
+
     /// Response bytes kept in memory per response; the rest of a large response waiting for
     /// a slow client goes to a temporary file, so the worker's slot is free at once
     #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
@@ -182,6 +187,7 @@ impl Config {
                 keep_alive: !args.no_keep_alive,
                 max_requests_per_connection: args.max_requests_per_connection,
                 io_timeout: args.io_timeout,
+                request_buffer: args.request_buffer as usize,
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
             max_queue: args.max_queue,

@@ -4,11 +4,14 @@
 //! ready to run on any slot of any worker the moment it is dispatched. The answer is an
 //! [`Outcome`]: the worker's response, or the failure the front must turn into a status.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::StatusCode;
+use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::oneshot;
 
 use crate::spool;
@@ -24,15 +27,15 @@ pub struct Job {
     /// start of its queue timeout.
     pub complete_at: Instant,
     /// The request as it will be sent to the worker: origin-form target, hop-by-hop headers
-    /// removed, forwarding headers added, the whole body in memory.
-    pub request: http::Request<Bytes>,
+    /// removed, forwarding headers added, the whole body already read.
+    pub request: http::Request<RequestBody>,
     /// Where the outcome goes. A closed channel means the client has gone away.
     pub reply: oneshot::Sender<Outcome>,
 }
 
 impl Job {
     /// A job for a request that is complete now, and the receiver its outcome arrives on.
-    pub fn new(request: http::Request<Bytes>) -> (Job, oneshot::Receiver<Outcome>) {
+    pub fn new(request: http::Request<RequestBody>) -> (Job, oneshot::Receiver<Outcome>) {
         static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
         let (reply, outcome) = oneshot::channel();
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
@@ -43,6 +46,52 @@ impl Job {
     /// away no longer waits, and there is nobody left to tell.
     pub fn answer(self, outcome: Outcome) {
         let _ = self.reply.send(outcome);
+    }
+}
+
+/// A request body, complete before the request queues: in memory when small, in a spool
+/// (memory, then a temporary file) when large, so waiting uploads cost bounded memory.
+pub enum RequestBody {
+    Memory(Bytes),
+    Spooled { reader: spool::Reader, len: u64 },
+}
+
+impl RequestBody {
+    pub fn len(&self) -> u64 {
+        match self {
+            RequestBody::Memory(data) => data.len() as u64,
+            RequestBody::Spooled { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = spool::Truncated;
+
+    fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let frame = match self.get_mut() {
+            RequestBody::Memory(data) if data.is_empty() => None,
+            RequestBody::Memory(data) => Some(Ok(Frame::data(std::mem::take(data)))),
+            // The spool was finished before the job was made, so it never has to wait.
+            RequestBody::Spooled { reader, .. } => match reader.try_next() {
+                Some(next) => next.map(|piece| piece.map(Frame::data)),
+                None => Some(Err(spool::Truncated)),
+            },
+        };
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, RequestBody::Memory(data) if data.is_empty())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.len())
     }
 }
 

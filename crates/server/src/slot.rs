@@ -18,7 +18,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use crate::job::{Failure, Job, Outcome, ResponseBody, WorkerResponse};
+use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
 use crate::worker::{Phase, Worker};
@@ -220,7 +220,7 @@ fn concat(mut pieces: Vec<Bytes>) -> Bytes {
 
 /// One HTTP/1.1 connection to a worker, driven by hyper.
 struct Connection {
-    sender: SendRequest<Full<Bytes>>,
+    sender: SendRequest<RequestBody>,
     /// The task that drives the connection; it ends when the connection closes.
     driver: Option<JoinHandle<()>>,
 }
@@ -258,9 +258,8 @@ impl Connection {
     async fn send(
         &mut self,
         socket: &Path,
-        request: http::Request<Bytes>,
+        mut request: http::Request<RequestBody>,
     ) -> Result<http::Response<Incoming>, SendError> {
-        let mut request = request.map(Full::new);
         let mut reconnected = false;
         loop {
             let sent = match self.sender.ready().await {

@@ -28,8 +28,9 @@ use crate::http1::chunked::ChunkedDecoder;
 use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop, HttpError};
-use crate::job::{Failure, Job, Outcome, ResponseBody, WorkerResponse};
+use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, WorkerResponse};
 use crate::queue::Withdrawal;
+use crate::spool;
 
 /// How much to ask the kernel for per read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -163,34 +164,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Reads the whole body. Only then may the request queue.
-    async fn read_body(&mut self, head: &RequestHead) -> Result<Bytes, End> {
+    async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
+        let mut sink = BodySink::new(self.front.settings.request_buffer);
         match head.framing {
-            Framing::Empty => Ok(Bytes::new()),
+            Framing::Empty => {}
             Framing::Length(len) => {
-                let len = len as usize; // at most --max-body, checked by the parser
                 self.send_continue(head).await?;
-                while self.buf.len() < len {
-                    self.buf.reserve((len - self.buf.len()).min(1 << 20));
+                let mut remaining = len; // at most --max-body, checked by the parser
+                loop {
+                    let take = remaining.min(self.buf.len() as u64) as usize;
+                    if take > 0 {
+                        sink.push(self.buf.split_to(take).freeze())?;
+                        remaining -= take as u64;
+                    }
+                    if remaining == 0 {
+                        break;
+                    }
+                    self.buf.reserve(remaining.min(256 * 1024) as usize);
                     self.read_body_bytes().await?;
                 }
-                Ok(self.buf.split_to(len).freeze())
             }
             Framing::Chunked => {
                 self.send_continue(head).await?;
                 let mut decoder = ChunkedDecoder::new(self.front.settings.limits.max_body);
-                let mut body = BytesMut::new();
+                let mut decoded = BytesMut::new();
                 loop {
                     let used =
-                        decoder.decode(&self.buf, &mut body).map_err(|error| End::Refuse(error, head.version))?;
+                        decoder.decode(&self.buf, &mut decoded).map_err(|error| End::Refuse(error, head.version))?;
                     self.buf.advance(used);
+                    if !decoded.is_empty() {
+                        sink.push(decoded.split().freeze())?;
+                    }
                     if decoder.is_done() {
-                        return Ok(body.freeze());
+                        break;
                     }
                     self.buf.reserve(READ_CHUNK);
                     self.read_body_bytes().await?;
                 }
             }
         }
+        Ok(sink.finish())
     }
 
     /// One read of body bytes; a client silent for the I/O timeout gets 408.
@@ -228,7 +241,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     /// Puts the request in the queue and waits for its outcome, watching for the client
     /// leaving and for the queue timeout.
-    async fn queue_and_wait(&mut self, request: http::Request<Bytes>) -> Result<Outcome, End> {
+    async fn queue_and_wait(&mut self, request: http::Request<RequestBody>) -> Result<Outcome, End> {
         let queue = self.front.queue.clone();
         let (job, mut outcome) = Job::new(request);
         let ticket = job.ticket;
@@ -390,6 +403,50 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Ok(read)) if read > 0 => discarded += read,
                 _ => return,
             }
+        }
+    }
+}
+
+/// Collects a request body: in memory up to the request buffer size, then in a spool (a
+/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
+/// memory.
+struct BodySink {
+    pieces: Vec<Bytes>,
+    len: u64,
+    memory_limit: usize,
+    spool: Option<(spool::Writer, spool::Reader)>,
+}
+
+impl BodySink {
+    fn new(memory_limit: usize) -> Self {
+        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
+    }
+
+    fn push(&mut self, data: Bytes) -> Result<(), End> {
+        self.len += data.len() as u64;
+        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
+            self.pieces.push(data);
+            return Ok(());
+        }
+        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
+        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
+        spooled.map_err(|err| {
+            tracing::warn!("cannot buffer a request body: {err}");
+            End::Refuse(
+                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
+                Version::HTTP_11,
+            )
+        })
+    }
+
+    fn finish(self) -> RequestBody {
+        match self.spool {
+            Some((writer, reader)) => {
+                writer.finish();
+                RequestBody::Spooled { reader, len: self.len }
+            }
+            None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
+            None => RequestBody::Memory(self.pieces.concat().into()),
         }
     }
 }

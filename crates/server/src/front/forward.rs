@@ -10,19 +10,19 @@
 use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
 use crate::http1::request::RequestHead;
 use crate::http1::strip_hop_by_hop;
+use crate::job::RequestBody;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
 /// Builds the request to send to a worker.
-pub fn worker_request(head: RequestHead, body: Bytes, client_ip: Option<IpAddr>) -> http::Request<Bytes> {
+pub fn worker_request(head: RequestHead, body: RequestBody, client_ip: Option<IpAddr>) -> http::Request<RequestBody> {
     let RequestHead { method, target, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
     headers.remove(header::EXPECT);
@@ -57,6 +57,7 @@ pub fn worker_request(head: RequestHead, body: Bytes, client_ip: Option<IpAddr>)
 mod tests {
     use super::*;
     use crate::http1::request::{parse_head, Limits};
+    use bytes::Bytes;
 
     fn head(raw: &str) -> RequestHead {
         let limits = Limits { max_head: 4096, max_body: 1 << 20 };
@@ -68,7 +69,11 @@ mod tests {
         let raw = "POST /p?q=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
                    Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Forwarded-For: 10.0.0.1\r\n\
                    X-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n";
-        let request = worker_request(head(raw), Bytes::from_static(b"hello"), Some("192.0.2.7".parse().unwrap()));
+        let request = worker_request(
+            head(raw),
+            RequestBody::Memory(Bytes::from_static(b"hello")),
+            Some("192.0.2.7".parse().unwrap()),
+        );
         let headers = request.headers();
         assert_eq!(request.method(), Method::POST);
         assert_eq!(request.uri(), "/p?q=1");
@@ -84,10 +89,11 @@ mod tests {
 
     #[test]
     fn bodiless_get_has_no_content_length() {
-        let request = worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), Bytes::new(), None);
+        let request =
+            worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), None);
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));
-        let post = worker_request(head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"), Bytes::new(), None);
+        let post = worker_request(head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), None);
         assert_eq!(post.headers()[header::CONTENT_LENGTH], "0");
     }
 }

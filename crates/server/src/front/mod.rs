@@ -33,6 +33,8 @@ pub struct FrontSettings {
     pub max_requests_per_connection: u64,
     /// How long a client may stall while sending a body or receiving a response.
     pub io_timeout: Duration,
+    /// Request body bytes held in memory per request; the rest goes to a temporary file.
+    pub request_buffer: usize,
 }
 
 /// What every connection task shares.
