@@ -154,3 +154,30 @@ impl Failure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn spooled_body_reads_back_whole() {
+        let (writer, reader) = spool::channel(16);
+        let pieces: Vec<Bytes> = (0..10u8).map(|i| Bytes::from(vec![i; 100])).collect();
+        for piece in &pieces {
+            writer.write(piece.clone()).unwrap();
+        }
+        writer.finish();
+        let body = RequestBody::Spooled { reader, len: 1000 };
+        assert_eq!(body.size_hint().exact(), Some(1000));
+        assert_eq!(body.collect().await.unwrap().to_bytes(), pieces.concat());
+    }
+
+    #[tokio::test]
+    async fn memory_body_ends_after_its_bytes() {
+        let body = RequestBody::Memory(Bytes::from_static(b"hello"));
+        assert!(!body.is_end_stream());
+        assert_eq!(body.collect().await.unwrap().to_bytes(), "hello");
+        assert!(RequestBody::Memory(Bytes::new()).is_end_stream());
+    }
+}

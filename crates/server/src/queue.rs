@@ -318,10 +318,11 @@ impl NextJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::RequestBody;
     use bytes::Bytes;
 
     fn job(path: &str) -> (Job, oneshot::Receiver<Outcome>) {
-        Job::new(http::Request::builder().uri(path).body(Bytes::new()).unwrap())
+        Job::new(http::Request::builder().uri(path).body(RequestBody::Memory(Bytes::new())).unwrap())
     }
 
     fn path(job: &Job) -> &str {
