@@ -1,6 +1,7 @@
 """The front's HTTP/1.1: what clients see on the wire, for good and bad input."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -271,3 +272,15 @@ def test_absolute_form_target(server):
         sock.sendall(b"GET http://example.test/echo?x=1 HTTP/1.1\r\nHost: other\r\n\r\n")
         echoed = json.loads(read_response(sock.makefile("rb"))[2])
     assert (echoed["path"], echoed["query"], echoed["headers"]["HTTP_HOST"]) == ("/echo", "x=1", "example.test")
+
+
+def test_access_log_has_a_line_per_response_with_queue_and_service_times(serve, tmp_path):
+    log = tmp_path / "access.log"
+    server = serve("-w", "1", "-t", "1", "--access-log", str(log), "probe:app")
+    server.get("/bytes?n=7", headers={"User-Agent": "probe/1", "Referer": "http://r.example/"})
+    server.get("/nothing-here")
+    lines = wait_until(lambda: (lambda text: text if text.count("\n") == 2 else None)(log.read_text() if log.exists() else ""),
+                       message="two access log lines").splitlines()
+    assert re.fullmatch(r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\] "GET /bytes\?n=7 HTTP/1\.1" 200 7 '
+                        r'"http://r\.example/" "probe/1" queue=\d+\.\d{3}ms service=\d+\.\d{3}ms', lines[0]), lines[0]
+    assert '"GET /nothing-here HTTP/1.1" 404 9 "-" "-"' in lines[1]

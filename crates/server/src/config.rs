@@ -115,6 +115,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
     pub control: Option<String>,
 
+    /// Write an access log line per response (Apache combined format, then queue= and
+    /// service= times) to this file; `-` for standard output
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+
     /// Log level: error, warn, info, debug or trace
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: String,
@@ -131,6 +136,7 @@ pub struct Config {
     pub max_queue: usize,
     pub queue_timeout: Duration,
     pub graceful_timeout: Duration,
+    pub access_log: Option<PathBuf>,
 }
 
 impl Config {
@@ -193,6 +199,7 @@ impl Config {
             max_queue: args.max_queue,
             queue_timeout: args.queue_timeout,
             graceful_timeout: args.graceful_timeout,
+            access_log: args.access_log,
         })
     }
 }

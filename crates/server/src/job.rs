@@ -7,7 +7,7 @@
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -105,6 +105,16 @@ pub enum Outcome {
 pub struct WorkerResponse {
     pub head: http::response::Parts,
     pub body: ResponseBody,
+    pub timing: Timing,
+}
+
+/// Where a request's time went before its response head.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// From complete to started by a slot.
+    pub queued: Duration,
+    /// From started to the worker's response head.
+    pub service: Duration,
 }
 
 pub enum ResponseBody {

@@ -8,6 +8,7 @@
 //! the front writes it to the client. The [`supervisor`] keeps the workers running; [`stats`]
 //! counts what happens and [`control`] shows it.
 
+pub mod access_log;
 pub mod config;
 pub mod control;
 pub mod front;

@@ -15,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::control;
 use crate::front::listener::Listener;
@@ -31,6 +32,12 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     }
     let control_listener = match &config.control {
         Some(bind) => Some(Listener::bind(bind).with_context(|| format!("cannot listen on --control {bind}"))?),
+        None => None,
+    };
+    let access_log = match &config.access_log {
+        Some(path) => {
+            Some(AccessLog::open(path).with_context(|| format!("cannot open --access-log {}", path.display()))?)
+        }
         None => None,
     };
     // Signals are caught from here on, so a stop during a slow boot is orderly too.
@@ -57,6 +64,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
         settings: config.front.clone(),
         queue: queue.clone(),
         stats: stats.clone(),
+        access_log,
         shutdown: shutdown_rx,
     });
     for listener in listeners {

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, WorkerResponse};
+use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
 use crate::worker::{Phase, Worker};
@@ -93,10 +93,11 @@ impl Slot {
 
     /// Runs one job. Returns whether the connection can carry another request.
     async fn forward(&self, connection: &mut Connection, job: Job) -> bool {
-        let Job { request, reply, .. } = job;
+        let Job { request, reply, complete_at, .. } = job;
         if reply.is_closed() {
             return true; // the client left between dispatch and now: nothing to run
         }
+        let started = Instant::now();
         let timeout = self.settings.request_timeout;
         let response = match tokio::time::timeout(timeout, connection.send(&self.worker.socket, request)).await {
             Ok(Ok(response)) => response,
@@ -113,13 +114,14 @@ impl Slot {
             }
         };
         self.worker.served.fetch_add(1, Ordering::Relaxed);
+        let timing = Timing { queued: started.saturating_duration_since(complete_at), service: started.elapsed() };
         let (head, mut body) = response.into_parts();
 
         let (pieces, ended) = drain_ready(&mut body).await;
         let ended = match ended {
             Some(Ok(())) => {
                 let body = ResponseBody::Complete(concat(pieces));
-                let _ = reply.send(Outcome::Response(WorkerResponse { head, body }));
+                let _ = reply.send(Outcome::Response(WorkerResponse { head, body, timing }));
                 return true;
             }
             Some(Err(err)) => {
@@ -139,7 +141,8 @@ impl Slot {
                 return false;
             }
         }
-        let _ = reply.send(Outcome::Response(WorkerResponse { head, body: ResponseBody::Streaming(reader) }));
+        let streaming = ResponseBody::Streaming(reader);
+        let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
         loop {
             match tokio::time::timeout(timeout, body.frame()).await {
                 Ok(Some(Ok(frame))) => {

@@ -24,11 +24,12 @@ use tracing::debug;
 
 use super::forward::worker_request;
 use super::Front;
+use crate::access_log;
 use crate::http1::chunked::ChunkedDecoder;
 use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop, HttpError};
-use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, WorkerResponse};
+use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Withdrawal;
 use crate::spool;
 
@@ -105,8 +106,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             })?;
             self.requests += 1;
             let persistence = self.persistence(&head);
+            let logged = self.front.access_log.is_some().then(|| Logged::of(&head));
             let outcome = self.queue_and_wait(worker_request(head, body, self.client_ip)).await?;
-            if self.respond(&method, version, outcome, persistence).await? == Persistence::Close {
+            let sent = self.respond(&method, version, outcome, persistence).await?;
+            if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
+                log.log(&logged.entry(self.client_ip, &sent));
+            }
+            if sent.persistence == Persistence::Close {
                 self.linger().await;
                 return Ok(());
             }
@@ -279,22 +285,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
-    /// Writes the outcome to the client. Returns how the connection continues.
+    /// Writes the outcome to the client.
     async fn respond(
         &mut self,
         method: &Method,
         version: Version,
         outcome: Outcome,
         persistence: Persistence,
-    ) -> Result<Persistence, End> {
+    ) -> Result<Sent, End> {
         match outcome {
             Outcome::Failed(failure) => {
                 let retry_after = failure.retry_after_secs().map(|secs| (header::RETRY_AFTER, HeaderValue::from(secs)));
-                let response =
-                    plain_response(version, failure.status(), failure.message(), retry_after.as_slice(), persistence);
+                let message = failure.message();
+                let response = plain_response(version, failure.status(), message, retry_after.as_slice(), persistence);
                 self.front.stats.response_sent(failure.status());
                 self.write(&response).await?;
-                Ok(persistence)
+                let body_bytes = message.len() as u64 + 1;
+                Ok(Sent { persistence, status: failure.status(), body_bytes, timing: None })
             }
             Outcome::Response(response) => self.relay(method, version, response, persistence).await,
         }
@@ -307,9 +314,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         version: Version,
         response: WorkerResponse,
         persistence: Persistence,
-    ) -> Result<Persistence, End> {
-        let WorkerResponse { head, body } = response;
+    ) -> Result<Sent, End> {
+        let WorkerResponse { head, body, timing } = response;
         let status = head.status;
+        let sent = |persistence, body_bytes| Sent { persistence, status, body_bytes, timing: Some(timing) };
         let mut headers = head.headers;
         strip_hop_by_hop(&mut headers);
         self.front.stats.response_sent(status);
@@ -318,7 +326,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if !response_has_body(method, status) {
             write_head(&mut out, version, status, &headers, false, persistence);
             self.write(&out).await?;
-            return Ok(persistence);
+            return Ok(sent(persistence, 0));
         }
         let reader = match body {
             ResponseBody::Complete(data) => {
@@ -328,7 +336,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 write_head(&mut out, version, status, &headers, false, persistence);
                 out.extend_from_slice(&data);
                 self.write(&out).await?;
-                return Ok(persistence);
+                return Ok(sent(persistence, data.len() as u64));
             }
             ResponseBody::Streaming(reader) => reader,
         };
@@ -344,6 +352,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         write_head(&mut out, version, status, &headers, chunked, persistence);
         let mut reader = reader;
+        let mut body_bytes = 0;
         loop {
             let piece = match reader.try_next() {
                 Some(piece) => piece,
@@ -356,14 +365,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
             };
             match piece {
-                Some(Ok(data)) if chunked => put_chunk(&mut out, &data),
-                Some(Ok(data)) => out.extend_from_slice(&data),
+                Some(Ok(data)) => {
+                    body_bytes += data.len() as u64;
+                    if chunked {
+                        put_chunk(&mut out, &data);
+                    } else {
+                        out.extend_from_slice(&data);
+                    }
+                }
                 None => {
                     if chunked {
                         out.extend_from_slice(LAST_CHUNK);
                     }
                     self.write(&out).await?;
-                    return Ok(persistence);
+                    return Ok(sent(persistence, body_bytes));
                 }
                 Some(Err(truncated)) => {
                     // Too late for a status: end the connection so the client sees a body
@@ -403,6 +418,54 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Ok(Ok(read)) if read > 0 => discarded += read,
                 _ => return,
             }
+        }
+    }
+}
+
+/// What was sent for one request.
+struct Sent {
+    persistence: Persistence,
+    status: StatusCode,
+    body_bytes: u64,
+    /// Queue and service time, when a worker answered.
+    timing: Option<Timing>,
+}
+
+/// What the access log needs of a request head, kept once the head has gone to the worker.
+struct Logged {
+    method: Method,
+    target: String,
+    version: Version,
+    referer: Option<String>,
+    user_agent: Option<String>,
+}
+
+impl Logged {
+    fn of(head: &RequestHead) -> Self {
+        let field = |name| {
+            head.headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        };
+        Logged {
+            method: head.method.clone(),
+            target: head.target.clone(),
+            version: head.version,
+            referer: field(header::REFERER),
+            user_agent: field(header::USER_AGENT),
+        }
+    }
+
+    fn entry<'a>(&'a self, client_ip: Option<IpAddr>, sent: &Sent) -> access_log::Entry<'a> {
+        access_log::Entry {
+            client_ip,
+            method: self.method.as_str(),
+            target: &self.target,
+            version: self.version,
+            status: sent.status.as_u16(),
+            body_bytes: sent.body_bytes,
+            referer: self.referer.as_deref(),
+            user_agent: self.user_agent.as_deref(),
+            queued: sent.timing.map(|timing| timing.queued),
+            service: sent.timing.map(|timing| timing.service),
         }
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::warn;
 
+use crate::access_log::AccessLog;
 use crate::http1::request::Limits;
 use crate::queue::Queue;
 use crate::stats::Stats;
@@ -42,6 +43,7 @@ pub struct Front {
     pub settings: FrontSettings,
     pub queue: Arc<Queue>,
     pub stats: Arc<Stats>,
+    pub access_log: Option<AccessLog>,
     /// Becomes true when the server starts shutting down: idle connections close, busy ones
     /// close after their current response.
     pub shutdown: watch::Receiver<bool>,

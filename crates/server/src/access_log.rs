@@ -1,0 +1,172 @@
+//! The access log: one line per response, in Apache's combined format followed by where the
+//! time went (`queue=` wait before a slot started the request, `service=` time in the worker).
+//!
+//! Lines go through a bounded channel to a thread of their own that writes them with a
+//! buffer, so a slow disk or a full pipe never stalls the front. If the writer falls that far
+//! behind, lines are dropped and counted, rather than held in memory.
+
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Lines waiting for the writer before new ones are dropped.
+const BACKLOG: usize = 16 * 1024;
+
+pub struct AccessLog {
+    lines: SyncSender<String>,
+    dropped: AtomicU64,
+}
+
+/// What is logged about one response.
+pub struct Entry<'a> {
+    pub client_ip: Option<IpAddr>,
+    pub method: &'a str,
+    pub target: &'a str,
+    pub version: http::Version,
+    pub status: u16,
+    pub body_bytes: u64,
+    pub referer: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+    /// Time in the queue and in the worker; `None` when no worker was involved.
+    pub queued: Option<Duration>,
+    pub service: Option<Duration>,
+}
+
+impl AccessLog {
+    /// Opens `path` for appending (`-` is standard output) and starts the writer thread.
+    pub fn open(path: &Path) -> io::Result<AccessLog> {
+        let out: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(io::stdout())
+        } else {
+            Box::new(OpenOptions::new().create(true).append(true).open(path)?)
+        };
+        let (lines, receive) = sync_channel(BACKLOG);
+        std::thread::Builder::new().name("access-log".into()).spawn(move || write_lines(receive, out))?;
+        Ok(AccessLog { lines, dropped: AtomicU64::new(0) })
+    }
+
+    pub fn log(&self, entry: &Entry) {
+        if let Err(TrySendError::Full(_)) = self.lines.try_send(entry.format(SystemTime::now())) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Lines dropped because the writer could not keep up.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+fn write_lines(lines: Receiver<String>, out: Box<dyn Write + Send>) {
+    let mut out = BufWriter::new(out);
+    while let Ok(line) = lines.recv() {
+        let mut result = out.write_all(line.as_bytes());
+        // Write what is waiting in one go; flush when caught up, so the log is never behind
+        // for long.
+        while let (Ok(()), Ok(line)) = (&result, lines.try_recv()) {
+            result = out.write_all(line.as_bytes());
+        }
+        if result.and_then(|()| out.flush()).is_err() {
+            return; // the log is gone (disk full, pipe closed); the server goes on
+        }
+    }
+}
+
+impl Entry<'_> {
+    fn format(&self, now: SystemTime) -> String {
+        let mut line = String::with_capacity(200);
+        let version = if self.version == http::Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" };
+        let _ = write!(
+            line,
+            "{} - - [{}] \"{} {} {version}\" {} {} \"{}\" \"{}\"",
+            self.client_ip.map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
+            clf_time(now),
+            self.method,
+            self.target.escape_default(),
+            self.status,
+            self.body_bytes,
+            self.referer.unwrap_or("-").escape_default(),
+            self.user_agent.unwrap_or("-").escape_default(),
+        );
+        for (name, time) in [("queue", self.queued), ("service", self.service)] {
+            match time {
+                Some(time) => {
+                    let _ = write!(line, " {name}={:.3}ms", time.as_secs_f64() * 1000.0);
+                }
+                None => {
+                    let _ = write!(line, " {name}=-");
+                }
+            }
+        }
+        line.push('\n');
+        line
+    }
+}
+
+/// `22/Nov/2026:01:27:55 +0000`, the Common Log Format time, in UTC.
+fn clf_time(now: SystemTime) -> String {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let of_day = secs % 86_400;
+    format!(
+        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
+        MONTHS[month as usize - 1],
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(clf_time(UNIX_EPOCH + Duration::from_secs(1_795_310_875)), "22/Nov/2026:01:27:55 +0000");
+    }
+
+    #[test]
+    fn combined_format_with_times() {
+        let entry = Entry {
+            client_ip: Some("192.0.2.1".parse().unwrap()),
+            method: "GET",
+            target: "/a?b=\"c\"",
+            version: http::Version::HTTP_11,
+            status: 200,
+            body_bytes: 14,
+            referer: None,
+            user_agent: Some("curl/8"),
+            queued: Some(Duration::from_micros(1500)),
+            service: None,
+        };
+        let line = entry.format(UNIX_EPOCH + Duration::from_secs(1_795_310_875));
+        assert_eq!(
+            line,
+            "192.0.2.1 - - [22/Nov/2026:01:27:55 +0000] \"GET /a?b=\\\"c\\\" HTTP/1.1\" 200 14 \"-\" \"curl/8\" \
+             queue=1.500ms service=-\n"
+        );
+    }
+}
