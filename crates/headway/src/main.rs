@@ -26,7 +26,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|command| command == "load") {
+        // hey's one-dash long flags (-host, -disable-keepalive), so hey command lines work as is.
+        args = headway_load::hey_style_args(args);
+    }
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Serve(args) => headway_server::serve(args),
         Command::Stats(args) => headway_server::stats(args),

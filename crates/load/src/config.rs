@@ -1,0 +1,325 @@
+//! What a load run should do, as plain data ([`LoadConfig`], filled by the CLI or by the lab),
+//! and its checked, resolved form ([`Plan`]) that the load loops read.
+//!
+//! Every rule a user can break is checked here, before any connection is opened, so a wrong
+//! option gives one clear message instead of a run full of errors.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::conn::Endpoint;
+use crate::http1::encode_request;
+use crate::record::PhaseAccum;
+
+/// Requests sent when neither a count nor a duration is given (hey's default).
+pub const DEFAULT_REQUESTS: u64 = 200;
+
+/// One URL to request, and how often relative to the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub url: String,
+    pub weight: u32,
+}
+
+/// How open-loop send times are spaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Exactly 1/rate apart.
+    #[default]
+    Constant,
+    /// Exponentially distributed gaps with mean 1/rate (a Poisson process).
+    Poisson,
+}
+
+/// Everything a load run needs to know. Build it with [`LoadConfig::new`] and change fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadConfig {
+    pub targets: Vec<Target>,
+    pub method: String,
+    /// Extra request headers, in order. A `Host` header here overrides the URL's host.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Concurrent client connections (each carries one request, or one pipelined batch, at a time).
+    pub connections: usize,
+    /// Stop after this many requests. With neither this nor `duration`, 200 requests are sent.
+    pub requests: Option<u64>,
+    /// Stop sending after this long. With `requests` too, whichever comes first.
+    pub duration: Option<Duration>,
+    /// Open loop: requests per second in total, latency measured from each intended send time.
+    /// `None` is the closed loop: a connection sends as soon as its previous answer is read.
+    pub rate: Option<f64>,
+    pub arrival: Arrival,
+    /// Closed loop only: at most this many requests per second per connection (hey's `-q`).
+    pub connection_rate: Option<f64>,
+    pub keep_alive: bool,
+    /// Requests written back to back on a connection before reading their answers.
+    pub pipeline: usize,
+    /// Connect to this unix socket instead of the URL's host (the URL still gives path and Host).
+    pub unix_socket: Option<PathBuf>,
+    /// Limit for each request, from its connect (or write) to its last byte.
+    pub timeout: Duration,
+    /// Value of the Host header, instead of the URL's host.
+    pub host: Option<String>,
+    /// Count responses by the value of this response header (e.g. `X-Worker-Pid`).
+    pub tally_header: Option<String>,
+    /// Current-thread runtimes sharing the connections.
+    pub threads: usize,
+    /// Seed of the Poisson arrival gaps, so a run can be repeated.
+    pub seed: u64,
+}
+
+impl LoadConfig {
+    /// A closed-loop GET of `url` with hey's defaults: 50 connections, 200 requests, 20 s timeout.
+    pub fn new(url: impl Into<String>) -> LoadConfig {
+        LoadConfig {
+            targets: vec![Target { url: url.into(), weight: 1 }],
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            connections: 50,
+            requests: None,
+            duration: None,
+            rate: None,
+            arrival: Arrival::Constant,
+            connection_rate: None,
+            keep_alive: true,
+            pipeline: 1,
+            unix_socket: None,
+            timeout: Duration::from_secs(20),
+            host: None,
+            tally_header: None,
+            threads: 1,
+            seed: 1,
+        }
+    }
+}
+
+/// A mistake in the options (as opposed to a failure of the target): exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
+/// Closed or open loop, with what each needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadModel {
+    Closed { connection_rate: Option<f64> },
+    Open { rate: f64, arrival: Arrival },
+}
+
+/// One URL, ready to send.
+#[derive(Debug, Clone)]
+pub struct TargetPlan {
+    pub url: String,
+    pub weight: u32,
+    pub request: Vec<u8>,
+}
+
+/// One place connections go, and the targets served there.
+#[derive(Debug, Clone)]
+pub struct OriginPlan {
+    pub endpoint: Endpoint,
+    pub targets: Vec<usize>,
+}
+
+/// A checked configuration with names resolved and requests serialized.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub config: LoadConfig,
+    pub origins: Vec<OriginPlan>,
+    pub targets: Vec<TargetPlan>,
+    pub head_request: bool,
+    pub requests: Option<u64>,
+    pub model: LoadModel,
+    pub threads: usize,
+    /// The name lookups done before the run (one per host), for the DNS line of the report.
+    pub dns: PhaseAccum,
+}
+
+impl Plan {
+    pub async fn new(config: LoadConfig) -> anyhow::Result<Plan> {
+        check(&config)?;
+        let overridden = config.host.is_some();
+        let headers: Vec<(String, String)> = config
+            .headers
+            .iter()
+            .filter(|(name, _)| !(overridden && name.eq_ignore_ascii_case("host")))
+            .cloned()
+            .chain(config.host.as_ref().map(|host| ("Host".to_string(), host.clone())))
+            .collect();
+
+        let mut origins: Vec<(String, OriginPlan)> = Vec::new();
+        let mut targets = Vec::new();
+        let mut dns = PhaseAccum::default();
+        for target in &config.targets {
+            let url = parse_url(&target.url)?;
+            let host = url.host_str().unwrap_or_default();
+            let authority = match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_string(),
+            };
+            let key = match &config.unix_socket {
+                Some(_) => String::new(),
+                None => format!("{host}:{}", url.port_or_known_default().unwrap_or(80)),
+            };
+            let origin = match origins.iter().position(|(k, _)| *k == key) {
+                Some(index) => index,
+                None => {
+                    let endpoint = match &config.unix_socket {
+                        Some(path) => Endpoint::Unix(path.clone()),
+                        None => resolve(&key, &mut dns).await?,
+                    };
+                    origins.push((key, OriginPlan { endpoint, targets: Vec::new() }));
+                    origins.len() - 1
+                }
+            };
+            origins[origin].1.targets.push(targets.len());
+            let request_target = match url.query() {
+                Some(query) => format!("{}?{query}", url.path()),
+                None => url.path().to_string(),
+            };
+            let request =
+                encode_request(&config.method, &request_target, &authority, &headers, &config.body, config.keep_alive);
+            targets.push(TargetPlan { url: target.url.clone(), weight: target.weight, request });
+        }
+
+        let requests = match (config.requests, config.duration) {
+            (None, None) => Some(DEFAULT_REQUESTS),
+            (requests, _) => requests,
+        };
+        let model = match config.rate {
+            Some(rate) => LoadModel::Open { rate, arrival: config.arrival },
+            None => LoadModel::Closed { connection_rate: config.connection_rate },
+        };
+        Ok(Plan {
+            head_request: config.method == "HEAD",
+            threads: config.threads.min(config.connections),
+            origins: origins.into_iter().map(|(_, origin)| origin).collect(),
+            targets,
+            requests,
+            model,
+            dns,
+            config,
+        })
+    }
+
+    /// When the run is cut off whatever is still in flight: the time at which sending stops
+    /// (the duration, or the open-loop schedule's last send), plus one request timeout and a
+    /// second of grace. `None` for a closed loop bounded only by its count, where each request
+    /// is bounded by the timeout instead.
+    pub fn hard_stop(&self, start: Instant) -> Option<Instant> {
+        let sending_ends = match (self.config.duration, self.model, self.requests) {
+            (Some(duration), _, _) => Some(duration),
+            (None, LoadModel::Open { rate, .. }, Some(requests)) => {
+                // A Poisson schedule's n-th send is at n/rate give or take sqrt(n)/rate; six
+                // standard deviations (plus ten gaps for small n) cover it.
+                let n = requests as f64;
+                Some(Duration::from_secs_f64((n + 6.0 * n.sqrt() + 10.0) / rate))
+            }
+            _ => None,
+        }?;
+        Some(start + sending_ends + self.config.timeout + Duration::from_secs(1))
+    }
+}
+
+fn check(config: &LoadConfig) -> anyhow::Result<()> {
+    if config.targets.is_empty() {
+        return Err(usage("no URL given"));
+    }
+    if let Some(target) = config.targets.iter().find(|t| t.weight == 0) {
+        return Err(usage(format!("weight of {} must be at least 1", target.url)));
+    }
+    if !is_token(&config.method) {
+        return Err(usage(format!("bad method {:?}", config.method)));
+    }
+    for (name, value) in &config.headers {
+        if !is_token(name) || value.contains(['\r', '\n']) {
+            return Err(usage(format!("bad header {name:?}: {value:?}")));
+        }
+    }
+    if let Some(host) = &config.host {
+        if host.is_empty() || host.contains(['\r', '\n', ' ']) {
+            return Err(usage(format!("bad host {host:?}")));
+        }
+    }
+    if let Some(name) = &config.tally_header {
+        if !is_token(name) {
+            return Err(usage(format!("bad tally header name {name:?}")));
+        }
+    }
+    if config.connections == 0 {
+        return Err(usage("connections (-c) must be at least 1"));
+    }
+    if config.threads == 0 {
+        return Err(usage("threads must be at least 1"));
+    }
+    if config.pipeline == 0 {
+        return Err(usage("pipeline depth must be at least 1"));
+    }
+    if config.pipeline > 1 && !config.keep_alive {
+        return Err(usage("--pipeline needs keep-alive; drop --disable-keepalive"));
+    }
+    if config.requests == Some(0) {
+        return Err(usage("requests (-n) must be at least 1"));
+    }
+    if config.duration.is_some_and(|d| d.is_zero()) {
+        return Err(usage("duration (-z) must be positive"));
+    }
+    if config.timeout.is_zero() {
+        return Err(usage("timeout (-t) must be positive: every request is bounded"));
+    }
+    for (name, rate) in [("--rate", config.rate), ("-q", config.connection_rate)] {
+        if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(usage(format!("{name} must be a positive number")));
+        }
+    }
+    if config.rate.is_some() && config.connection_rate.is_some() {
+        return Err(usage("-q (closed loop, per connection) and --rate (open loop) exclude each other"));
+    }
+    for target in &config.targets {
+        parse_url(&target.url)?;
+    }
+    Ok(())
+}
+
+fn parse_url(text: &str) -> anyhow::Result<url::Url> {
+    let url = url::Url::parse(text).map_err(|err| usage(format!("bad URL {text:?}: {err}")))?;
+    match url.scheme() {
+        "http" => {}
+        "https" => return Err(usage(format!("{text}: https is not supported yet (http:// only)"))),
+        other => return Err(usage(format!("{text}: unsupported scheme {other:?} (http:// only)"))),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(usage(format!("bad URL {text:?}: no host")));
+    }
+    Ok(url)
+}
+
+async fn resolve(host_port: &str, dns: &mut PhaseAccum) -> anyhow::Result<Endpoint> {
+    let started = Instant::now();
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(host_port)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot resolve {host_port}: {err}"))?
+        .collect();
+    dns.add(started.elapsed());
+    // One address for the whole run. IPv4 first: "localhost" often resolves to ::1 first while
+    // test and benchmark servers listen on 127.0.0.1.
+    let addr = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve {host_port}: no address"))?;
+    Ok(Endpoint::Tcp(*addr))
+}
+
+/// An HTTP token (RFC 9110 5.6.2): what a method or a header name may be made of.
+fn is_token(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

@@ -1,0 +1,141 @@
+//! Runs a load: N threads, each with its own current-thread runtime and its share of the
+//! connections, then merges what they measured into one [`Report`].
+//!
+//! Threads share nothing on the hot path (each has its own demand, picker and recorder); they
+//! meet only in the per-second series (once a second) and at the end, where histograms add up
+//! exactly.
+
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use tokio::task::{JoinSet, LocalSet};
+
+use crate::client::{client_loop, ThreadCtx, ThreadState};
+use crate::config::{LoadConfig, Plan};
+use crate::progress;
+use crate::record::{ErrorKind, LiveCounters, Recorder, SeriesCollector, Totals};
+use crate::report::Report;
+use crate::schedule::{thread_connections, Demand, Picker};
+
+/// Everything a load thread needs, shared by all of them.
+struct Shared {
+    plan: Arc<Plan>,
+    start: Instant,
+    series: Arc<SeriesCollector>,
+    live: Arc<[LiveCounters]>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Runs the load described by `config` and returns what it measured. With `show_progress`, a
+/// progress line is drawn on stderr once a second.
+pub async fn execute(config: LoadConfig, show_progress: bool) -> anyhow::Result<Report> {
+    let plan = Arc::new(Plan::new(config).await?);
+    let threads = plan.threads;
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        start: Instant::now(),
+        series: Arc::new(SeriesCollector::new(threads)),
+        live: (0..threads).map(|_| LiveCounters::default()).collect(),
+        stop: Arc::new(AtomicBool::new(false)),
+    });
+
+    let mut results = Vec::with_capacity(threads);
+    for index in 0..threads {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("headway-load-{index}"))
+            .spawn(move || {
+                let result = run_thread(&shared, index);
+                // Let go of the shared state before reporting, so the caller owns it alone.
+                drop(shared);
+                // If the receiver is gone the caller stopped waiting for the run; there is
+                // nobody left to tell.
+                let _ = sender.send(result);
+            })
+            .context("cannot start a load thread")?;
+        results.push(receiver);
+    }
+
+    let progress = show_progress.then(|| tokio::spawn(progress::draw(shared.live.clone(), shared.start)));
+    let mut totals = Totals::new(plan.targets.len());
+    for receiver in results {
+        let thread_totals = receiver.await.context("a load thread ended without a result")??;
+        totals.merge(&thread_totals);
+    }
+    let elapsed = shared.start.elapsed();
+    if let Some(progress) = progress {
+        progress.abort();
+        progress::clear();
+    }
+
+    if totals.responses == 0 {
+        if let Some(first) = totals.errors.iter().find(|(kind, _)| is_connect(**kind)) {
+            if totals.errors.keys().all(|kind| is_connect(*kind)) {
+                anyhow::bail!("{}", first.1.example);
+            }
+        }
+    }
+    let shared = Arc::into_inner(shared).context("load threads still hold the run state")?;
+    let series = Arc::into_inner(shared.series).context("load threads still hold the series")?.into_series();
+    Ok(Report::new(&plan, &totals, series, elapsed))
+}
+
+fn is_connect(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::ConnectRefused | ErrorKind::Connect)
+}
+
+/// One load thread: its runtime, its clients, its recorder.
+fn run_thread(shared: &Shared, index: usize) -> anyhow::Result<Totals> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build a load runtime")?;
+    let plan = &shared.plan;
+    let (_, clients) = thread_connections(plan.config.connections, index, plan.threads);
+    let state = ThreadState {
+        demand: Demand::for_thread(plan, index, clients, shared.start),
+        picker: Picker::new(plan),
+        recorder: Recorder::new(plan.targets.len(), shared.start, index, shared.series.clone(), shared.live.clone()),
+    };
+    let ctx = Rc::new(ThreadCtx::new(plan.clone(), state, shared.stop.clone(), shared.live.clone(), clients));
+    let hard_stop = plan.hard_stop(shared.start);
+
+    LocalSet::new().block_on(&runtime, async {
+        let mut tasks = JoinSet::new();
+        for _ in 0..clients {
+            tasks.spawn_local(client_loop(ctx.clone()));
+        }
+        let all_done = async {
+            while let Some(joined) = tasks.join_next().await {
+                joined.context("a load client failed")?;
+            }
+            anyhow::Ok(())
+        };
+        match hard_stop {
+            None => all_done.await?,
+            Some(at) => {
+                let outcome = tokio::time::timeout_at(at.into(), all_done).await;
+                if let Ok(done) = outcome {
+                    done?;
+                } else {
+                    tasks.shutdown().await;
+                    let cut_off = ctx.in_flight.get();
+                    if cut_off > 0 {
+                        ctx.state.borrow_mut().recorder.record_errors(
+                            ErrorKind::Aborted,
+                            None,
+                            cut_off,
+                            Instant::now(),
+                            || "still in flight at the hard stop (duration + timeout)".to_string(),
+                        );
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let ctx = Rc::into_inner(ctx).context("load clients still hold the thread state")?;
+    Ok(ctx.state.into_inner().recorder.finish())
+}
