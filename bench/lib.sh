@@ -1,0 +1,211 @@
+# Shared helpers for the bench/*.sh scripts: where headway and the Python peers are, free
+# ports, starting a server in a session of its own and stopping all of it, medians.
+#
+# Source it from a script in bench/ with `set -euo pipefail` on. Every server a script
+# starts goes through bench_start/bench_stop, and bench_init installs an EXIT trap that
+# stops whatever is still running, so an interrupted run leaves no process behind.
+
+BENCH_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_OUT="${BENCH_OUT:-$BENCH_REPO/bench/out}"
+BENCH_VENV="${BENCH_VENV:-$BENCH_REPO/bench/.venv}"
+BENCH_PYTHON_PEERS=(gunicorn granian "uvicorn[standard]")
+
+bench_say() { echo "$(basename "$0"): $*" >&2; }
+bench_die() { bench_say "$*"; exit 1; }
+
+# The pid (= process group = session id) of the server now running, and its log.
+bench_server_pid=""
+bench_server_log=""
+
+bench_need() {
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || bench_die "$tool is missing"
+    done
+}
+
+# Sets HEADWAY: $HEADWAY if given, else `headway` on PATH, else the repo's release build.
+# A headway run from the repo needs the repo's python/ on PYTHONPATH for its worker; an
+# installed one (pip install .) brings its own package, so PYTHONPATH is left alone. The
+# worker's interpreter is fixed in HEADWAY_PYTHON, so the peers' venv put on PATH later does
+# not change it.
+bench_find_headway() {
+    if [[ -z "${HEADWAY:-}" ]]; then
+        if command -v headway >/dev/null; then
+            HEADWAY="$(command -v headway)"
+        else
+            HEADWAY="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/headway"
+        fi
+    fi
+    [[ -x "$HEADWAY" ]] || bench_die "no headway binary at $HEADWAY: build it (cargo build --release --bin headway) or set HEADWAY"
+    # The worker's interpreter, as headway picks it: the python3 next to the binary, else PATH's.
+    local python="${HEADWAY_PYTHON:-}"
+    if [[ -z "$python" ]]; then
+        python="$(dirname "$HEADWAY")/python3"
+        [[ -x "$python" ]] || python="python3"
+    fi
+    HEADWAY_PYTHON="$("$python" -c 'import sys; print(sys.executable)')" ||
+        bench_die "no Python interpreter for headway's worker ($python)"
+    export HEADWAY_PYTHON
+    if ! "$HEADWAY_PYTHON" -c 'import headway.demo' 2>/dev/null; then
+        export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+    fi
+}
+
+# Makes sure the Python peers are in $BENCH_VENV (created and filled from PyPI on first use)
+# and puts its bin/ first on PATH. The peers import the demo app from the repo.
+bench_python_peers() {
+    if [[ ! -x "$BENCH_VENV/bin/granian" || ! -x "$BENCH_VENV/bin/gunicorn" || ! -x "$BENCH_VENV/bin/uvicorn" ]]; then
+        bench_say "installing ${BENCH_PYTHON_PEERS[*]} into $BENCH_VENV"
+        python3 -m venv "$BENCH_VENV"
+        "$BENCH_VENV/bin/pip" install -q "${BENCH_PYTHON_PEERS[@]}" >&2
+    fi
+    export PATH="$BENCH_VENV/bin:$PATH"
+    if ! "$BENCH_VENV/bin/python" -c 'import headway.demo' 2>/dev/null; then
+        export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+    fi
+}
+
+bench_pip_version() { "$BENCH_VENV/bin/python" -m pip show "$1" 2>/dev/null | awk '/^Version:/ {print $2}'; }
+
+# One line per peer with its version, for the header of a run's output.
+bench_versions() {
+    echo "# headway $("$HEADWAY" --version 2>/dev/null | awk '{print $NF}') ($HEADWAY)"
+    echo "# puma $(puma --version 2>/dev/null | awk '{print $NF}') ($(command -v puma)), ruby $(ruby -e 'print RUBY_VERSION' 2>/dev/null)"
+    echo "# gunicorn $(bench_pip_version gunicorn), granian $(bench_pip_version granian)," \
+        "uvicorn $(bench_pip_version uvicorn) (httptools $(bench_pip_version httptools), uvloop $(bench_pip_version uvloop))," \
+        "python $("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())')"
+    echo "# hey $(dpkg-query -W -f='${Version}' hey 2>/dev/null || echo '?'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')"
+    echo "# machine: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2}'), $(nproc) CPUs, $(uname -r)"
+}
+
+bench_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# bench_start NAME URL COMMAND...: runs COMMAND in a new session (so it and everything it
+# forks can be found and stopped), logging to $BENCH_OUT/NAME.log, and polls URL until it
+# answers 200 (at most BENCH_BOOT_SECS, default 60).
+bench_start() {
+    local name="$1" url="$2"
+    shift 2
+    bench_server_log="$BENCH_OUT/$name.log"
+    setsid "$@" >"$bench_server_log" 2>&1 </dev/null &
+    bench_server_pid=$!
+    local deadline=$((SECONDS + ${BENCH_BOOT_SECS:-60}))
+    until curl -fs -o /dev/null --max-time 2 "$url"; do
+        if ! kill -0 "$bench_server_pid" 2>/dev/null; then
+            tail -n 20 "$bench_server_log" >&2
+            bench_server_pid=""
+            bench_die "$name exited before answering $url (log: $bench_server_log)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$bench_server_log" >&2
+            bench_stop
+            bench_die "$name did not answer $url within ${BENCH_BOOT_SECS:-60} s"
+        fi
+        sleep 0.2
+    done
+}
+
+# bench_wait_workers URL N: after a multi-process server first answers, its other workers
+# may still be booting. Polls URL on fresh connections until N different X-Worker-Pid
+# values have answered (at most BENCH_BOOT_SECS); warns if they never do.
+bench_wait_workers() {
+    local url="$1" want="$2" pids="" deadline=$((SECONDS + ${BENCH_BOOT_SECS:-60}))
+    while (($(printf '%s' "$pids" | sort -u | grep -c .) < want)); do
+        if ((SECONDS >= deadline)); then
+            bench_say "only $(printf '%s' "$pids" | sort -u | grep -c .) of $want workers answered $url"
+            return 0
+        fi
+        pids+="$(curl -s -D - -o /dev/null --max-time 2 "$url" | awk 'tolower($1) == "x-worker-pid:" {print $2}' | tr -d '\r')"$'\n'
+    done
+}
+
+# Live processes of session $1 (zombies have exited already; init reaps them).
+bench_session_pids() { ps -eo pid=,sid=,stat= | awk -v sid="$1" '$2 == sid && $3 !~ /^Z/ {print $1}'; }
+
+# Stops the running server: SIGTERM to its process group, SIGKILL after BENCH_STOP_SECS
+# (default 15), then SIGKILL to anything left in its session (a worker in a process group of
+# its own that outlived the server; reported, since a server should stop its children).
+bench_stop() {
+    local pid="$bench_server_pid"
+    [[ -n "$pid" ]] || return 0
+    bench_server_pid=""
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + ${BENCH_STOP_SECS:-15}))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        bench_say "server $pid still running ${BENCH_STOP_SECS:-15} s after SIGTERM: SIGKILL"
+        kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    local left
+    sleep 0.2
+    left="$(bench_session_pids "$pid" | paste -sd, -)"
+    if [[ -n "$left" ]]; then
+        bench_say "processes left behind by server $pid, killing them:"
+        ps -o pid,pgid,args -p "$left" >&2 || true
+        kill -KILL ${left//,/ } 2>/dev/null || true
+    fi
+}
+
+# CPU ticks (1/100 s) the whole machine spent busy, steal included, since boot.
+bench_machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+
+# CPU ticks used so far by the processes of session $1 (the server and its workers).
+bench_session_ticks() {
+    local pid
+    for pid in $(bench_session_pids "$1"); do cat "/proc/$pid/stat" 2>/dev/null || true; done |
+        awk '{sub(/^.*\) /, ""); t += $12 + $13 + $14 + $15} END {print t + 0}'
+}
+
+# Before a run, waits (at most BENCH_QUIET_WAIT seconds, default 60) until the machine,
+# with the server idle, is less than BENCH_QUIET percent busy (default 25) over a second:
+# on a shared machine, other tenants' builds would otherwise be measured too.
+bench_wait_quiet() {
+    local deadline=$((SECONDS + ${BENCH_QUIET_WAIT:-60})) before busy
+    while :; do
+        before="$(bench_machine_ticks)"
+        sleep 1
+        busy=$(($(bench_machine_ticks) - before))
+        ((busy * 100 < ${BENCH_QUIET:-25} * 100 * $(nproc))) && return 0
+        if ((SECONDS >= deadline)); then
+            bench_say "machine still $((busy / $(nproc)))% busy after ${BENCH_QUIET_WAIT:-60} s of waiting; measuring anyway"
+            return 0
+        fi
+    done
+}
+
+# bench_measure OUTPUT COMMAND...: runs a load tool with its stdout in OUTPUT, and sets
+# BENCH_SERVER_TICKS to the CPU ticks the server's processes used meanwhile and
+# BENCH_OTHER_CPU to the share of the machine's CPU (percent of all cores) that neither the
+# server nor the load tool used meanwhile: other tenants of this shared machine, and steal.
+# A run with a high figure measured a busy machine, not the server.
+bench_measure() {
+    local output="$1"
+    shift
+    local machine server
+    bench_wait_quiet
+    machine="$(bench_machine_ticks)"
+    server="$(bench_session_ticks "$bench_server_pid")"
+    /usr/bin/time -f '%e %U %S' -o "$output.time" "$@" >"$output"
+    machine=$(($(bench_machine_ticks) - machine))
+    server=$(($(bench_session_ticks "$bench_server_pid") - server))
+    BENCH_SERVER_TICKS="$server"
+    BENCH_OTHER_CPU="$(awk -v m="$machine" -v s="$server" -v n="$(nproc)" '
+        {tool = ($2 + $3) * 100; other = m - s - tool; if (other < 0) other = 0
+         printf "%.0f", 100 * other / ($1 * 100 * n)}' "$output.time")"
+}
+
+# Creates $BENCH_OUT and stops the running server on any exit, including Ctrl-C.
+bench_init() {
+    mkdir -p "$BENCH_OUT"
+    trap bench_stop EXIT
+    trap 'exit 130' INT TERM
+}
+
+# Median of the numbers on stdin (one per line); "-" when there are none.
+bench_median() {
+    sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print v[int((NR + 1) / 2)]}'
+}
