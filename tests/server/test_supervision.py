@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -222,6 +223,19 @@ def test_puma_in_single_mode_as_the_worker(serve):
     answering = {headers["x-worker-pid"] for _, headers, _ in results}
     groups = {str(os.getpgid(int(pid))) for pid in answering}
     assert groups <= pids
+
+
+def test_a_cmd_worker_shuts_down_gracefully_not_killed(serve, tmp_path):
+    """A --cmd worker runs as `sh -c COMMAND`: the shell dies at once on SIGTERM while the
+    server it started takes a moment to stop. The front must wait for the whole process group,
+    so the server finishes its own shutdown instead of being SIGKILLed with the shell."""
+    marker = tmp_path / "stopped"
+    worker = REPO / "tests" / "apps" / "slow_exit_worker.py"
+    server = serve("-w", "1", "-t", "2", "--cmd", f"{sys.executable} {worker} {{socket}} {marker}")
+    assert server.get("/")[2] == b"ok"
+    server.signal(signal.SIGTERM)
+    assert server.wait(timeout=60) == 0
+    assert marker.read_text() == "stopped cleanly\n"
 
 
 @pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")

@@ -179,13 +179,25 @@ impl Process {
         }
     }
 
-    /// Stops the process: SIGTERM to its group, SIGKILL if it is still there after `grace`,
-    /// and SIGKILL for anything the group left behind.
+    /// Stops the process: SIGTERM to its group, SIGKILL to whatever of the group is still there
+    /// after `grace`. The whole group is waited for, not just the direct child: a `--cmd` worker
+    /// is `sh -c COMMAND`, and the shell dies at once on SIGTERM while the server it started
+    /// (Puma, say) is still finishing its requests and shutting down.
     pub async fn terminate(&mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + grace;
         let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        while self.group_alive() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         self.signal(libc::SIGKILL);
         let _ = self.child.wait().await;
+    }
+
+    /// Whether any process of the group is left (a zombie counts until its parent reaps it).
+    fn group_alive(&self) -> bool {
+        // SAFETY: signal 0 only checks that the group exists and may be signalled.
+        unsafe { libc::kill(-(self.pid as libc::pid_t), 0) == 0 }
     }
 }
 

@@ -1,0 +1,49 @@
+"""A minimal HTTP/1.1 worker for `--cmd` tests: serves 200 "ok" on the unix socket given as
+argv[1]; on SIGTERM it takes half a second to stop, then writes "stopped cleanly" to the file
+given as argv[2], the way a real server finishes its requests before exiting."""
+
+import os
+import signal
+import socketserver
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def main():
+    socket_path, marker = sys.argv[1], sys.argv[2]
+    server = Server(socket_path, Handler)
+
+    def stop(signum, frame):
+        def finish():
+            time.sleep(0.5)
+            with open(marker, "w") as out:
+                out.write("stopped cleanly\n")
+            os._exit(0)
+
+        threading.Thread(target=finish).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
