@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -223,6 +224,19 @@ def test_puma_in_single_mode_as_the_worker(serve):
     answering = {headers["x-worker-pid"] for _, headers, _ in results}
     groups = {str(os.getpgid(int(pid))) for pid in answering}
     assert groups <= pids
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_worker_closing_idle_slot_connections_costs_no_request(serve, tmp_path):
+    """Puma closes keep-alive connections idle longer than its persistent_timeout (20 s by
+    default, 1 s here). The slots must reconnect on their own: no request may fail for it."""
+    config = tmp_path / "puma.rb"
+    config.write_text("persistent_timeout 1\n")
+    server = serve("-w", "1", "-t", "3", "--cmd", f"puma -C {config} -t 3:3 -b unix://{{socket}} {TWINS / 'demo.ru'}")
+    for _ in range(3):
+        assert [status for status, _, _ in parallel_gets(server, ["/hello"] * 6)] == [200] * 6
+        time.sleep(2.5)  # longer than Puma's persistent_timeout: every slot connection is closed
+    assert server.stats()["responses"] == {"200": 18}
 
 
 def test_a_cmd_worker_shuts_down_gracefully_not_killed(serve, tmp_path):
