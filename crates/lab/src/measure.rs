@@ -1,0 +1,236 @@
+//! One measured case as a [`Row`]: what was asked, the ideal for it, and what the server did
+//! (throughput, latency percentiles and their ratio to the ideal, the long tail, errors, peak
+//! memory, each worker's share of the requests).
+
+use std::collections::BTreeMap;
+
+use headway_load::Report;
+use serde::{Deserialize, Serialize};
+
+use crate::ideal::{Ideal, Service};
+
+/// The percentiles of the tables (those of Puma PR #3678): 10 % to 100 %.
+pub const TABLE_PERCENTILES: [f64; 8] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 100.0];
+
+/// The parameters of one case, as they appear in its row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaseParams {
+    /// A short name for the case within its scenario (e.g. "200 ms, keep-alive, 2.0 x").
+    pub label: String,
+    /// Closed-loop clients (or the connection count of an open loop).
+    pub connections: usize,
+    /// connections / slots, for the sweeps.
+    pub mult: Option<f64>,
+    pub keep_alive: bool,
+    /// The endpoint's fixed delay, when there is one.
+    pub delay_ms: Option<f64>,
+    /// A name for the workload when a scenario has several (e.g. "50+250").
+    pub workload: Option<String>,
+    /// Open loop: requests per second sent whatever happens.
+    pub rate: Option<f64>,
+}
+
+/// Each worker's share of the requests, from the `X-Worker-Pid` of the responses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerShare {
+    /// Requests per worker, most first.
+    pub requests: Vec<u64>,
+    /// Each worker's deviation from a fair share, in % of the fair share (PR #3678's
+    /// "% deviation from 12.50 %"), lowest first.
+    pub deviation_pct: Vec<f64>,
+    /// Standard deviation of `deviation_pct`.
+    pub stdev_pct: f64,
+}
+
+impl WorkerShare {
+    /// `tally`: responses by worker pid; `workers`: how many there should be (workers that
+    /// served nothing count as zero). `None` with one worker, where fairness means nothing.
+    pub fn of(tally: &BTreeMap<String, u64>, workers: usize) -> Option<WorkerShare> {
+        let mut requests: Vec<u64> = tally.iter().filter(|(pid, _)| !pid.is_empty()).map(|(_, n)| *n).collect();
+        let total: u64 = requests.iter().sum();
+        if workers < 2 || total == 0 {
+            return None;
+        }
+        requests.resize(requests.len().max(workers), 0);
+        requests.sort_unstable_by(|a, b| b.cmp(a));
+        let fair = total as f64 / requests.len() as f64;
+        let mut deviation_pct: Vec<f64> = requests.iter().map(|&n| (n as f64 - fair) / fair * 100.0).collect();
+        deviation_pct.sort_by(f64::total_cmp);
+        let variance = deviation_pct.iter().map(|d| d * d).sum::<f64>() / deviation_pct.len() as f64;
+        Some(WorkerShare { requests, deviation_pct, stdev_pct: variance.sqrt() })
+    }
+}
+
+/// What the server did in one case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub scenario: String,
+    pub server: String,
+    /// The server configuration's label (e.g. "2 workers x 4 slots").
+    pub group: String,
+    pub workers: usize,
+    pub threads: usize,
+    pub case: CaseParams,
+    pub service: Service,
+    pub ideal: Ideal,
+    /// Requests answered (any status) and requests that got no answer.
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    /// rps as % of the ideal rps.
+    pub rps_pct: f64,
+    /// Latency percentiles in seconds, at [`TABLE_PERCENTILES`].
+    pub latency_secs: Vec<f64>,
+    /// p100 / p10.
+    pub long_tail: f64,
+    pub status_codes: BTreeMap<u16, u64>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Peak of the RSS summed over all the server's processes during the case.
+    pub peak_rss_bytes: u64,
+    pub worker_share: Option<WorkerShare>,
+    /// hey's response-time histogram: (upper mark in seconds, count).
+    pub histogram: Vec<(f64, u64)>,
+    /// headway only: the longest its queue was during the case.
+    pub queue_high_water: Option<u64>,
+    /// Pipelining: whether every response came back for its own request, in order.
+    pub in_order: Option<bool>,
+    pub elapsed_secs: f64,
+    /// The machine's 1-minute load average when the case ended: on a shared machine, how much
+    /// else was running.
+    pub load_average: f64,
+}
+
+/// Who ran what: the fields of a row that do not come from the measurement.
+pub struct RowContext<'a> {
+    pub scenario: &'a str,
+    pub server: &'a str,
+    pub group: &'a str,
+    pub workers: usize,
+    pub threads: usize,
+    pub case: &'a CaseParams,
+    pub service: Service,
+    pub ideal: Ideal,
+    pub peak_rss_bytes: u64,
+}
+
+impl Row {
+    pub fn from_report(context: RowContext<'_>, report: &Report) -> Row {
+        let latency_secs: Vec<f64> =
+            TABLE_PERCENTILES.iter().map(|&p| report.percentile(p).unwrap_or(f64::NAN)).collect();
+        let workers = context.workers;
+        let mut row = Row::empty(context);
+        row.requests = report.requests;
+        row.errors = report.errors;
+        row.rps = report.rps;
+        row.rps_pct = percent(report.rps, row.ideal.rps);
+        row.long_tail = latency_secs[7] / latency_secs[0];
+        row.latency_secs = latency_secs;
+        row.status_codes = report.status_codes.clone();
+        row.errors_by_kind =
+            report.errors_by_kind.iter().map(|(kind, count)| (kind.describe().to_owned(), count.count)).collect();
+        row.worker_share = WorkerShare::of(&report.tally, workers);
+        row.histogram = report.histogram.iter().map(|b| (b.mark_secs, b.count)).collect();
+        row.elapsed_secs = report.total_secs;
+        row
+    }
+
+    /// A row with the context filled in and nothing measured yet.
+    pub fn empty(context: RowContext<'_>) -> Row {
+        Row {
+            scenario: context.scenario.to_owned(),
+            server: context.server.to_owned(),
+            group: context.group.to_owned(),
+            workers: context.workers,
+            threads: context.threads,
+            case: context.case.clone(),
+            service: context.service,
+            ideal: context.ideal,
+            requests: 0,
+            errors: 0,
+            rps: 0.0,
+            rps_pct: 0.0,
+            latency_secs: Vec::new(),
+            long_tail: f64::NAN,
+            status_codes: BTreeMap::new(),
+            errors_by_kind: BTreeMap::new(),
+            peak_rss_bytes: context.peak_rss_bytes,
+            worker_share: None,
+            histogram: Vec::new(),
+            queue_high_water: None,
+            in_order: None,
+            elapsed_secs: 0.0,
+            load_average: load_average(),
+        }
+    }
+
+    /// The latency at `percent` (one of [`TABLE_PERCENTILES`]) in seconds.
+    pub fn latency(&self, percent: f64) -> Option<f64> {
+        let index = TABLE_PERCENTILES.iter().position(|&p| p == percent)?;
+        self.latency_secs.get(index).copied()
+    }
+
+    /// Answers with this status.
+    pub fn status(&self, code: u16) -> u64 {
+        self.status_codes.get(&code).copied().unwrap_or(0)
+    }
+
+    /// Answers that were not 2xx.
+    pub fn non_2xx(&self) -> u64 {
+        self.status_codes.iter().filter(|(code, _)| !(200..300).contains(*code)).map(|(_, n)| n).sum()
+    }
+
+    /// Requests that got no answer because they timed out.
+    pub fn timeouts(&self) -> u64 {
+        self.errors_by_kind
+            .iter()
+            .filter(|(kind, _)| kind.contains("timeout") || kind.contains("aborted"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// The 1-minute load average (NaN where /proc/loadavg cannot be read).
+pub fn load_average() -> f64 {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(f64::NAN)
+}
+
+pub fn percent(measured: f64, ideal: f64) -> f64 {
+    if ideal > 0.0 {
+        measured / ideal * 100.0
+    } else {
+        f64::NAN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(counts: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        counts.iter().map(|(pid, n)| (pid.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn share_deviation_is_relative_to_the_fair_share() {
+        // PR #3678's last row: 8 workers, 2000 requests, deviations -50 .. +30 %, std dev 25.98.
+        let counts = [125u64, 200, 225, 225, 275, 300, 325, 325];
+        let tally: BTreeMap<String, u64> = counts.iter().enumerate().map(|(i, n)| (i.to_string(), *n)).collect();
+        let share = WorkerShare::of(&tally, 8).expect("8 workers");
+        assert_eq!(share.deviation_pct, vec![-50.0, -20.0, -10.0, -10.0, 10.0, 20.0, 30.0, 30.0]);
+        assert!((share.stdev_pct - 25.98).abs() < 0.01, "{}", share.stdev_pct);
+    }
+
+    #[test]
+    fn a_worker_that_served_nothing_counts() {
+        let share = WorkerShare::of(&tally(&[("101", 10)]), 2).expect("2 workers");
+        assert_eq!(share.requests, vec![10, 0]);
+        assert_eq!(share.deviation_pct, vec![-100.0, 100.0]);
+    }
+
+    #[test]
+    fn one_worker_has_no_share_to_judge() {
+        assert_eq!(WorkerShare::of(&tally(&[("101", 10)]), 1), None);
+        assert_eq!(WorkerShare::of(&BTreeMap::new(), 4), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! A server as a tree of processes: the one the lab started and every descendant (workers,
+//! a shell's children, the Puma that `headway serve --cmd` runs). Used to sum their memory and
+//! to signal all of them when the server is stopped, whatever process groups they made.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often memory is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The fields of /proc/PID/stat the lab reads.
+#[derive(Debug, Clone, Copy)]
+struct ProcInfo {
+    ppid: u32,
+    pgrp: u32,
+    rss_pages: u64,
+}
+
+fn proc_info(pid: u32) -> Option<ProcInfo> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
+    let fields: Vec<&str> = text[text.rfind(')')? + 2..].split(' ').collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some(ProcInfo { ppid: field(4)? as u32, pgrp: field(5)? as u32, rss_pages: field(24)? })
+}
+
+fn all_processes() -> HashMap<u32, ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return HashMap::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, proc_info(pid)?)))
+        .collect()
+}
+
+/// The processes of one server at one moment.
+#[derive(Debug, Default)]
+pub struct Tree {
+    pub pids: BTreeSet<u32>,
+    pub groups: BTreeSet<u32>,
+    pub rss_bytes: u64,
+}
+
+/// `root` and its descendants, now.
+pub fn tree_of(root: u32) -> Tree {
+    let processes = all_processes();
+    let mut tree = Tree::default();
+    let mut frontier = vec![root];
+    while let Some(pid) = frontier.pop() {
+        let Some(info) = processes.get(&pid) else { continue };
+        if !tree.pids.insert(pid) {
+            continue;
+        }
+        tree.groups.insert(info.pgrp);
+        tree.rss_bytes += info.rss_pages * page_size();
+        frontier.extend(processes.iter().filter(|(_, p)| p.ppid == pid).map(|(child, _)| *child));
+    }
+    tree
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
+}
+
+/// Sends `signal` to every process group of the tree and to each process in it (a process may
+/// have left its group; signalling it twice is harmless). Never to the lab's own process or
+/// group, whatever the tree holds.
+pub fn signal_tree(tree: &Tree, signal: libc::c_int) {
+    // SAFETY: getpgrp and kill have no memory preconditions; a vanished target gives ESRCH.
+    let own_group = unsafe { libc::getpgrp() } as u32;
+    for &group in tree.groups.iter().filter(|&&group| group != own_group && group > 1) {
+        unsafe { libc::kill(-(group as libc::pid_t), signal) };
+    }
+    for &pid in tree.pids.iter().filter(|&&pid| pid != std::process::id() && pid > 1) {
+        unsafe { libc::kill(pid as libc::pid_t, signal) };
+    }
+}
+
+/// Samples the summed RSS of a process tree in the background and keeps the peak since the last
+/// [`MemorySampler::take_peak`].
+pub struct MemorySampler {
+    root: u32,
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MemorySampler {
+    pub fn start(root: u32) -> MemorySampler {
+        let peak = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (peak, stop) = (peak.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(tree_of(root).rss_bytes, Ordering::Relaxed);
+                    std::thread::sleep(SAMPLE_EVERY);
+                }
+            })
+        };
+        MemorySampler { root, peak, stop, thread: Some(thread) }
+    }
+
+    /// The peak since the previous call (or the start), counting a sample taken now (a case may
+    /// be shorter than the sampling interval), and a fresh start for the next one.
+    pub fn take_peak(&self) -> u64 {
+        self.peak.swap(0, Ordering::Relaxed).max(tree_of(self.root).rss_bytes)
+    }
+}
+
+impl Drop for MemorySampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_part_of_its_parents_tree() {
+        use std::os::unix::process::CommandExt as _;
+        let mut child = std::process::Command::new("sleep").arg("5").process_group(0).spawn().expect("sleep runs");
+        let tree = tree_of(std::process::id());
+        assert!(tree.pids.contains(&std::process::id()));
+        assert!(tree.pids.contains(&child.id()));
+        assert!(tree.rss_bytes > 1 << 20);
+        let child_tree = tree_of(child.id());
+        assert_eq!(child_tree.groups.iter().copied().collect::<Vec<_>>(), vec![child.id()]);
+        signal_tree(&child_tree, libc::SIGKILL);
+        assert!(!child.wait().expect("reaped").success());
+    }
+}

@@ -1,0 +1,53 @@
+//! `keepalive-tail` (seed 000, Heroku's "Pumas, Routers & Keepalives"): 5 request slots, a
+//! 200 ms endpoint, 10 clients, 200 requests, keep-alive on and off (`hey -n 200 -c 10` and
+//! `hey -disable-keepalive`). With keep-alive, Puma serves up to 10 requests of one connection
+//! in a row while other connections wait: p95/p99 of 2+ s where the ideal is 0.4 s.
+
+use crate::chart::Chart;
+use crate::ideal::{closed_loop, Service};
+use crate::measure::{CaseParams, Row};
+use crate::scenarios::{on_off, rows_where, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
+use crate::servers::ServerConfig;
+use crate::table::{normalized, Table};
+
+pub const SCENARIO: Scenario = Scenario {
+    name: "keepalive-tail",
+    seed: "000",
+    about: "5 slots, 200 ms endpoint, 10 clients, keep-alive on and off: does keep-alive let requests jump the queue?",
+    sizes: "1 worker x 5 slots; GET /fixed (200 ms); 10 clients; 200 requests per case (--quick: 30)",
+    plan,
+    tables,
+    charts,
+};
+
+const CLIENTS: usize = 10;
+
+fn plan(size: Size, cores: usize) -> Vec<Group> {
+    let mut group = Group::new(ServerConfig::new(1, 5));
+    let service = Service::waiting_ms(200.0);
+    let ideal = closed_loop(group.capacity(cores), service, CLIENTS);
+    let requests = if size.quick { 30 } else { size.requests(200.0, 20) };
+    for keep_alive in [true, false] {
+        let params = CaseParams {
+            label: format!("keep-alive {}", on_off(keep_alive)),
+            connections: CLIENTS,
+            mult: Some(CLIENTS as f64 / 5.0),
+            keep_alive,
+            delay_ms: Some(200.0),
+            ..CaseParams::default()
+        };
+        let spec = LoadSpec::closed("/fixed", CLIENTS, keep_alive, requests, time_limit(requests, ideal));
+        group.cases.push(Case { params, service, ideal, work: Work::Load(spec) });
+    }
+    vec![group]
+}
+
+fn tables(rows: &[Row]) -> Vec<Table> {
+    let all = rows_where(rows, |_| true);
+    let title = "keepalive-tail: 1 worker x 5 slots, GET /fixed (200 ms), 10 clients (latency / ideal 400 ms)";
+    vec![normalized(title.into(), &all, &[("keep-alive", |row: &Row| on_off(row.case.keep_alive).to_owned())])]
+}
+
+fn charts(rows: &[Row]) -> Vec<Chart> {
+    views::per_case("keepalive-tail", rows)
+}

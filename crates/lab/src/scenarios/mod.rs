@@ -1,0 +1,328 @@
+//! Scenarios: each seed experiment as a plan of server configurations ([`Group`]) and the cases
+//! run against each ([`Case`]), plus the tables and charts that explain its rows. One file per
+//! scenario; this module holds what they share and [`run`], which carries a plan out against
+//! every selected server.
+
+mod concurrency_sweep;
+mod keepalive_tail;
+mod long_tail_sweep;
+mod mixed_tail;
+mod overload;
+mod pipelining;
+mod views;
+
+use std::time::{Duration, Instant};
+
+use headway_load::{LoadConfig, Target};
+use serde::Serialize;
+
+use crate::chart::Chart;
+use crate::ideal::{Capacity, Ideal, Service};
+use crate::measure::{CaseParams, Row, RowContext};
+use crate::pipeline::{self, PipelineSpec};
+use crate::progress::Progress;
+use crate::servers::{Environment, Peer, RunningServer, ServerConfig};
+use crate::table::Table;
+
+/// How big a run is: `quick` shrinks every scenario to a few seconds per server (for tests);
+/// `scale` multiplies the number of requests of each case.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Size {
+    pub quick: bool,
+    pub scale: f64,
+}
+
+impl Size {
+    /// `n` requests, scaled, at least `floor`.
+    pub fn requests(&self, n: f64, floor: u64) -> u64 {
+        ((n * self.scale).ceil() as u64).max(floor)
+    }
+
+    /// Requests for one point of a sweep: `per_connection` for each of the `connections`, and at
+    /// least `seconds` of the ideal throughput (scaled); only the former when quick.
+    pub fn sweep_requests(&self, per_connection: u64, connections: usize, seconds: f64, ideal: Ideal) -> u64 {
+        let per_connections = per_connection * connections as u64;
+        if self.quick {
+            per_connections
+        } else {
+            self.requests(per_connections as f64, 1).max(self.requests(seconds * ideal.rps, 1))
+        }
+    }
+}
+
+pub struct Scenario {
+    pub name: &'static str,
+    /// The seed document it reproduces ("000" .. "004"), or "" for the lab's own.
+    pub seed: &'static str,
+    pub about: &'static str,
+    /// What it runs, in words: configurations and case sizes at the default size.
+    pub sizes: &'static str,
+    pub plan: fn(Size, usize) -> Vec<Group>,
+    pub tables: fn(&[Row]) -> Vec<Table>,
+    pub charts: fn(&[Row]) -> Vec<Chart>,
+}
+
+pub const ALL: [&Scenario; 6] = [
+    &keepalive_tail::SCENARIO,
+    &long_tail_sweep::SCENARIO,
+    &concurrency_sweep::SCENARIO,
+    &mixed_tail::SCENARIO,
+    &overload::SCENARIO,
+    &pipelining::SCENARIO,
+];
+
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    ALL.into_iter().find(|scenario| scenario.name == name)
+}
+
+/// One server configuration and the cases run against it (the server is started once for all).
+pub struct Group {
+    pub label: String,
+    pub config: ServerConfig,
+    pub cases: Vec<Case>,
+}
+
+impl Group {
+    pub fn new(config: ServerConfig) -> Group {
+        let label = format!("{} x {} slots", plural(config.workers, "worker"), config.threads);
+        Group { label, config, cases: Vec::new() }
+    }
+
+    pub fn capacity(&self, cores: usize) -> Capacity {
+        Capacity { workers: self.config.workers, threads: self.config.threads, cores }
+    }
+}
+
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+pub struct Case {
+    pub params: CaseParams,
+    pub service: Service,
+    pub ideal: Ideal,
+    pub work: Work,
+}
+
+pub enum Work {
+    Load(LoadSpec),
+    Pipeline(PipelineSpec),
+}
+
+/// A `headway load` run, without the server's address.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Paths with their weights.
+    pub targets: Vec<(String, u32)>,
+    pub connections: usize,
+    pub keep_alive: bool,
+    pub requests: Option<u64>,
+    pub duration: Option<Duration>,
+    pub rate: Option<f64>,
+    pub timeout: Duration,
+}
+
+impl LoadSpec {
+    /// A closed loop of `connections` clients sending `requests` requests of `path`, cut off after
+    /// `limit` if the server is much slower than the ideal.
+    pub fn closed(path: &str, connections: usize, keep_alive: bool, requests: u64, limit: Duration) -> LoadSpec {
+        LoadSpec {
+            targets: vec![(path.to_owned(), 1)],
+            connections,
+            keep_alive,
+            requests: Some(requests),
+            duration: Some(limit),
+            rate: None,
+            timeout: Duration::from_secs(20),
+        }
+    }
+
+    pub fn to_config(&self, server: &RunningServer) -> LoadConfig {
+        let mut config = LoadConfig::new(server.url(&self.targets[0].0));
+        config.targets =
+            self.targets.iter().map(|(path, weight)| Target { url: server.url(path), weight: *weight }).collect();
+        config.connections = self.connections;
+        config.keep_alive = self.keep_alive;
+        config.requests = self.requests;
+        config.duration = self.duration;
+        config.rate = self.rate;
+        config.timeout = self.timeout;
+        config.tally_header = Some("X-Worker-Pid".into());
+        config
+    }
+}
+
+/// How long to let a closed loop of `requests` run: three times what the ideal needs, plus a
+/// few seconds, so a server far from the ideal still ends in bounded time.
+pub fn time_limit(requests: u64, ideal: Ideal) -> Duration {
+    Duration::from_secs_f64(3.0 * requests as f64 / ideal.rps + 3.0)
+}
+
+/// What one scenario produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub seed: String,
+    pub about: String,
+    pub rows: Vec<Row>,
+    pub tables: Vec<Table>,
+    /// Servers that did not start, cases that could not run: one line each.
+    pub failures: Vec<String>,
+    pub elapsed_secs: f64,
+}
+
+/// Runs `scenario` against each peer: per group, start the server, warm it up, run the cases,
+/// stop it.
+pub fn run(
+    scenario: &Scenario,
+    size: Size,
+    peers: &[Peer],
+    env: &Environment,
+    runtime: &tokio::runtime::Runtime,
+    progress: &Progress,
+) -> ScenarioResult {
+    let started = Instant::now();
+    let groups = (scenario.plan)(size, env.cores);
+    let total: usize = groups.iter().map(|g| g.cases.len()).sum::<usize>() * peers.len();
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let mut fail = |line: String| {
+        progress.clear();
+        eprintln!("{line}");
+        failures.push(line);
+    };
+    for group in &groups {
+        for peer in peers {
+            let name = peer.kind.name();
+            progress.show(&format!("{} [{done}/{total}] starting {name}, {}", scenario.name, group.label));
+            let server = match peer.start(env, &group.config) {
+                Ok(server) => server,
+                Err(err) => {
+                    fail(format!("{}: {name} ({}) did not start: {err:#}", scenario.name, group.label));
+                    done += group.cases.len();
+                    continue;
+                }
+            };
+            if let Err(err) = runtime.block_on(warm_up(&server)) {
+                fail(format!("{}: {name} ({}): warm-up failed: {err:#}", scenario.name, group.label));
+            }
+            for case in &group.cases {
+                done += 1;
+                progress.show(&format!(
+                    "{} [{done}/{total}] {name}, {}: {}",
+                    scenario.name, group.label, case.params.label
+                ));
+                match run_case(scenario, group, case, &server, runtime) {
+                    Ok(row) => rows.push(row),
+                    Err(err) => {
+                        fail(format!("{}: {name} ({}), {}: {err:#}", scenario.name, group.label, case.params.label))
+                    }
+                }
+            }
+            server.stop();
+        }
+    }
+    progress.clear();
+    let tables = (scenario.tables)(&rows);
+    ScenarioResult {
+        name: scenario.name.into(),
+        seed: scenario.seed.into(),
+        about: scenario.about.into(),
+        rows,
+        tables,
+        failures,
+        elapsed_secs: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn run_case(
+    scenario: &Scenario,
+    group: &Group,
+    case: &Case,
+    server: &RunningServer,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Row> {
+    let _ = server.stats(); // resets headway's queue high-water mark for this case
+    server.memory.take_peak();
+    let context = |peak_rss_bytes| RowContext {
+        scenario: scenario.name,
+        server: server.name(),
+        group: &group.label,
+        workers: group.config.workers,
+        threads: group.config.threads,
+        case: &case.params,
+        service: case.service,
+        ideal: case.ideal,
+        peak_rss_bytes,
+    };
+    let mut row = match &case.work {
+        Work::Load(spec) => {
+            let report = runtime.block_on(headway_load::run_load(spec.to_config(server)))?;
+            Row::from_report(context(server.memory.take_peak()), &report)
+        }
+        Work::Pipeline(spec) => {
+            let outcome = runtime.block_on(pipeline::run(server.port, spec));
+            pipeline::row(context(server.memory.take_peak()), &outcome)
+        }
+    };
+    row.queue_high_water = server.stats().and_then(|stats| stats["queue"]["high_water"].as_u64());
+    Ok(row)
+}
+
+/// Sends a few requests on fresh connections until every worker has answered one (or a few
+/// rounds have passed): the server is then warm and its workers all booted.
+async fn warm_up(server: &RunningServer) -> anyhow::Result<()> {
+    let workers = server.config.workers;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let mut config = LoadConfig::new(server.url("/hello"));
+        config.connections = (2 * workers).clamp(2, 16);
+        config.requests = Some(10 * workers as u64);
+        config.keep_alive = false;
+        config.timeout = Duration::from_secs(10);
+        config.tally_header = Some("X-Worker-Pid".into());
+        let report = headway_load::run_load(config).await?;
+        seen.extend(report.tally.into_keys().filter(|pid| !pid.is_empty()));
+        if seen.len() >= workers {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    anyhow::bail!("only {} of {workers} workers answered", seen.len())
+}
+
+/// The value of a fixed-delay sleep path.
+pub fn sleep_path(ms: u32) -> String {
+    format!("/sleep/{ms}")
+}
+
+/// "on" / "off".
+pub fn on_off(keep_alive: bool) -> &'static str {
+    if keep_alive {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// Rows of one group and one server, in the order they ran.
+pub fn rows_where(rows: &[Row], keep: impl Fn(&Row) -> bool) -> Vec<&Row> {
+    rows.iter().filter(|row| keep(row)).collect()
+}
+
+/// Distinct values of `key` over `rows`, in first-seen order.
+pub fn distinct<'a, T: PartialEq>(rows: impl IntoIterator<Item = &'a Row>, key: impl Fn(&Row) -> T) -> Vec<T> {
+    let mut values = Vec::new();
+    for row in rows {
+        let value = key(row);
+        if !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    values
+}

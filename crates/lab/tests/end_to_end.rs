@@ -1,0 +1,173 @@
+//! `headway lab` end to end: quick scenarios against a real headway (the built binary, with the
+//! Python worker from this source tree), checking the tables, the JSON and the HTML report, and
+//! that a peer that is not installed is skipped with one line.
+//!
+//! The lab runs inside the `headway` binary and starts `headway serve` with it, so these tests
+//! need that binary: $HEADWAY_BIN, else target/<profile>/headway next to this test (built here
+//! with `cargo build -p headway` when it is missing). Assertions are about behaviour (counts,
+//! statuses, order, structure), never about speed, except that a 200 ms endpoint cannot answer
+//! in less than 200 ms.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root exists")
+}
+
+/// The headway binary to test.
+fn headway() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        if let Some(path) = std::env::var_os("HEADWAY_BIN") {
+            return PathBuf::from(path);
+        }
+        // This test is target/<profile>/deps/end_to_end-HASH; the binary is target/<profile>/headway.
+        let exe = std::env::current_exe().expect("test path");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+        let binary = profile_dir.join("headway");
+        if !binary.exists() {
+            let profile = profile_dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
+            let profile = if profile == "debug" { "dev" } else { profile };
+            let target_dir = profile_dir.parent().expect("target dir");
+            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args(["build", "-p", "headway", "--profile", profile, "--target-dir"])
+                .arg(target_dir)
+                .current_dir(repo_root())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "cannot build headway; build it first or set HEADWAY_BIN");
+        }
+        binary
+    })
+}
+
+/// `headway lab ARGS` with the Python package of this tree importable.
+fn lab(args: &[&str]) -> Command {
+    let mut python_path = std::ffi::OsString::from(repo_root().join("python"));
+    if let Some(old) = std::env::var_os("PYTHONPATH") {
+        python_path.push(":");
+        python_path.push(old);
+    }
+    let mut command = Command::new(headway());
+    command.arg("lab").args(args).env("PYTHONPATH", python_path);
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("headway runs");
+    eprintln!("stderr:\n{}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+#[test]
+fn quick_scenarios_produce_json_and_an_html_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report_dir = dir.path().join("report");
+    let output =
+        run(lab(&["run", "keepalive-tail", "pipelining", "--quick", "--servers", "headway", "--json", "--report"])
+            .arg(&report_dir));
+    assert!(output.status.success(), "exit status {}", output.status);
+
+    let json: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    assert_eq!(json["servers"][0]["name"], "headway");
+    let scenarios = json["scenarios"].as_array().expect("scenarios");
+    assert_eq!(scenarios.len(), 2);
+
+    let keepalive = &scenarios[0];
+    assert_eq!(keepalive["name"], "keepalive-tail");
+    assert_eq!(keepalive["failures"].as_array().map(Vec::len), Some(0));
+    let rows = keepalive["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "keep-alive on and off");
+    for row in rows {
+        assert_eq!(row["server"], "headway");
+        assert_eq!(row["requests"], 30);
+        assert_eq!(row["errors"], 0);
+        assert_eq!(row["status_codes"]["200"], 30);
+        // 5 slots, 200 ms, 10 clients: 25 requests/s, 0.4 s each.
+        assert!((row["ideal"]["rps"].as_f64().unwrap() - 25.0).abs() < 1e-9);
+        assert!((row["ideal"]["latency_secs"].as_f64().unwrap() - 0.4).abs() < 1e-9);
+        let latency: Vec<f64> = row["latency_secs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(latency.len(), 8, "10 % .. 100 %");
+        assert!(latency.windows(2).all(|w| w[0] <= w[1]), "percentiles rise: {latency:?}");
+        assert!(latency[0] >= 0.2, "a 200 ms endpoint answers in 200 ms or more: {latency:?}");
+        assert!(row["peak_rss_bytes"].as_u64().unwrap() > 1 << 20, "the server's memory was sampled");
+    }
+    let table = &keepalive["tables"][0];
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(2));
+    assert_eq!(table["header"].as_array().map(Vec::len), table["rows"][0].as_array().map(Vec::len));
+
+    let pipelining = &scenarios[1];
+    for row in pipelining["rows"].as_array().expect("rows") {
+        assert_eq!(row["in_order"], true, "{}: answers in order", row["case"]["label"]);
+        assert_eq!(row["errors"], 0);
+    }
+
+    let html = std::fs::read_to_string(report_dir.join("index.html")).expect("index.html");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert!(html.matches("<svg").count() >= 4, "charts: bars, histograms, pipelining bars");
+    assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
+    assert!(!html.contains("<script") && !html.contains("src=\"http"), "no script, nothing fetched");
+    assert!(html.contains("keepalive-tail (seed 000)") && html.contains("<table>"));
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(report_dir.join("results.json")).expect("results.json"))
+            .expect("results.json is JSON");
+    assert_eq!(saved["scenarios"][0]["rows"], keepalive["rows"]);
+}
+
+#[test]
+fn tables_are_printed_in_the_terminal() {
+    let output = run(&mut lab(&["run", "long-tail-sweep", "--quick", "--servers", "headway"]));
+    assert!(output.status.success(), "exit status {}", output.status);
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let title = lines.iter().position(|l| l.starts_with("long-tail-sweep: 1 worker x 4 slots")).expect("title");
+    let header: Vec<&str> = lines[title + 1].split_whitespace().collect();
+    assert_eq!(&header[..4], ["server", "mult", "conn", "requests"]);
+    assert!(header.contains(&"100%") && header.contains(&"tail"));
+    assert!(lines[title + 2].chars().all(|c| c == '-'));
+    let rows: Vec<Vec<&str>> = lines[title + 3..]
+        .iter()
+        .take_while(|l| l.starts_with("headway"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "1 x and 2 x the slots");
+    // 1 worker x 4 slots: 4 then 8 connections, 10 requests per connection, no errors.
+    assert_eq!((rows[0][2], rows[0][3]), ("4", "40"));
+    assert_eq!((rows[1][2], rows[1][3]), ("8", "80"));
+    // server mult conn requests rps rps% ideal, 8 percentiles, tail, errors, MB, worker σ, dev.
+    assert!(rows.iter().all(|row| row.len() == 20), "{rows:?}");
+    assert!(rows.iter().all(|row| row[16] == "0" && row[17] != "-"), "no errors, memory sampled: {rows:?}");
+}
+
+#[test]
+fn a_missing_peer_is_skipped_with_one_line() {
+    // PATH without puma (an empty directory); the worker's Python given explicitly.
+    let python = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().expect("python3");
+    let python = String::from_utf8(python.stdout).expect("utf-8").trim().to_owned();
+    let empty = tempfile::tempdir().expect("temp dir");
+    let output = run(lab(&["run", "keepalive-tail", "--quick", "--servers", "puma,headway"])
+        .env("PATH", empty.path())
+        .env("HEADWAY_PYTHON", &python));
+    assert!(output.status.success(), "exit status {}", output.status);
+    let stderr = String::from_utf8(output.stderr).expect("utf-8");
+    let skips: Vec<&str> = stderr.lines().filter(|l| l.starts_with("skipping")).collect();
+    assert_eq!(skips, ["skipping puma: not installed (apt-get install puma ruby-rack)"]);
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("headway ")).count(), 2, "headway still ran:\n{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("puma")));
+}
+
+#[test]
+fn wrong_names_get_one_line_and_status_2() {
+    for args in [["run", "no-such-scenario"].as_slice(), ["run", "keepalive-tail", "--servers", "apache"].as_slice()] {
+        let output = run(&mut lab(args));
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8(output.stderr).expect("utf-8");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("headway lab: unknown"), "{stderr}");
+    }
+}
