@@ -68,16 +68,27 @@ pub struct Connection<S> {
     requests: u64,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+/// What a client connection runs on: a TCP or unix stream.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
+    /// Resolves when the stream has bytes (or an end) to read, without reading them.
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>>;
+}
+
+impl ClientStream for tokio::net::TcpStream {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> {
+        tokio::net::TcpStream::readable(self)
+    }
+}
+
+impl ClientStream for tokio::net::UnixStream {
+    fn readable(&self) -> impl std::future::Future<Output = std::io::Result<()>> {
+        tokio::net::UnixStream::readable(self)
+    }
+}
+
+impl<S: ClientStream> Connection<S> {
     pub fn new(io: S, client_ip: Option<IpAddr>, front: Arc<Front>) -> Self {
-        Connection {
-            io,
-            client_ip,
-            buf: BytesMut::with_capacity(READ_CHUNK),
-            front,
-            accepted_at: Instant::now(),
-            requests: 0,
-        }
+        Connection { io, client_ip, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0 }
     }
 
     /// Serves the connection until it ends.
@@ -128,12 +139,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // ones within the header timeout of their first byte.
         let first_deadline = self.accepted_at + settings.header_timeout;
         if self.buf.is_empty() {
+            // An idle connection holds no buffer: ten thousand idle keep-alive clients should
+            // cost a few megabytes, not a read buffer each. The buffer comes back with the
+            // next request's first bytes.
+            self.buf = BytesMut::new();
             let idle_until = if first { first_deadline } else { Instant::now() + settings.keep_alive_timeout };
             let _idle = self.front.stats.connection_idle();
             let mut shutdown = self.front.shutdown.clone();
-            self.buf.reserve(READ_CHUNK);
+            let (io, buf) = (&mut self.io, &mut self.buf);
+            let next_bytes = async {
+                io.readable().await?;
+                buf.reserve(READ_CHUNK);
+                io.read_buf(buf).await
+            };
             tokio::select! {
-                read = self.io.read_buf(&mut self.buf) => if read? == 0 { return Ok(None) },
+                read = next_bytes => if read? == 0 { return Ok(None) },
                 () = sleep_until(idle_until.into()) => return Ok(None),
                 _ = shutdown.wait_for(|stopping| *stopping) => return Ok(None),
             }
