@@ -11,6 +11,10 @@
 //! Then, by Little's law for a closed loop with no think time (C = throughput x latency):
 //! throughput = min(C/S, B/S, min(W, cores)/CPU) and latency = C / throughput, which is
 //! S x max(1, C/B) whenever the CPU is not the limit.
+//!
+//! With a mix, each kind of request has an ideal of its own ([`Ideal::latency_of_kind`]): in one
+//! FIFO queue a request waits behind whatever came before it, whatever its own kind, so all kinds
+//! share the same mean wait, and a kind's ideal is its own service time plus that wait.
 
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +76,24 @@ pub struct Ideal {
     pub rps: f64,
     /// Latency of each request (seconds); with one service time, every request's.
     pub latency_secs: f64,
+}
+
+impl Ideal {
+    /// The mean time a request waits for a slot: the ideal latency less the mean service time of
+    /// the `mix` it was computed for (Little's law leaves exactly this once the slots' work is
+    /// taken out). Zero while there are no more clients than slots.
+    pub fn wait_secs(&self, mix: Service) -> f64 {
+        (self.latency_secs - mix.mean_secs).max(0.0)
+    }
+
+    /// The ideal mean latency of the requests of one `kind` within `mix`, in one FIFO queue: the
+    /// kind's own service time plus the wait every kind shares. A kind's order in the queue does
+    /// not depend on its service time, so no kind waits more than another on average. (Per-worker
+    /// queues break this: a fast request that lands behind a slow one waits for the slow one.)
+    /// Assumes the slots, not the CPU, are the limit, as with requests that only wait.
+    pub fn latency_of_kind(&self, mix: Service, kind: Service) -> f64 {
+        kind.mean_secs + self.wait_secs(mix)
+    }
 }
 
 /// C clients that each send again as soon as they are answered.
@@ -144,6 +166,30 @@ mod tests {
         let ideal = closed_loop(Capacity { workers: 2, threads: 2, cores: 2 }, mix, 8);
         assert!(near(ideal.rps, 4.0 / 0.068));
         assert!(near(ideal.latency_secs, 0.136));
+    }
+
+    #[test]
+    fn each_kind_of_a_mix_pays_its_own_service_plus_the_shared_wait() {
+        // mixed-tail: 90 % of 20 ms + 10 % of 500 ms (mean 68 ms) on 2 x 2 slots.
+        let (fast, slow) = (Service::waiting_ms(20.0), Service::waiting_ms(500.0));
+        let mix = Service::mix(&[(fast, 9.0), (slow, 1.0)]);
+        let capacity = Capacity { workers: 2, threads: 2, cores: 2 };
+
+        // 8 clients on 4 slots: 136 ms in all, of which 68 ms waiting for a slot; both kinds wait
+        // those 68 ms: 20 + 68 = 88 ms and 500 + 68 = 568 ms.
+        let ideal = closed_loop(capacity, mix, 8);
+        assert!(near(ideal.wait_secs(mix), 0.068));
+        assert!(near(ideal.latency_of_kind(mix, fast), 0.088));
+        assert!(near(ideal.latency_of_kind(mix, slow), 0.568));
+        // The kinds' ideals, weighted by how often each is sent, give back the mix's.
+        let weighted = 0.9 * ideal.latency_of_kind(mix, fast) + 0.1 * ideal.latency_of_kind(mix, slow);
+        assert!(near(weighted, ideal.latency_secs));
+
+        // 4 clients, 4 slots: nobody waits, each kind takes its own service time.
+        let ideal = closed_loop(capacity, mix, 4);
+        assert!(near(ideal.wait_secs(mix), 0.0));
+        assert!(near(ideal.latency_of_kind(mix, fast), 0.020));
+        assert!(near(ideal.latency_of_kind(mix, slow), 0.500));
     }
 
     #[test]

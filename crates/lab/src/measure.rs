@@ -1,10 +1,10 @@
 //! One measured case as a [`Row`]: what was asked, the ideal for it, and what the server did
-//! (throughput, latency percentiles and their ratio to the ideal, the long tail, errors, peak
-//! memory, each worker's share of the requests).
+//! (throughput, latency percentiles and their ratio to the ideal — over every answer, per status
+//! class and per path — the long tail, errors, peak memory, each worker's share of the requests).
 
 use std::collections::BTreeMap;
 
-use headway_load::Report;
+use headway_load::{LatencyStats, Report, TargetReport};
 use serde::{Deserialize, Serialize};
 
 use crate::ideal::{Ideal, Service};
@@ -28,6 +28,38 @@ pub struct CaseParams {
     pub workload: Option<String>,
     /// Open loop: requests per second sent whatever happens.
     pub rate: Option<f64>,
+}
+
+/// Latency percentiles in seconds at [`TABLE_PERCENTILES`].
+fn table_percentiles(stats: &LatencyStats) -> Vec<f64> {
+    TABLE_PERCENTILES.iter().map(|&p| stats.percentile(p).unwrap_or(f64::NAN)).collect()
+}
+
+/// The value at `percent` (one of [`TABLE_PERCENTILES`]) of percentiles listed in that order.
+fn at_percent(latency_secs: &[f64], percent: f64) -> Option<f64> {
+    let index = TABLE_PERCENTILES.iter().position(|&p| p == percent)?;
+    latency_secs.get(index).copied()
+}
+
+/// One path of a weighted mix: its answers and their latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathLatency {
+    /// The request path (with its query), e.g. "/sleep/20".
+    pub path: String,
+    /// Answers (any status).
+    pub requests: u64,
+    /// Percentiles in seconds at [`TABLE_PERCENTILES`]; empty when nothing was answered.
+    pub latency_secs: Vec<f64>,
+}
+
+impl PathLatency {
+    fn of(target: &TargetReport) -> PathLatency {
+        // The lab's URLs are http://host:port/path.
+        let after_scheme = target.url.split_once("://").map_or(target.url.as_str(), |(_, rest)| rest);
+        let path = after_scheme.find('/').map_or("/", |start| &after_scheme[start..]);
+        let latency_secs = if target.requests > 0 { table_percentiles(&target.latency) } else { Vec::new() };
+        PathLatency { path: path.to_owned(), requests: target.requests, latency_secs }
+    }
 }
 
 /// Each worker's share of the requests, from the `X-Worker-Pid` of the responses.
@@ -79,8 +111,12 @@ pub struct Row {
     pub rps: f64,
     /// rps as % of the ideal rps.
     pub rps_pct: f64,
-    /// Latency percentiles in seconds, at [`TABLE_PERCENTILES`].
+    /// Latency percentiles in seconds, at [`TABLE_PERCENTILES`], over every answer.
     pub latency_secs: Vec<f64>,
+    /// The same for the answers of each status class that occurred ("2xx", "5xx", ...).
+    pub latency_by_class_secs: BTreeMap<String, Vec<f64>>,
+    /// Each path of the load, in the order of its targets (empty for pipelining cases).
+    pub paths: Vec<PathLatency>,
     /// p100 / p10.
     pub long_tail: f64,
     pub status_codes: BTreeMap<u16, u64>,
@@ -115,8 +151,7 @@ pub struct RowContext<'a> {
 
 impl Row {
     pub fn from_report(context: RowContext<'_>, report: &Report) -> Row {
-        let latency_secs: Vec<f64> =
-            TABLE_PERCENTILES.iter().map(|&p| report.percentile(p).unwrap_or(f64::NAN)).collect();
+        let latency_secs = table_percentiles(&report.latency);
         let workers = context.workers;
         let mut row = Row::empty(context);
         row.requests = report.requests;
@@ -125,6 +160,9 @@ impl Row {
         row.rps_pct = percent(report.rps, row.ideal.rps);
         row.long_tail = latency_secs[7] / latency_secs[0];
         row.latency_secs = latency_secs;
+        row.latency_by_class_secs =
+            report.latency_by_class.iter().map(|(class, stats)| (class.clone(), table_percentiles(stats))).collect();
+        row.paths = report.targets.iter().map(PathLatency::of).collect();
         row.status_codes = report.status_codes.clone();
         row.errors_by_kind =
             report.errors_by_kind.iter().map(|(kind, count)| (kind.describe().to_owned(), count.count)).collect();
@@ -150,6 +188,8 @@ impl Row {
             rps: 0.0,
             rps_pct: 0.0,
             latency_secs: Vec::new(),
+            latency_by_class_secs: BTreeMap::new(),
+            paths: Vec::new(),
             long_tail: f64::NAN,
             status_codes: BTreeMap::new(),
             errors_by_kind: BTreeMap::new(),
@@ -165,8 +205,17 @@ impl Row {
 
     /// The latency at `percent` (one of [`TABLE_PERCENTILES`]) in seconds.
     pub fn latency(&self, percent: f64) -> Option<f64> {
-        let index = TABLE_PERCENTILES.iter().position(|&p| p == percent)?;
-        self.latency_secs.get(index).copied()
+        at_percent(&self.latency_secs, percent)
+    }
+
+    /// The latency at `percent` of the answers of status class `class` ("2xx"), if any came.
+    pub fn class_latency(&self, class: &str, percent: f64) -> Option<f64> {
+        at_percent(self.latency_by_class_secs.get(class)?, percent)
+    }
+
+    /// The latency at `percent` of the answers to `path`, if any came.
+    pub fn path_latency(&self, path: &str, percent: f64) -> Option<f64> {
+        at_percent(&self.paths.iter().find(|p| p.path == path)?.latency_secs, percent)
     }
 
     /// Answers with this status.
@@ -226,6 +275,60 @@ mod tests {
         let share = WorkerShare::of(&tally(&[("101", 10)]), 2).expect("2 workers");
         assert_eq!(share.requests, vec![10, 0]);
         assert_eq!(share.deviation_pct, vec![-100.0, 100.0]);
+    }
+
+    /// Latency stats whose percentile p is p x `scale` seconds.
+    fn stats(scale: f64) -> LatencyStats {
+        LatencyStats {
+            min_secs: 0.0,
+            mean_secs: 0.0,
+            max_secs: scale * 100.0,
+            stdev_secs: 0.0,
+            percentiles: headway_load::PERCENTILES
+                .iter()
+                .map(|&percent| headway_load::Percentile { percent, secs: percent * scale })
+                .collect(),
+            spectrum: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn paths_and_classes_keep_their_own_percentiles() {
+        let target = |url: &str, requests: u64, scale: f64| TargetReport {
+            url: url.into(),
+            weight: 1,
+            requests,
+            errors: 0,
+            status_codes: [(200, requests)].into_iter().collect(),
+            latency: stats(scale),
+        };
+        let fast = PathLatency::of(&target("http://127.0.0.1:8080/sleep/20?n=1", 9, 0.001));
+        assert_eq!(fast.path, "/sleep/20?n=1");
+        let expected: Vec<f64> = TABLE_PERCENTILES.iter().map(|p| p * 0.001).collect();
+        assert_eq!(fast.latency_secs, expected, "10 % .. 100 %, the 99.9 and 99.99 % left out");
+        let unanswered = PathLatency::of(&target("http://127.0.0.1:8080/sleep/500", 0, 0.0));
+        assert!(unanswered.latency_secs.is_empty(), "no answers, no percentiles (not zeros)");
+
+        let case = CaseParams::default();
+        let context = RowContext {
+            scenario: "s",
+            server: "headway",
+            group: "g",
+            workers: 1,
+            threads: 1,
+            case: &case,
+            service: Service::waiting_ms(20.0),
+            ideal: Ideal { rps: 1.0, latency_secs: 1.0 },
+            peak_rss_bytes: 0,
+        };
+        let mut row = Row::empty(context);
+        row.paths = vec![fast, unanswered];
+        row.latency_by_class_secs.insert("5xx".into(), table_percentiles(&stats(0.002)));
+        assert_eq!(row.path_latency("/sleep/20?n=1", 99.0), Some(99.0 * 0.001));
+        assert_eq!(row.path_latency("/sleep/500", 50.0), None);
+        assert_eq!(row.path_latency("/other", 50.0), None);
+        assert_eq!(row.class_latency("5xx", 50.0), Some(50.0 * 0.002));
+        assert_eq!(row.class_latency("2xx", 50.0), None);
     }
 
     #[test]

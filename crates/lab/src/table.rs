@@ -117,16 +117,22 @@ pub const NORMALIZED_NOTES: [&str; 4] = [
     "uvicorn and node run the demo's waits in an event loop with no slot limit: their ideal is computed from the same W x T slots as the others",
 ];
 
-/// A column that tells the cases of a table apart: its header and its cell.
-pub type KeyColumn = (&'static str, fn(&Row) -> String);
+/// A column computed from a row: its header and its cell.
+pub type Column = (&'static str, fn(&Row) -> String);
 
 /// Rows of one table in the normalized layout: one line per row, keyed by server and the
 /// case columns given by `key`.
-pub fn normalized(title: String, rows: &[&Row], key: &[KeyColumn]) -> Table {
+pub fn normalized(title: String, rows: &[&Row], key: &[Column]) -> Table {
+    normalized_with(title, rows, key, &[])
+}
+
+/// [`normalized`] with the `extra` columns right after the latency percentiles.
+pub fn normalized_with(title: String, rows: &[&Row], key: &[Column], extra: &[Column]) -> Table {
     let mut header: Vec<&str> = vec!["server"];
     header.extend(key.iter().map(|(name, _)| *name));
     header.extend(["conn", "requests", "rps", "rps %", "ideal ms"]);
     header.extend(["10%", "25%", "50%", "75%", "90%", "95%", "99%", "100%"]);
+    header.extend(extra.iter().map(|(name, _)| *name));
     header.extend(["tail", "errors", "MB", "worker σ", "dev from fair %"]);
     let mut table = Table::new(title, &header, 1 + key.len());
     for row in rows {
@@ -141,6 +147,7 @@ pub fn normalized(title: String, rows: &[&Row], key: &[KeyColumn]) -> Table {
             let ratio = row.latency(percent).map_or(f64::NAN, |secs| secs / row.ideal.latency_secs);
             cells.push(fixed(ratio, 2));
         }
+        cells.extend(extra.iter().map(|(_, cell)| cell(row)));
         cells.push(fixed(row.long_tail, 2));
         cells.push(errors(row));
         cells.push(megabytes(row.peak_rss_bytes));

@@ -143,6 +143,76 @@ fn tables_are_printed_in_the_terminal() {
     assert!(rows.iter().all(|row| row[16] == "0" && row[17] != "-"), "no errors, memory sampled: {rows:?}");
 }
 
+/// The cells of the table column headed `name`.
+fn column<'a>(table: &'a Value, name: &str) -> Vec<&'a str> {
+    let header = table["header"].as_array().expect("header");
+    let index = header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}: {header:?}"));
+    table["rows"].as_array().expect("rows").iter().map(|row| row[index].as_str().expect("a cell")).collect()
+}
+
+/// A row's percentiles (10 % .. 100 %) as numbers.
+fn percentiles(value: &Value) -> Vec<f64> {
+    value.as_array().expect("percentiles").iter().map(|v| v.as_f64().expect("a number")).collect()
+}
+
+#[test]
+fn served_latency_and_latency_per_path_reach_the_tables() {
+    let output = run(&mut lab(&["run", "overload", "mixed-tail", "--quick", "--servers", "headway", "--json"]));
+    assert!(output.status.success(), "exit status {}", output.status);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    let (overload, mixed) = (&json["scenarios"][0], &json["scenarios"][1]);
+
+    // overload: the served requests' latency apart from the 503s'.
+    let rows = overload["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "the burst and the open loop");
+    let table = &overload["tables"][0];
+    let header: Vec<&str> = table["header"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+    let latency_columns: Vec<&str> = header.iter().copied().filter(|h| h.ends_with(" ms")).collect();
+    assert_eq!(latency_columns, ["2xx p50 ms", "2xx p99 ms", "2xx max ms", "5xx p50 ms", "5xx p99 ms"]);
+    assert!(!table["notes"].to_string().contains("503s included"));
+    let (burst, open) = (&rows[0], &rows[1]);
+    // A burst of 40 on 8 slots waits at most half a second: nothing reaches the 2 s deadline.
+    assert_eq!(burst["status_codes"]["200"], 40);
+    assert_eq!(burst["latency_by_class_secs"].as_object().unwrap().keys().collect::<Vec<_>>(), ["2xx"]);
+    assert!(percentiles(&burst["latency_by_class_secs"]["2xx"])[0] >= 0.1, "a 100 ms endpoint");
+    assert_eq!((column(table, "5xx p50 ms")[0], column(table, "5xx p99 ms")[0]), ("-", "-"));
+    // The open loop holds up to 240 - 8 requests in the queue, 2.9 s of work for 80/s: the
+    // newest pass the 2 s deadline and get 503, only once it has passed.
+    let refused = open["status_codes"]["503"].as_u64().expect("503s in the open loop");
+    assert!(refused > 0);
+    let served = percentiles(&open["latency_by_class_secs"]["2xx"]);
+    let refused_latency = percentiles(&open["latency_by_class_secs"]["5xx"]);
+    assert!(refused_latency[0] >= 2.0, "503s come at the queue deadline: {refused_latency:?}");
+    assert!(served[0] >= 0.1, "the 2xx percentiles are the served requests' alone: {served:?}");
+    let ms = |secs: f64| if secs < 0.1 { format!("{:.1}", secs * 1e3) } else { format!("{:.0}", secs * 1e3) };
+    let cells =
+        ["2xx p50 ms", "2xx p99 ms", "2xx max ms", "5xx p50 ms", "5xx p99 ms"].map(|name| column(table, name)[1]);
+    let expected = [served[2], served[6], served[7], refused_latency[2], refused_latency[6]].map(ms);
+    assert_eq!(cells.map(str::to_owned), expected);
+    assert_eq!(column(table, "503")[1], refused.to_string());
+
+    // mixed-tail: the fast and the slow requests, each against its own ideal.
+    let row = &mixed["rows"][0];
+    let paths = row["paths"].as_array().expect("paths");
+    let names: Vec<&str> = paths.iter().map(|p| p["path"].as_str().unwrap()).collect();
+    assert_eq!(names, ["/sleep/20", "/sleep/500"]);
+    assert_eq!((paths[0]["requests"].as_u64(), paths[1]["requests"].as_u64()), (Some(36), Some(4)), "weights 9:1");
+    let (fast, slow) = (percentiles(&paths[0]["latency_secs"]), percentiles(&paths[1]["latency_secs"]));
+    assert!(fast[0] >= 0.02 && slow[0] >= 0.5, "each path's own delay at least: {fast:?} {slow:?}");
+    let table = &mixed["tables"][0];
+    let header: Vec<&str> = table["header"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+    let after_all = header.iter().position(|h| *h == "100%").expect("the all-request columns") + 1;
+    assert_eq!(header[after_all..after_all + 4], ["fast 50%", "fast 99%", "slow 50%", "slow 99%"]);
+    // 8 clients on 4 slots: a 136 ms FIFO ideal, of which 68 ms shared waiting: 88 and 568 ms.
+    let wait = row["ideal"]["latency_secs"].as_f64().unwrap() - row["service"]["mean_secs"].as_f64().unwrap();
+    assert!((wait - 0.068).abs() < 1e-9, "shared wait {wait}");
+    let cells = ["fast 50%", "fast 99%", "slow 50%", "slow 99%"].map(|name| column(table, name)[0].to_owned());
+    let expected = [fast[2] / 0.088, fast[6] / 0.088, slow[2] / 0.568, slow[6] / 0.568].map(|r| format!("{r:.2}"));
+    assert_eq!(cells, expected);
+    let notes = table["notes"].to_string();
+    assert!(notes.contains("ideal with 8 clients: fast 20 + 68 = 88 ms, slow 500 + 68 = 568 ms"), "{notes}");
+}
+
 #[test]
 fn a_missing_peer_is_skipped_with_one_line() {
     // PATH without puma (an empty directory); the worker's Python given explicitly.

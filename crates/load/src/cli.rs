@@ -11,7 +11,8 @@ use crate::config::{Arrival, LoadConfig, Target, UsageError};
 pub enum OutputFormat {
     /// hey's summary layout (with 99.9 % and 99.99 % added).
     Text,
-    /// The whole report as JSON: percentile spectrum, phases, per-second series.
+    /// The whole report as JSON: percentile spectrum, latency per status class and per URL,
+    /// phases, per-second series.
     Json,
 }
 

@@ -1,7 +1,8 @@
 //! Measurement: what each answered or failed request adds to the run's totals.
 //!
 //! Memory does not grow with the number of requests: latencies go into HDR histograms
-//! (microseconds, 3 significant digits, fixed range of one hour, no auto-resize), phases into
+//! (microseconds, 3 significant digits, fixed range of one hour, no auto-resize) — one for every
+//! answer, one per status class and one per URL, each allocated at its first answer — phases into
 //! sums and extremes, and the per-second series into one small histogram per second that is
 //! summarized as soon as every thread has moved past that second.
 
@@ -28,6 +29,35 @@ pub fn latency_histogram() -> Histogram<u64> {
 /// A per-second histogram: 2 significant digits (1 %) keep each second at a few tens of KB.
 fn second_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIGHEST_MICROS, 2).expect("static histogram bounds are valid")
+}
+
+/// A latency histogram that takes its memory (about 190 KB) only once something is recorded, so
+/// a status class that never occurs or a URL that never answers costs nothing.
+#[derive(Debug, Clone, Default)]
+pub struct LazyHistogram(Option<Histogram<u64>>);
+
+impl LazyHistogram {
+    fn record(&mut self, micros: u64) {
+        self.0.get_or_insert_with(latency_histogram).saturating_record(micros);
+    }
+
+    fn merge(&mut self, other: &LazyHistogram) {
+        if let Some(theirs) = &other.0 {
+            self.0.get_or_insert_with(latency_histogram).add(theirs).expect("histograms share their bounds");
+        }
+    }
+
+    /// The histogram, if anything was recorded.
+    pub fn get(&self) -> Option<&Histogram<u64>> {
+        self.0.as_ref()
+    }
+}
+
+/// Status classes 0xx to 9xx (a status line carries three digits), indexed by `status / 100`.
+pub const STATUS_CLASSES: usize = 10;
+
+fn status_class(status: u16) -> usize {
+    usize::from(status / 100).min(STATUS_CLASSES - 1)
 }
 
 fn micros(d: Duration) -> u64 {
@@ -131,11 +161,12 @@ impl StatusCounts {
     }
 }
 
-/// Per-URL counts.
+/// Per-URL counts and latencies.
 #[derive(Debug, Clone, Default)]
 pub struct TargetTotals {
     pub statuses: StatusCounts,
     pub errors: u64,
+    pub latency: LazyHistogram,
 }
 
 /// One answered request, as the connection loop measured it.
@@ -162,6 +193,8 @@ pub struct Sample<'a> {
 #[derive(Debug, Clone)]
 pub struct Totals {
     pub latency: Histogram<u64>,
+    /// The same latencies split by status class, indexed by `status / 100`.
+    pub latency_by_class: [LazyHistogram; STATUS_CLASSES],
     pub connect: PhaseAccum,
     pub write: PhaseAccum,
     pub wait: PhaseAccum,
@@ -181,6 +214,7 @@ impl Totals {
     pub fn new(targets: usize) -> Totals {
         Totals {
             latency: latency_histogram(),
+            latency_by_class: Default::default(),
             connect: PhaseAccum::default(),
             write: PhaseAccum::default(),
             wait: PhaseAccum::default(),
@@ -203,6 +237,9 @@ impl Totals {
 
     pub fn merge(&mut self, other: &Totals) {
         self.latency.add(&other.latency).expect("histograms share their bounds");
+        for (mine, theirs) in self.latency_by_class.iter_mut().zip(&other.latency_by_class) {
+            mine.merge(theirs);
+        }
         self.connect.merge(&other.connect);
         self.write.merge(&other.write);
         self.wait.merge(&other.wait);
@@ -212,6 +249,7 @@ impl Totals {
         for (mine, theirs) in self.targets.iter_mut().zip(&other.targets) {
             mine.statuses.merge(&theirs.statuses);
             mine.errors += theirs.errors;
+            mine.latency.merge(&theirs.latency);
         }
         self.responses += other.responses;
         self.bytes += other.bytes;
@@ -392,6 +430,7 @@ impl Recorder {
         let t = &mut self.totals;
         let latency = micros(sample.latency);
         t.latency.saturating_record(latency);
+        t.latency_by_class[status_class(sample.status)].record(latency);
         t.connect.add(sample.connect);
         t.write.add(sample.write);
         t.wait.add(sample.wait);
@@ -401,7 +440,9 @@ impl Recorder {
             t.late_sends += 1;
         }
         t.statuses.add(sample.status, 1);
-        t.targets[sample.target].statuses.add(sample.status, 1);
+        let target = &mut t.targets[sample.target];
+        target.statuses.add(sample.status, 1);
+        target.latency.record(latency);
         t.responses += 1;
         t.bytes += sample.body_bytes;
         if let Some(value) = sample.tally {
@@ -477,16 +518,11 @@ impl Recorder {
 mod tests {
     use super::*;
 
-    #[test]
-    fn series_settles_a_second_only_when_every_thread_moved_past_it() {
-        let series = Arc::new(SeriesCollector::new(2));
-        let live: Arc<[LiveCounters]> = (0..2).map(|_| LiveCounters::default()).collect();
-        let start = Instant::now();
-        let mut a = Recorder::new(1, start, 0, series.clone(), live.clone());
-        let mut b = Recorder::new(1, start, 1, series.clone(), live);
-        let sample = |at: Instant, ms: u64| Sample {
-            target: 0,
-            status: 200,
+    /// An answer of 5 bytes that took `ms`, completed at `at`.
+    fn answer(target: usize, status: u16, ms: u64, at: Instant) -> Sample<'static> {
+        Sample {
+            target,
+            status,
             body_bytes: 5,
             connect: Duration::ZERO,
             write: Duration::ZERO,
@@ -496,7 +532,47 @@ mod tests {
             send_lag: Duration::ZERO,
             completed_at: at,
             tally: None,
-        };
+        }
+    }
+
+    /// Two threads' recorders for `targets` URLs, sharing one series, started now.
+    fn two_threads(targets: usize) -> (Recorder, Recorder, Arc<SeriesCollector>, Instant) {
+        let series = Arc::new(SeriesCollector::new(2));
+        let live: Arc<[LiveCounters]> = (0..2).map(|_| LiveCounters::default()).collect();
+        let start = Instant::now();
+        let a = Recorder::new(targets, start, 0, series.clone(), live.clone());
+        let b = Recorder::new(targets, start, 1, series.clone(), live);
+        (a, b, series, start)
+    }
+
+    #[test]
+    fn latency_splits_by_class_and_target_and_merges_across_threads() {
+        let (mut a, mut b, _, start) = two_threads(2);
+        a.record(&answer(0, 200, 100, start));
+        a.record(&answer(1, 503, 1, start));
+        b.record(&answer(0, 204, 120, start));
+        b.record(&answer(0, 503, 2, start));
+        let mut totals = Totals::new(2);
+        totals.merge(&a.finish());
+        totals.merge(&b.finish());
+
+        let count = |h: &LazyHistogram| h.get().map_or(0, |h| h.len());
+        let counts: Vec<u64> = totals.latency_by_class.iter().map(count).collect();
+        assert_eq!(counts, [0, 0, 2, 0, 0, 2, 0, 0, 0, 0]);
+        let served = totals.latency_by_class[2].get().unwrap();
+        // 3 significant digits: 100 ms reads back within 0.1 %.
+        assert!(served.min() >= 99_900 && served.max() < 120_200, "only the 2xx answers' latencies");
+        assert!(totals.latency_by_class[4].get().is_none(), "a class that never occurred takes no memory");
+        assert_eq!(count(&totals.targets[0].latency), 3);
+        assert_eq!(count(&totals.targets[1].latency), 1);
+        assert!(totals.targets[1].latency.get().unwrap().max() < 1_100);
+        assert_eq!(status_class(999), 9);
+    }
+
+    #[test]
+    fn series_settles_a_second_only_when_every_thread_moved_past_it() {
+        let (mut a, mut b, series, start) = two_threads(1);
+        let sample = |at: Instant, ms: u64| answer(0, 200, ms, at);
         a.record(&sample(start, 10));
         b.record(&sample(start, 30));
         // Thread a moves to second 3; b still may add to second 0, so nothing is settled.

@@ -1,6 +1,10 @@
 //! The result of a run: [`Report`] holds everything measured (it is what `--output json` prints
 //! and what the lab reads), and [`Report::to_hey_text`] prints it in hey's layout so scripts
 //! that parse hey keep working.
+//!
+//! Besides the latency of every answer (hey's figure), the report splits it by status class (a
+//! server's refusals, often fast, must not blur what the served requests experienced) and by URL
+//! (a weighted mix is judged per endpoint).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -10,7 +14,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Arrival, LoadModel, Plan};
-use crate::record::{ErrorCount, ErrorKind, PhaseAccum, SecondStats, Totals};
+use crate::record::{latency_histogram, ErrorCount, ErrorKind, LazyHistogram, PhaseAccum, SecondStats, Totals};
 
 /// Percentiles reported by name (hey's seven, then the tail).
 pub const PERCENTILES: [f64; 10] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];
@@ -38,7 +42,10 @@ pub struct Report {
     /// send time (all connections were busy, or the generator fell behind).
     pub late_sends: u64,
     pub late_after_secs: f64,
+    /// Latency of every answer, whatever its status (hey's figures).
     pub latency: LatencyStats,
+    /// Latency of the answers of each status class ("2xx", "5xx", ...) that occurred.
+    pub latency_by_class: BTreeMap<String, LatencyStats>,
     /// hey's response-time histogram: 11 marks, each counting the latencies up to it.
     pub histogram: Vec<HistogramBucket>,
     pub phases: Phases,
@@ -84,6 +91,13 @@ pub struct LatencyStats {
     pub percentiles: Vec<Percentile>,
     /// The whole distribution, denser towards the tail (HdrHistogram's percentile output).
     pub spectrum: Vec<SpectrumPoint>,
+}
+
+impl LatencyStats {
+    /// The latency at `percent` if it is one of [`PERCENTILES`].
+    pub fn percentile(&self, percent: f64) -> Option<f64> {
+        self.percentiles.iter().find(|p| p.percent == percent).map(|p| p.secs)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -146,6 +160,8 @@ pub struct TargetReport {
     pub requests: u64,
     pub errors: u64,
     pub status_codes: BTreeMap<u16, u64>,
+    /// Latency of this URL's answers (all zero when it got none).
+    pub latency: LatencyStats,
 }
 
 fn secs(us: u64) -> f64 {
@@ -187,6 +203,7 @@ impl Report {
                     requests: status_codes.values().sum(),
                     errors: counted.errors,
                     status_codes,
+                    latency: lazy_latency_stats(&counted.latency),
                 }
             })
             .collect();
@@ -202,6 +219,12 @@ impl Report {
             late_sends: totals.late_sends,
             late_after_secs: crate::record::LATE_AFTER.as_secs_f64(),
             latency: latency_stats(&totals.latency),
+            latency_by_class: totals
+                .latency_by_class
+                .iter()
+                .enumerate()
+                .filter_map(|(class, h)| Some((format!("{class}xx"), latency_stats(h.get()?))))
+                .collect(),
             histogram: hey_histogram(&totals.latency),
             phases: Phases {
                 dns_lookup: (&plan.dns).into(),
@@ -221,7 +244,7 @@ impl Report {
 
     /// The latency at `percent` if it is one of [`PERCENTILES`].
     pub fn percentile(&self, percent: f64) -> Option<f64> {
-        self.latency.percentiles.iter().find(|p| p.percent == percent).map(|p| p.secs)
+        self.latency.percentile(percent)
     }
 
     /// The report in hey's text layout, plus the 99.9 % and 99.99 % lines, and sections for the
@@ -276,6 +299,17 @@ impl Report {
             write!(out, "\n  [{code}]\t{count} responses")?;
         }
         write!(out, "\n\n")?;
+        // Not hey's: printed only when more than one class occurred, so a plain run prints what
+        // hey does.
+        if self.latency_by_class.len() > 1 {
+            write!(out, "Latency by status class (p50, p90, p99, slowest):")?;
+            for (class, stats) in &self.latency_by_class {
+                let at = |percent| n(stats.percentile(percent).unwrap_or(f64::NAN));
+                let (p50, p90, p99) = (at(50.0), at(90.0), at(99.0));
+                write!(out, "\n  [{class}]\t{p50} secs, {p90} secs, {p99} secs, {} secs", n(stats.max_secs))?;
+            }
+            write!(out, "\n\n")?;
+        }
         if !self.errors_by_kind.is_empty() {
             write!(out, "Error distribution:")?;
             for error in self.errors_by_kind.values() {
@@ -310,6 +344,14 @@ impl Report {
             write!(out, "\n\n")?;
         }
         Ok(())
+    }
+}
+
+/// Stats of a histogram that may never have been allocated (nothing recorded: all zero).
+fn lazy_latency_stats(h: &LazyHistogram) -> LatencyStats {
+    match h.get() {
+        Some(h) => latency_stats(h),
+        None => latency_stats(&latency_histogram()),
     }
 }
 

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{config, hello, serve, serve_unix, serve_with, stall_once, Options, Reply};
+use common::{config, hello, refuse_every, serve, serve_unix, serve_with, stall_once, Options, Reply};
 use headway_load::{run_load, LoadConfig, Target};
 
 #[tokio::test]
@@ -90,6 +90,65 @@ async fn percentiles_of_a_delayed_server_fall_in_the_band() {
     assert!(report.latency.min_secs >= 0.050);
     assert!(report.phases.resp_wait.mean_secs >= 0.050, "the delay is spent waiting for the first byte");
     assert!(report.phases.resp_read.mean_secs < 0.050);
+}
+
+#[tokio::test]
+async fn served_latency_is_kept_apart_from_fast_refusals() {
+    // Every fourth request gets 503 at once, the others 200 after 100 ms.
+    let delay = Duration::from_millis(100);
+    let server = serve(refuse_every(4, delay)).await;
+    let mut c = config(server.url("/"));
+    c.requests = Some(40);
+    c.connections = 4;
+    let report = run_load(c).await.unwrap();
+    assert_eq!(report.status_codes, [(200, 30), (503, 10)].into_iter().collect());
+    let classes: Vec<&str> = report.latency_by_class.keys().map(String::as_str).collect();
+    assert_eq!(classes, ["2xx", "5xx"], "only the classes that occurred");
+    let served = &report.latency_by_class["2xx"];
+    let refused = &report.latency_by_class["5xx"];
+    assert_eq!(served.spectrum.last().map(|p| p.count), Some(30));
+    assert_eq!(refused.spectrum.last().map(|p| p.count), Some(10));
+    // Every 200 slept 100 ms first: none of its percentiles can be lower, whereas a quarter of
+    // all answers were immediate, so the all-answer p10 is one of those. The upper bound is
+    // room for a busy shared machine (see the band test above).
+    // (The minimum reads back at the bottom of its HDR bucket, up to 0.1 % low.)
+    assert!(served.min_secs >= 0.0999, "2xx min {}", served.min_secs);
+    for p in &served.percentiles {
+        assert!(p.secs >= 0.100 && p.secs < 0.300, "2xx p{} = {}", p.percent, p.secs);
+    }
+    assert!(report.percentile(10.0).unwrap() < 0.100, "the fast 503s are in the all-answer latency");
+    // Immediate answers: their median is far below the 200s' delay even on a busy machine.
+    assert!(refused.percentile(50.0).unwrap() < 0.100, "5xx p50 {}", refused.percentile(50.0).unwrap());
+    assert_eq!(report.latency.max_secs, served.max_secs.max(refused.max_secs));
+    assert_eq!(report.latency.min_secs, served.min_secs.min(refused.min_secs));
+}
+
+#[tokio::test]
+async fn each_url_has_its_own_latency() {
+    // /fast sleeps 20 ms, /slow 300 ms; weighted 1:1.
+    let handler = Arc::new(|seen: &common::Seen| {
+        let delay = if seen.path == "/fast" { 20 } else { 300 };
+        Reply::ok("hello").delayed(Duration::from_millis(delay))
+    });
+    let server = serve(handler).await;
+    let mut c = config(server.url("/fast"));
+    c.targets.push(Target { url: server.url("/slow"), weight: 1 });
+    c.requests = Some(24);
+    c.connections = 4;
+    let report = run_load(c).await.unwrap();
+    assert_eq!(report.requests, 24);
+    // Each URL's percentiles lie between its own delay and that plus 280 ms of room for a busy
+    // machine: /fast's p100 stays below /slow's delay, /slow's p10 above /fast's band.
+    for (target, (low, high)) in report.targets.iter().zip([(0.020, 0.300), (0.300, 0.580)]) {
+        assert_eq!(target.requests, 12, "{}", target.url);
+        assert_eq!(target.latency.spectrum.last().map(|p| p.count), Some(12), "{}", target.url);
+        for p in &target.latency.percentiles {
+            assert!(p.secs >= low && p.secs < high, "{} p{} = {}", target.url, p.percent, p.secs);
+        }
+        let (min, max) = (target.latency.min_secs, target.latency.max_secs);
+        assert!(min >= low * 0.999 && max < high, "{}: {min} .. {max}", target.url);
+    }
+    assert_eq!(report.latency_by_class.keys().collect::<Vec<_>>(), ["2xx"]);
 }
 
 #[tokio::test]

@@ -1,11 +1,12 @@
 //! Output: the JSON report parses back into the same report, and the hey-style text carries
-//! the same numbers in hey's layout (the lines scripts that parse hey look for).
+//! the same numbers in hey's layout (the lines scripts that parse hey look for); the latency by
+//! status class is added only when there is more than one class, and then as a block of its own.
 
 mod common;
 
 use std::time::Duration;
 
-use common::hello;
+use common::{config, hello, refuse_every, serve};
 use headway_load::{run_load, LoadConfig, Report};
 
 async fn sample_report() -> Report {
@@ -39,6 +40,9 @@ async fn json_parses_back_and_agrees_with_the_text() {
     assert_eq!(value["requests"], 300);
     assert_eq!(value["status_codes"]["200"], 300);
     assert!(value["latency"]["spectrum"].as_array().unwrap().len() > 10, "the full spectrum is there");
+    assert_eq!(value["latency_by_class"].as_object().unwrap().keys().collect::<Vec<_>>(), ["2xx"]);
+    assert_eq!(parsed.latency_by_class["2xx"].percentiles, parsed.latency.percentiles, "every answer was a 2xx");
+    assert_eq!(value["targets"][0]["latency"]["percentiles"], value["latency"]["percentiles"], "one URL");
     assert!(!value["series"].as_array().unwrap().is_empty());
     assert_eq!(value["tally"][""], 300, "responses without the tally header count under \"\"");
 
@@ -98,6 +102,7 @@ async fn text_keeps_heys_layout() {
             "Responses by X-Missing:",
         ]
     );
+    assert!(!text.contains("Latency by status class"), "one class: nothing beyond hey's layout");
     assert!(text.starts_with("\nSummary:\n  Total:\t"));
     assert!(text.contains("  Requests/sec:\t"));
     assert!(text.contains("\n  \n  Total data:\t1500 bytes\n  Size/request:\t5 bytes\n\nResponse time histogram:\n"));
@@ -105,4 +110,37 @@ async fn text_keeps_heys_layout() {
         let line = field(&text, phase);
         assert_eq!(line.matches(" secs").count(), 3, "{phase}: average, fastest, slowest");
     }
+}
+
+/// A run where every fourth answer is an immediate 503 and the rest 200 after 20 ms.
+async fn two_class_report() -> Report {
+    let server = serve(refuse_every(4, Duration::from_millis(20))).await;
+    let mut c = config(server.url("/"));
+    c.requests = Some(40);
+    c.connections = 2;
+    run_load(c).await.unwrap()
+}
+
+#[tokio::test]
+async fn two_classes_add_a_latency_block_after_the_status_codes() {
+    let report = two_class_report().await;
+    let json = serde_json::to_string(&report).unwrap();
+    assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
+
+    let text = report.to_hey_text();
+    let n = |x: f64| format!("{x:4.4} secs");
+    let line = |class: &str| {
+        let stats = &report.latency_by_class[class];
+        let at = |p| n(stats.percentile(p).unwrap());
+        format!("  [{class}]\t{}, {}, {}, {}", at(50.0), at(90.0), at(99.0), n(stats.max_secs))
+    };
+    let block = format!("Latency by status class (p50, p90, p99, slowest):\n{}\n{}\n\n", line("2xx"), line("5xx"));
+    let status = "\nStatus code distribution:\n  [200]\t30 responses\n  [503]\t10 responses\n\n";
+    assert!(text.contains(&format!("{status}{block}")), "the block follows the status codes:\n{text}");
+
+    // The block is all that changes: the same report with one class prints hey's text, the
+    // same byte for byte as the two-class text without the block.
+    let mut one_class = report.clone();
+    one_class.latency_by_class.retain(|class, _| class == "2xx");
+    assert_eq!(one_class.to_hey_text(), text.replacen(&block, "", 1));
 }

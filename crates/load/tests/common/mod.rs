@@ -57,6 +57,15 @@ impl Reply {
         }
     }
 
+    pub fn with_status(self, status: u16) -> Reply {
+        match self {
+            Reply::Answer { body, chunked, delay, headers, .. } => {
+                Reply::Answer { status, body, chunked, delay, headers }
+            }
+            other => other,
+        }
+    }
+
     pub fn delayed(self, by: Duration) -> Reply {
         match self {
             Reply::Answer { status, body, chunked, headers, .. } => {
@@ -160,6 +169,15 @@ pub async fn serve_unix(path: &Path, handler: Handler) -> TestServer {
 /// A server answering every request with 200 "hello" after `delay`.
 pub async fn hello(delay: Duration) -> TestServer {
     serve(Arc::new(move |_| Reply::ok("hello").delayed(delay))).await
+}
+
+/// A handler that refuses every `nth` request (by arrival) with an immediate 503, as a server
+/// shedding load does, and answers the others 200 after `delay`.
+pub fn refuse_every(nth: u64, delay: Duration) -> Handler {
+    Arc::new(move |seen| match seen.index % nth {
+        0 => Reply::ok("busy").with_status(503),
+        _ => Reply::ok("hello").delayed(delay),
+    })
 }
 
 /// A handler that answers in `base` but, at request number `at`, stalls the whole server for
