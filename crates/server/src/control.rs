@@ -98,10 +98,17 @@ fn prometheus(s: &Snapshot) -> String {
             .map(|(quantile, ms)| (format!("{{quantile=\"{quantile}\"}}"), ms / 1000.0))
             .collect();
     metric("queue_wait_seconds", "summary", "Time from a request being complete to a slot starting it.", &waits);
+    metric(
+        "service_seconds_mean",
+        "gauge",
+        "Moving mean of recent requests' service time.",
+        &one(q.mean_service_ms / 1000.0),
+    );
     metric("queue_dispatched_total", "counter", "Requests handed to a slot.", &one(q.dispatched as f64));
     let shed = vec![
         ("{reason=\"queue_full\"}".to_owned(), q.shed_queue_full as f64),
         ("{reason=\"queue_timeout\"}".to_owned(), q.shed_queue_timeout as f64),
+        ("{reason=\"would_time_out\"}".to_owned(), q.shed_at_arrival as f64),
     ];
     metric("shed_total", "counter", "Requests refused with 503.", &shed);
     let abandoned = vec![
@@ -210,10 +217,12 @@ fn render(s: &Snapshot) -> String {
         "queue wait   p50 {:.1} ms  p90 {:.1} ms  p99 {:.1} ms  p99.9 {:.1} ms  max {:.1} ms  ({} started)",
         w.p50, w.p90, w.p99, w.p999, w.max, q.dispatched
     );
+    let _ = writeln!(out, "service      mean {:.1} ms (recent requests)", q.mean_service_ms);
     let _ = writeln!(
         out,
-        "shed (503)   {} queue full, {} queue timeout; {} withdrawn (client left while queued)",
-        q.shed_queue_full, q.shed_queue_timeout, q.withdrawn
+        "shed (503)   {} queue full, {} queue timeout, {} at arrival (would not start in time); {} withdrawn \
+         (client left while queued)",
+        q.shed_queue_full, q.shed_queue_timeout, q.shed_at_arrival, q.withdrawn
     );
     let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
     let _ = writeln!(

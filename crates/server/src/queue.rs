@@ -7,8 +7,10 @@
 //!
 //! The queue is bounded twice: by length (a request arriving at a full queue is refused at
 //! once) and by time (a request not started within the timeout is refused with 503 rather
-//! than left to a router's timeout). A request whose client has gone is withdrawn and never
-//! runs.
+//! than left to a router's timeout). The time bound is applied at the door too: from the mean
+//! service time of recent requests, a request whose turn would come only after the timeout is
+//! refused on arrival, so under overload a client learns it in microseconds, not after
+//! waiting out the deadline. A request whose client has gone is withdrawn and never runs.
 //!
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
@@ -26,9 +28,19 @@ use tokio::sync::oneshot;
 
 use crate::job::{Failure, Job, Outcome, Ticket};
 
-/// The request was refused because the queue is at its length limit.
-#[derive(Debug)]
-pub struct QueueFull;
+/// Why a request was refused at the door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The queue is at its length limit.
+    Full,
+    /// Its turn would come after the queue timeout, judging by recent service times.
+    WouldTimeOut,
+}
+
+/// Finished requests needed before the mean service time is trusted to refuse anyone.
+const SERVICE_SAMPLES_NEEDED: u64 = 20;
+/// Weight of the newest service time in the moving mean: about the last 20 requests count.
+const SERVICE_WEIGHT: f64 = 0.05;
 
 /// Why a connection takes its request back out of the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +62,8 @@ pub enum Reader {
 pub struct Queue {
     max_len: usize,
     timeout: Duration,
+    /// Slots of all workers together: how many requests finish in one mean service time.
+    slots: usize,
     state: Mutex<State>,
 }
 
@@ -62,7 +76,11 @@ struct State {
     waits: Histogram<u64>,
     shed_full: u64,
     shed_timeout: u64,
+    shed_at_arrival: u64,
     withdrawn: u64,
+    /// Moving mean of how long requests ran, in seconds, and how many fed it.
+    mean_service_secs: f64,
+    service_samples: u64,
 }
 
 struct IdleSlot {
@@ -82,7 +100,11 @@ pub struct QueueSnapshot {
     pub wait_ms: WaitPercentiles,
     pub shed_queue_full: u64,
     pub shed_queue_timeout: u64,
+    /// Refused on arrival: by the mean service time, they would not have started in time.
+    pub shed_at_arrival: u64,
     pub withdrawn: u64,
+    /// Moving mean of recent requests' service time (0 until enough have finished).
+    pub mean_service_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -96,12 +118,13 @@ pub struct WaitPercentiles {
 }
 
 impl Queue {
-    pub fn new(max_len: usize, timeout: Duration) -> Self {
+    pub fn new(max_len: usize, timeout: Duration, slots: usize) -> Self {
         let waits =
             Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
         Queue {
             max_len,
             timeout,
+            slots: slots.max(1),
             state: Mutex::new(State {
                 waiting: VecDeque::new(),
                 idle: VecDeque::new(),
@@ -109,7 +132,10 @@ impl Queue {
                 waits,
                 shed_full: 0,
                 shed_timeout: 0,
+                shed_at_arrival: 0,
                 withdrawn: 0,
+                mean_service_secs: 0.0,
+                service_samples: 0,
             }),
         }
     }
@@ -120,7 +146,7 @@ impl Queue {
     }
 
     /// Admits a complete request: hands it to an idle slot, or queues it at the back.
-    pub fn push(&self, job: Job) -> Result<(), QueueFull> {
+    pub fn push(&self, job: Job) -> Result<(), Refused> {
         let mut state = self.lock();
         let job = if state.waiting.is_empty() {
             let waited = job.complete_at.elapsed();
@@ -136,7 +162,14 @@ impl Queue {
         };
         if state.waiting.len() >= self.max_len {
             state.shed_full += 1;
-            return Err(QueueFull);
+            return Err(Refused::Full);
+        }
+        if self
+            .expected_start(&state)
+            .is_some_and(|start| start > self.timeout.saturating_sub(job.complete_at.elapsed()))
+        {
+            state.shed_at_arrival += 1;
+            return Err(Refused::WouldTimeOut);
         }
         state.waiting.push_back(job);
         let depth = state.waiting.len();
@@ -144,6 +177,28 @@ impl Queue {
             *mark = (*mark).max(depth);
         }
         Ok(())
+    }
+
+    /// How long a request joining the queue now would wait for its turn: everyone ahead of it
+    /// and itself must get a slot, and the slots free up at `slots` per mean service time.
+    /// `None` until enough requests have finished to know the mean.
+    fn expected_start(&self, state: &State) -> Option<Duration> {
+        if state.service_samples < SERVICE_SAMPLES_NEEDED {
+            return None;
+        }
+        let turns = (state.waiting.len() + 1) as f64 / self.slots as f64;
+        Some(Duration::from_secs_f64(turns * state.mean_service_secs))
+    }
+
+    /// Learns from a finished request how long service takes.
+    pub fn record_service(&self, took: Duration) {
+        let mut state = self.lock();
+        let took = took.as_secs_f64();
+        state.mean_service_secs = match state.service_samples {
+            0 => took,
+            _ => state.mean_service_secs + SERVICE_WEIGHT * (took - state.mean_service_secs),
+        };
+        state.service_samples += 1;
     }
 
     /// Takes a request out of the queue if it has not started. Returns whether it was still
@@ -210,7 +265,13 @@ impl Queue {
             },
             shed_queue_full: state.shed_full,
             shed_queue_timeout: state.shed_timeout,
+            shed_at_arrival: state.shed_at_arrival,
             withdrawn: state.withdrawn,
+            mean_service_ms: if state.service_samples >= SERVICE_SAMPLES_NEEDED {
+                state.mean_service_secs * 1000.0
+            } else {
+                0.0
+            },
         }
     }
 
@@ -331,7 +392,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_jobs_are_served_oldest_first() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
         let busy = Arc::new(AtomicUsize::new(0));
         let mut keep = Vec::new();
         for name in ["/a", "/b", "/c"] {
@@ -350,7 +411,7 @@ mod tests {
 
     #[tokio::test]
     async fn arriving_job_goes_to_least_busy_worker() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
         let worker_a = Arc::new(AtomicUsize::new(2));
         let worker_b = Arc::new(AtomicUsize::new(0));
         let mut waits_a = queue.next_job(&worker_a);
@@ -366,8 +427,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_that_would_start_too_late_is_refused_on_arrival() {
+        let queue = Queue::new(100, Duration::from_millis(350), 1);
+        let mut keep = Vec::new();
+        let mut push = |path: String| {
+            let (job, outcome) = job(&path);
+            keep.push(outcome);
+            queue.push(job)
+        };
+        // Until the service time is known, nobody is refused for it.
+        for n in 0..5 {
+            assert!(push(format!("/early{n}")).is_ok());
+        }
+        for _ in 0..SERVICE_SAMPLES_NEEDED {
+            queue.record_service(Duration::from_millis(100));
+        }
+        // 5 are waiting on 1 slot at 100 ms each: the next would start after 600 ms.
+        assert_eq!(push("/late".to_owned()), Err(Refused::WouldTimeOut));
+        let snapshot = queue.snapshot(Reader::Json);
+        assert_eq!((snapshot.shed_at_arrival, snapshot.depth), (1, 5));
+        assert!((snapshot.mean_service_ms - 100.0).abs() < 1e-6);
+    }
+
+    #[tokio::test]
+    async fn more_slots_let_more_requests_wait() {
+        let queue = Queue::new(100, Duration::from_millis(370), 4);
+        for _ in 0..SERVICE_SAMPLES_NEEDED {
+            queue.record_service(Duration::from_millis(100));
+        }
+        let mut keep = Vec::new();
+        // With 4 slots at 100 ms, the 14th in line gets a slot after 14 / 4 x 100 = 350 ms: in time.
+        for n in 1..=14 {
+            let (job, outcome) = job(&format!("/{n}"));
+            keep.push(outcome);
+            assert!(queue.push(job).is_ok(), "request {n}");
+        }
+        // The 15th would start after 375 ms, past the 370 ms timeout.
+        let (job, _outcome) = job("/15");
+        assert_eq!(queue.push(job), Err(Refused::WouldTimeOut));
+    }
+
+    #[tokio::test]
     async fn full_queue_refuses() {
-        let queue = Queue::new(1, Duration::from_secs(10));
+        let queue = Queue::new(1, Duration::from_secs(10), 1);
         let (a, _oa) = job("/a");
         let (b, _ob) = job("/b");
         assert!(queue.push(a).is_ok());
@@ -377,7 +479,7 @@ mod tests {
 
     #[tokio::test]
     async fn withdrawn_and_abandoned_jobs_never_reach_a_slot() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
         let busy = Arc::new(AtomicUsize::new(0));
         let (a, _oa) = job("/a");
         let (b, ob) = job("/b");
@@ -395,7 +497,7 @@ mod tests {
 
     #[tokio::test]
     async fn expired_jobs_are_answered_503_not_started() {
-        let queue = Arc::new(Queue::new(10, Duration::from_millis(1)));
+        let queue = Arc::new(Queue::new(10, Duration::from_millis(1), 1));
         let busy = Arc::new(AtomicUsize::new(0));
         let (a, outcome) = job("/a");
         queue.push(a).unwrap();
@@ -410,7 +512,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancelled_wait_gives_a_handed_job_back() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10)));
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
         let busy = Arc::new(AtomicUsize::new(0));
         let next = queue.next_job(&busy);
         let (a, _oa) = job("/a");

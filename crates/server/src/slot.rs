@@ -84,7 +84,9 @@ impl Slot {
             let started = Instant::now();
             let reusable = self.forward(connection, job).await;
             busy.fetch_sub(1, Ordering::Relaxed);
-            self.worker.busy_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            let took = started.elapsed();
+            self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            self.queue.record_service(took);
             if !reusable || *phase.borrow() != (Phase::Ready { generation }) {
                 return;
             }

@@ -30,7 +30,7 @@ use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop, HttpError};
 use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
-use crate::queue::Withdrawal;
+use crate::queue::{Refused, Withdrawal};
 use crate::spool;
 
 /// How much to ask the kernel for per read.
@@ -272,8 +272,10 @@ impl<S: ClientStream> Connection<S> {
         let (job, mut outcome) = Job::new(request);
         let ticket = job.ticket;
         let deadline = job.complete_at + queue.timeout();
-        if queue.push(job).is_err() {
-            return Ok(Outcome::Failed(Failure::QueueFull));
+        match queue.push(job) {
+            Ok(()) => {}
+            Err(Refused::Full) => return Ok(Outcome::Failed(Failure::QueueFull)),
+            Err(Refused::WouldTimeOut) => return Ok(Outcome::Failed(Failure::QueueTimeout)),
         }
         let mut queued = true;
         loop {
