@@ -126,7 +126,11 @@ fn tables(rows: &[Row]) -> Vec<Table> {
     let mut table = table
         .note("2xx = latency of the served requests alone; 5xx = of the 5xx answers alone (headway's 503s); - = none came")
         .note("timeouts = no answer within the client's timeout")
-        .note(format!("headway runs with --queue-timeout {QUEUE_TIMEOUT_SECS}: a request that has not started within it gets 503 then (so headway's 503s take about that long)"))
+        .note(format!(
+            "headway runs with --queue-timeout {QUEUE_TIMEOUT_SECS}: a request whose turn would come later, judging by \
+             recent service times, gets 503 on arrival; one not started within it (before the service time is known) \
+             gets 503 then"
+        ))
         .note("the burst's ideal: every request served, the last after (clients / slots) x 100 ms");
     if let Some(excess) = excess {
         table = table.note(format!(
