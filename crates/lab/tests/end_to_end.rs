@@ -176,13 +176,14 @@ fn served_latency_and_latency_per_path_reach_the_tables() {
     assert_eq!(burst["latency_by_class_secs"].as_object().unwrap().keys().collect::<Vec<_>>(), ["2xx"]);
     assert!(percentiles(&burst["latency_by_class_secs"]["2xx"])[0] >= 0.1, "a 100 ms endpoint");
     assert_eq!((column(table, "5xx p50 ms")[0], column(table, "5xx p99 ms")[0]), ("-", "-"));
-    // The open loop holds up to 240 - 8 requests in the queue, 2.9 s of work for 80/s: the
-    // newest pass the 2 s deadline and get 503, only once it has passed.
+    // The open loop offers twice what the slots can serve: once the queue holds 2 s of work
+    // (by the service time it learned in the burst), the newcomers get 503 on arrival rather
+    // than at the 2 s deadline.
     let refused = open["status_codes"]["503"].as_u64().expect("503s in the open loop");
     assert!(refused > 0);
     let served = percentiles(&open["latency_by_class_secs"]["2xx"]);
     let refused_latency = percentiles(&open["latency_by_class_secs"]["5xx"]);
-    assert!(refused_latency[0] >= 2.0, "503s come at the queue deadline: {refused_latency:?}");
+    assert!(refused_latency[2] < 1.0, "most 503s come on arrival, not at the deadline: {refused_latency:?}");
     assert!(served[0] >= 0.1, "the 2xx percentiles are the served requests' alone: {served:?}");
     let ms = |secs: f64| if secs < 0.1 { format!("{:.1}", secs * 1e3) } else { format!("{:.0}", secs * 1e3) };
     let cells =
