@@ -179,15 +179,18 @@ impl Queue {
         Ok(())
     }
 
-    /// How long a request joining the queue now would wait for its turn: everyone ahead of it
-    /// and itself must get a slot, and the slots free up at `slots` per mean service time.
-    /// `None` until enough requests have finished to know the mean.
+    /// How long a request joining the queue now may wait for its turn: everyone ahead of it
+    /// and itself must get a slot, and each slot frees up once per mean service time. The
+    /// rounds are counted whole: when the slots run in step (a burst of like requests), one
+    /// arriving just after they all started waits every round in full, and a request admitted
+    /// only to be shed at the deadline would wait the whole timeout for nothing. `None` until
+    /// enough requests have finished to know the mean.
     fn expected_start(&self, state: &State) -> Option<Duration> {
         if state.service_samples < SERVICE_SAMPLES_NEEDED {
             return None;
         }
-        let turns = (state.waiting.len() + 1) as f64 / self.slots as f64;
-        Some(Duration::from_secs_f64(turns * state.mean_service_secs))
+        let rounds = (state.waiting.len() + 1).div_ceil(self.slots);
+        Some(Duration::from_secs_f64(rounds as f64 * state.mean_service_secs))
     }
 
     /// Learns from a finished request how long service takes.
@@ -456,14 +459,14 @@ mod tests {
             queue.record_service(Duration::from_millis(100));
         }
         let mut keep = Vec::new();
-        // With 4 slots at 100 ms, the 14th in line gets a slot after 14 / 4 x 100 = 350 ms: in time.
-        for n in 1..=14 {
+        // With 4 slots at 100 ms, the 12th in line gets a slot within 3 rounds, 300 ms: in time.
+        for n in 1..=12 {
             let (job, outcome) = job(&format!("/{n}"));
             keep.push(outcome);
             assert!(queue.push(job).is_ok(), "request {n}");
         }
-        // The 15th would start after 375 ms, past the 370 ms timeout.
-        let (job, _outcome) = job("/15");
+        // The 13th may need a 4th round: 400 ms, past the 370 ms timeout.
+        let (job, _outcome) = job("/13");
         assert_eq!(queue.push(job), Err(Refused::WouldTimeOut));
     }
 
