@@ -94,7 +94,7 @@ fn tables(rows: &[Row]) -> Vec<Table> {
         ]);
     }
     vec![table
-        .note("ideal = the requests run on the 5 slots in arrival order, answers sent in order: done when the busiest slot is")
+        .note("ideal = the requests run at once on the 5 slots in arrival order and are answered in order: done when the busiest slot finishes")
         .note("in order = every answer carried the body of its own request")]
 }
 
