@@ -14,6 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use http::header::{self, HeaderValue};
+
+use crate::http1::request::RequestHead;
+use crate::job::Timing;
+
 /// Lines waiting for the writer before new ones are dropped.
 const BACKLOG: usize = 16 * 1024;
 
@@ -59,6 +64,52 @@ impl AccessLog {
     /// Lines dropped because the writer could not keep up.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// What the access log needs of a request head, kept once the head has gone to the worker.
+pub struct RequestFields {
+    method: http::Method,
+    target: String,
+    version: http::Version,
+    referer: Option<String>,
+    user_agent: Option<String>,
+}
+
+impl RequestFields {
+    pub fn of(head: &RequestHead) -> Self {
+        let field = |name| {
+            head.headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        };
+        RequestFields {
+            method: head.method.clone(),
+            target: head.target.clone(),
+            version: head.version,
+            referer: field(header::REFERER),
+            user_agent: field(header::USER_AGENT),
+        }
+    }
+
+    /// The log entry for this request's response. `timing` is `None` when no worker answered.
+    pub fn entry(
+        &self,
+        client_ip: Option<IpAddr>,
+        status: http::StatusCode,
+        body_bytes: u64,
+        timing: Option<Timing>,
+    ) -> Entry<'_> {
+        Entry {
+            client_ip,
+            method: self.method.as_str(),
+            target: &self.target,
+            version: self.version,
+            status: status.as_u16(),
+            body_bytes,
+            referer: self.referer.as_deref(),
+            user_agent: self.user_agent.as_deref(),
+            queued: timing.map(|timing| timing.queued),
+            service: timing.map(|timing| timing.service),
+        }
     }
 }
 

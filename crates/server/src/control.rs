@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpStream, UnixStream};
 use tracing::debug;
 
-use crate::front::listener::{Accepted, Bind, Listener};
+use crate::front::listener::{accept_until, Accepted, Bind, Listener};
 use crate::queue::{Queue, Reader};
 use crate::stats::{Snapshot, Stats};
 use crate::worker::Worker;
@@ -37,14 +37,10 @@ impl Sources {
 
 /// Serves the control endpoint until the task is dropped.
 pub async fn serve(listener: Listener, sources: Arc<Sources>) {
-    loop {
-        let stream = match listener.accept().await {
-            Ok(Accepted::Tcp(stream, _)) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
-            Ok(Accepted::Unix(stream)) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
-            Err(err) => {
-                debug!("control: cannot accept: {err}");
-                continue;
-            }
+    accept_until(&listener, std::future::pending(), |accepted| {
+        let stream = match accepted {
+            Accepted::Tcp(stream, _) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
+            Accepted::Unix(stream) => TokioIo::new(Box::new(stream) as Box<dyn Stream>),
         };
         let sources = sources.clone();
         tokio::spawn(async move {
@@ -56,7 +52,8 @@ pub async fn serve(listener: Listener, sources: Arc<Sources>) {
                 debug!("control connection: {err}");
             }
         });
-    }
+    })
+    .await;
 }
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}

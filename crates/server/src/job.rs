@@ -7,12 +7,13 @@
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use crate::spool;
 
@@ -35,7 +36,7 @@ pub struct Job {
 
 impl Job {
     /// A job for a request that is complete now, and the receiver its outcome arrives on.
-    pub fn new(request: http::Request<RequestBody>) -> (Job, oneshot::Receiver<Outcome>) {
+    pub(crate) fn new(request: http::Request<RequestBody>) -> (Job, oneshot::Receiver<Outcome>) {
         static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
         let (reply, outcome) = oneshot::channel();
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));

@@ -20,6 +20,7 @@ pub mod slot;
 pub mod spool;
 pub mod stats;
 pub mod supervisor;
+pub mod tally;
 pub mod worker;
 
 use std::io::IsTerminal;

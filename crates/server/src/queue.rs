@@ -5,12 +5,15 @@
 //! queue behind it: a slot runs one request at a time, so a request is either waiting here or
 //! running. This is what removes the keep-alive and wrong-worker tails of per-worker queues.
 //!
-//! The queue is bounded twice: by length (a request arriving at a full queue is refused at
-//! once) and by time (a request not started within the timeout is refused with 503 rather
-//! than left to a router's timeout). The time bound is applied at the door too: from the mean
-//! service time of recent requests, a request whose turn would come only after the timeout is
-//! refused on arrival, so under overload a client learns it in microseconds, not after
-//! waiting out the deadline. A request whose client has gone is withdrawn and never runs.
+//! A request's whole wait is one object, [`Wait`], which its connection holds: everything that
+//! can end a wait is decided in this file.
+//! - Refused at the door: the queue is at its length limit, or, from the mean service time of
+//!   recent requests, its turn would come only after the queue timeout (so under overload a
+//!   client learns it in microseconds, not after waiting out the deadline). 503 at once.
+//! - The deadline: a request not started within the queue timeout is withdrawn and gets 503,
+//!   rather than being left to a router's timeout. A slot never starts an expired request.
+//! - The client leaves: dropping the [`Wait`] withdraws the request, which then never runs.
+//! - A slot starts it: from then on the wait is for the worker's answer.
 //!
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
@@ -18,15 +21,16 @@
 //! oldest. Both happen under one short mutex.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+use tokio::time::{sleep_until, Instant};
 
-use crate::job::{Failure, Job, Outcome, Ticket};
+use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};
+use crate::tally::Tally;
 
 /// Why a request was refused at the door.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,19 +41,19 @@ pub enum Refused {
     WouldTimeOut,
 }
 
+impl Refused {
+    fn failure(self) -> Failure {
+        match self {
+            Refused::Full => Failure::QueueFull,
+            Refused::WouldTimeOut => Failure::QueueTimeout,
+        }
+    }
+}
+
 /// Finished requests needed before the mean service time is trusted to refuse anyone.
 const SERVICE_SAMPLES_NEEDED: u64 = 20;
 /// Weight of the newest service time in the moving mean: about the last 20 requests count.
 const SERVICE_WEIGHT: f64 = 0.05;
-
-/// Why a connection takes its request back out of the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Withdrawal {
-    /// The client went away.
-    ClientGone,
-    /// The wait deadline passed; the request is shed with 503.
-    TimedOut,
-}
 
 /// Who reads the high-water mark. Each reader gets the maximum depth since its own last read,
 /// so a Prometheus scrape does not hide a peak from `headway stats`.
@@ -77,15 +81,18 @@ struct State {
     shed_full: u64,
     shed_timeout: u64,
     shed_at_arrival: u64,
+    /// Requests whose client left while they waited: taken out, never run.
     withdrawn: u64,
+    /// Requests whose client left while they ran.
+    abandoned_running: u64,
     /// Moving mean of how long requests ran, in seconds, and how many fed it.
     mean_service_secs: f64,
     service_samples: u64,
 }
 
 struct IdleSlot {
-    /// The busy-slot count of the slot's worker, to pick the least busy worker.
-    worker_busy: Arc<AtomicUsize>,
+    /// The busy slots of the slot's worker, to pick the least busy worker.
+    worker_busy: Arc<Tally>,
     hand: oneshot::Sender<Job>,
 }
 
@@ -134,19 +141,27 @@ impl Queue {
                 shed_timeout: 0,
                 shed_at_arrival: 0,
                 withdrawn: 0,
+                abandoned_running: 0,
                 mean_service_secs: 0.0,
                 service_samples: 0,
             }),
         }
     }
 
-    /// How long a request may wait before it is refused.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
+    /// Admits a request that is complete now (head and body read) and returns its wait: handed
+    /// to an idle slot, queued at the back, or refused at the door.
+    pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>) -> Wait {
+        let (job, outcome) = Job::new(request);
+        let ticket = job.ticket;
+        let deadline = job.complete_at + self.timeout;
+        let stage = match self.push(job) {
+            Ok(()) => Stage::Queued,
+            Err(refused) => Stage::Refused(refused),
+        };
+        Wait { queue: self.clone(), ticket, deadline, outcome, stage }
     }
 
-    /// Admits a complete request: hands it to an idle slot, or queues it at the back.
-    pub fn push(&self, job: Job) -> Result<(), Refused> {
+    fn push(&self, job: Job) -> Result<(), Refused> {
         let mut state = self.lock();
         let job = if state.waiting.is_empty() {
             let waited = job.complete_at.elapsed();
@@ -204,11 +219,14 @@ impl Queue {
         state.service_samples += 1;
     }
 
-    /// Takes a request out of the queue if it has not started. Returns whether it was still
-    /// waiting (if not, it is running or already answered).
-    pub fn withdraw(&self, ticket: Ticket, why: Withdrawal) -> bool {
+    /// Takes a request out of the queue if it has not started: its deadline passed, or its
+    /// client left. Returns whether it was still waiting (if not, it is running or answered).
+    fn withdraw(&self, ticket: Ticket, why: Withdrawal) -> bool {
         let mut state = self.lock();
         let Some(index) = state.waiting.iter().position(|job| job.ticket == ticket) else {
+            if why == Withdrawal::ClientGone {
+                state.abandoned_running += 1;
+            }
             return false;
         };
         state.waiting.remove(index);
@@ -220,12 +238,12 @@ impl Queue {
     }
 
     /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
-    /// `worker_busy` is the busy-slot count of the slot's worker; the queue counts the job in
-    /// it when handing it over, and the slot takes it out when the job is done.
-    pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<AtomicUsize>) -> NextJob {
+    /// `worker_busy` holds the busy slots of the slot's worker; the queue counts the job in it
+    /// when handing it over, and the slot takes it out when the job is done.
+    pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<Tally>) -> NextJob {
         let mut state = self.lock();
         if let Some(job) = state.pop_startable(self.timeout) {
-            worker_busy.fetch_add(1, Ordering::Relaxed);
+            worker_busy.up();
             return NextJob { queue: self.clone(), ready: Some(job), waiting: None };
         }
         let (hand, receive) = oneshot::channel();
@@ -238,8 +256,8 @@ impl Queue {
 
     /// Puts back a job a slot received but cannot run (its worker connection broke before it
     /// was sent). It was the oldest when it was handed out, so it goes to the front.
-    pub fn give_back(&self, job: Job, worker_busy: &AtomicUsize) {
-        worker_busy.fetch_sub(1, Ordering::Relaxed);
+    pub fn give_back(&self, job: Job, worker_busy: &Tally) {
+        worker_busy.down();
         let mut state = self.lock();
         if let Err(job) = state.hand_to_idle(job) {
             state.waiting.push_front(job);
@@ -278,6 +296,11 @@ impl Queue {
         }
     }
 
+    /// Requests whose client left while they ran (their answer was thrown away).
+    pub fn abandoned_running(&self) -> u64 {
+        self.lock().abandoned_running
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state stays consistent across a panic in another holder (every update is a
         // single push/pop), so a poisoned lock is still safe to use.
@@ -295,17 +318,17 @@ impl State {
                 .idle
                 .iter()
                 .enumerate()
-                .min_by_key(|(index, slot)| (slot.worker_busy.load(Ordering::Relaxed), *index))
+                .min_by_key(|(index, slot)| (slot.worker_busy.get(), *index))
                 .map(|(index, _)| index);
             let Some(slot) = best.and_then(|index| self.idle.remove(index)) else {
                 return Err(job);
             };
-            slot.worker_busy.fetch_add(1, Ordering::Relaxed);
+            slot.worker_busy.up();
             match slot.hand.send(job) {
                 Ok(()) => return Ok(()),
                 Err(returned) => {
                     // The slot stopped waiting; try the next one.
-                    slot.worker_busy.fetch_sub(1, Ordering::Relaxed);
+                    slot.worker_busy.down();
                     job = returned;
                 }
             }
@@ -334,6 +357,82 @@ impl State {
     fn record_wait(&mut self, waited: Duration) {
         let micros = waited.as_micros() as u64;
         self.waits.saturating_record(micros);
+    }
+}
+
+/// Why a request leaves the queue before a slot starts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Withdrawal {
+    /// The client went away.
+    ClientGone,
+    /// The wait deadline passed; the request is shed with 503.
+    TimedOut,
+}
+
+/// One request's wait, from the moment it is complete to its outcome. Its connection holds it
+/// while it also watches the client; dropping it before the outcome means the client left, and
+/// withdraws the request if it has not started.
+pub struct Wait {
+    queue: Arc<Queue>,
+    ticket: Ticket,
+    /// When the request is shed if no slot has started it.
+    deadline: Instant,
+    outcome: oneshot::Receiver<Outcome>,
+    stage: Stage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Refused(Refused),
+    /// In the queue, or possibly already started by a slot.
+    Queued,
+    /// Past its deadline but started in time: only the worker's answer is awaited now.
+    Started,
+    /// The outcome was delivered.
+    Over,
+}
+
+impl Wait {
+    /// The outcome: the worker's response, a worker failure (502, 504), or 503 when refused at
+    /// the door or not started by the deadline. Cancel-safe: the connection calls it again
+    /// after reading ahead on the client connection.
+    pub async fn outcome(&mut self) -> Outcome {
+        loop {
+            match self.stage {
+                Stage::Refused(refused) => return self.deliver(Ok(Outcome::Failed(refused.failure()))),
+                Stage::Queued => {
+                    tokio::select! {
+                        biased;
+                        result = &mut self.outcome => return self.deliver(result),
+                        () = sleep_until(self.deadline) => {
+                            if self.queue.withdraw(self.ticket, Withdrawal::TimedOut) {
+                                return self.deliver(Ok(Outcome::Failed(Failure::QueueTimeout)));
+                            }
+                            self.stage = Stage::Started; // it started just in time
+                        }
+                    }
+                }
+                Stage::Started => {
+                    let result = (&mut self.outcome).await;
+                    return self.deliver(result);
+                }
+                Stage::Over => return std::future::pending().await,
+            }
+        }
+    }
+
+    fn deliver(&mut self, result: Result<Outcome, oneshot::error::RecvError>) -> Outcome {
+        self.stage = Stage::Over;
+        // A reply dropped unanswered means the job was lost with its slot: a worker failure.
+        result.unwrap_or(Outcome::Failed(Failure::WorkerFailed))
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if matches!(self.stage, Stage::Queued | Stage::Started) {
+            self.queue.withdraw(self.ticket, Withdrawal::ClientGone);
+        }
     }
 }
 
@@ -367,7 +466,7 @@ impl NextJob {
 
     /// Stops waiting. A job that was handed over in the meantime is returned to the queue
     /// rather than lost.
-    pub fn cancel(mut self, worker_busy: &AtomicUsize) {
+    pub fn cancel(mut self, worker_busy: &Tally) {
         let job = self.ready.take().or_else(|| {
             let mut receive = self.waiting.take()?;
             receive.close();
@@ -382,71 +481,65 @@ impl NextJob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::RequestBody;
     use bytes::Bytes;
 
-    fn job(path: &str) -> (Job, oneshot::Receiver<Outcome>) {
-        Job::new(http::Request::builder().uri(path).body(RequestBody::Memory(Bytes::new())).unwrap())
+    fn request(path: &str) -> http::Request<RequestBody> {
+        http::Request::builder().uri(path).body(RequestBody::Memory(Bytes::new())).unwrap()
     }
 
     fn path(job: &Job) -> &str {
         job.request.uri().path()
     }
 
+    fn queue(max_len: usize, timeout: Duration, slots: usize) -> Arc<Queue> {
+        Arc::new(Queue::new(max_len, timeout, slots))
+    }
+
     #[tokio::test]
     async fn waiting_jobs_are_served_oldest_first() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
-        let busy = Arc::new(AtomicUsize::new(0));
-        let mut keep = Vec::new();
-        for name in ["/a", "/b", "/c"] {
-            let (job, outcome) = job(name);
-            queue.push(job).unwrap();
-            keep.push(outcome);
-        }
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let busy = Arc::new(Tally::default());
+        let waits: Vec<Wait> = ["/a", "/b", "/c"].into_iter().map(|name| queue.enqueue(request(name))).collect();
         for expected in ["/a", "/b", "/c"] {
             assert_eq!(path(&queue.next_job(&busy).recv().await), expected);
         }
-        assert_eq!(busy.load(Ordering::Relaxed), 3);
+        assert_eq!(busy.get(), 3);
         assert_eq!(queue.snapshot(Reader::Json).high_water, 3);
         assert_eq!(queue.snapshot(Reader::Json).high_water, 0, "reset by the read");
         assert_eq!(queue.snapshot(Reader::Prometheus).high_water, 3, "each reader has its own");
+        drop(waits);
     }
 
     #[tokio::test]
     async fn arriving_job_goes_to_least_busy_worker() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
-        let worker_a = Arc::new(AtomicUsize::new(2));
-        let worker_b = Arc::new(AtomicUsize::new(0));
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let worker_a = Arc::new(Tally::default());
+        worker_a.up();
+        worker_a.up();
+        let worker_b = Arc::new(Tally::default());
         let mut waits_a = queue.next_job(&worker_a);
         let mut waits_b = queue.next_job(&worker_b);
-        let (first, _o1) = job("/1");
-        queue.push(first).unwrap();
+        let _first = queue.enqueue(request("/1"));
         assert_eq!(path(&waits_b.recv().await), "/1");
-        assert_eq!(worker_b.load(Ordering::Relaxed), 1);
-        let (second, _o2) = job("/2");
-        queue.push(second).unwrap();
+        assert_eq!(worker_b.get(), 1);
+        let _second = queue.enqueue(request("/2"));
         assert_eq!(path(&waits_a.recv().await), "/2");
         assert_eq!(queue.snapshot(Reader::Json).depth, 0);
     }
 
     #[tokio::test]
     async fn a_request_that_would_start_too_late_is_refused_on_arrival() {
-        let queue = Queue::new(100, Duration::from_millis(350), 1);
-        let mut keep = Vec::new();
-        let mut push = |path: String| {
-            let (job, outcome) = job(&path);
-            keep.push(outcome);
-            queue.push(job)
-        };
+        let queue = queue(100, Duration::from_millis(350), 1);
         // Until the service time is known, nobody is refused for it.
-        for n in 0..5 {
-            assert!(push(format!("/early{n}")).is_ok());
-        }
+        let early: Vec<Wait> = (0..5).map(|n| queue.enqueue(request(&format!("/early{n}")))).collect();
+        assert!(early.iter().all(|wait| wait.stage == Stage::Queued));
         for _ in 0..SERVICE_SAMPLES_NEEDED {
             queue.record_service(Duration::from_millis(100));
         }
         // 5 are waiting on 1 slot at 100 ms each: the next would start after 600 ms.
-        assert_eq!(push("/late".to_owned()), Err(Refused::WouldTimeOut));
+        let mut late = queue.enqueue(request("/late"));
+        assert_eq!(late.stage, Stage::Refused(Refused::WouldTimeOut));
+        assert!(matches!(late.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
         let snapshot = queue.snapshot(Reader::Json);
         assert_eq!((snapshot.shed_at_arrival, snapshot.depth), (1, 5));
         assert!((snapshot.mean_service_ms - 100.0).abs() < 1e-6);
@@ -454,75 +547,103 @@ mod tests {
 
     #[tokio::test]
     async fn more_slots_let_more_requests_wait() {
-        let queue = Queue::new(100, Duration::from_millis(370), 4);
+        let queue = queue(100, Duration::from_millis(370), 4);
         for _ in 0..SERVICE_SAMPLES_NEEDED {
             queue.record_service(Duration::from_millis(100));
         }
-        let mut keep = Vec::new();
         // With 4 slots at 100 ms, the 12th in line gets a slot within 3 rounds, 300 ms: in time.
-        for n in 1..=12 {
-            let (job, outcome) = job(&format!("/{n}"));
-            keep.push(outcome);
-            assert!(queue.push(job).is_ok(), "request {n}");
-        }
+        let admitted: Vec<Wait> = (1..=12).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
+        assert!(admitted.iter().all(|wait| wait.stage == Stage::Queued));
         // The 13th may need a 4th round: 400 ms, past the 370 ms timeout.
-        let (job, _outcome) = job("/13");
-        assert_eq!(queue.push(job), Err(Refused::WouldTimeOut));
+        assert_eq!(queue.enqueue(request("/13")).stage, Stage::Refused(Refused::WouldTimeOut));
     }
 
     #[tokio::test]
     async fn full_queue_refuses() {
-        let queue = Queue::new(1, Duration::from_secs(10), 1);
-        let (a, _oa) = job("/a");
-        let (b, _ob) = job("/b");
-        assert!(queue.push(a).is_ok());
-        assert!(queue.push(b).is_err());
+        let queue = queue(1, Duration::from_secs(10), 1);
+        let _a = queue.enqueue(request("/a"));
+        let mut b = queue.enqueue(request("/b"));
+        assert!(matches!(b.outcome().await, Outcome::Failed(Failure::QueueFull)));
         assert_eq!(queue.snapshot(Reader::Json).shed_queue_full, 1);
     }
 
     #[tokio::test]
-    async fn withdrawn_and_abandoned_jobs_never_reach_a_slot() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
-        let busy = Arc::new(AtomicUsize::new(0));
-        let (a, _oa) = job("/a");
-        let (b, ob) = job("/b");
-        let (c, _oc) = job("/c");
-        let ticket_a = a.ticket;
-        queue.push(a).unwrap();
-        queue.push(b).unwrap();
-        queue.push(c).unwrap();
-        assert!(queue.withdraw(ticket_a, Withdrawal::ClientGone));
-        assert!(!queue.withdraw(ticket_a, Withdrawal::TimedOut));
-        drop(ob); // the client of /b went away without withdrawing
-        assert_eq!(path(&queue.next_job(&busy).recv().await), "/c");
-        assert_eq!(queue.snapshot(Reader::Json).withdrawn, 2);
+    async fn a_dropped_wait_withdraws_its_request() {
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let busy = Arc::new(Tally::default());
+        let a = queue.enqueue(request("/a"));
+        let _b = queue.enqueue(request("/b"));
+        drop(a); // the client of /a went away
+        assert_eq!(queue.snapshot(Reader::Json).depth, 1);
+        assert_eq!(path(&queue.next_job(&busy).recv().await), "/b");
+        assert_eq!(queue.snapshot(Reader::Json).withdrawn, 1);
+        assert_eq!(queue.abandoned_running(), 0);
     }
 
     #[tokio::test]
+    async fn a_client_leaving_a_running_request_is_counted_apart() {
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let busy = Arc::new(Tally::default());
+        let wait = queue.enqueue(request("/a"));
+        let _running = queue.next_job(&busy).recv().await;
+        drop(wait);
+        assert_eq!((queue.snapshot(Reader::Json).withdrawn, queue.abandoned_running()), (0, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_not_started_by_its_deadline_gets_503() {
+        let queue = queue(10, Duration::from_secs(2), 1);
+        let mut wait = queue.enqueue(request("/a"));
+        let started = Instant::now();
+        assert!(matches!(wait.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        let snapshot = queue.snapshot(Reader::Json);
+        assert_eq!((snapshot.shed_queue_timeout, snapshot.depth, snapshot.withdrawn), (1, 0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_started_in_time_outlives_its_deadline() {
+        let queue = queue(10, Duration::from_secs(2), 1);
+        let busy = Arc::new(Tally::default());
+        let mut wait = queue.enqueue(request("/a"));
+        let job = queue.next_job(&busy).recv().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        job.answer(Outcome::Failed(Failure::WorkerTimeout));
+        assert!(matches!(wait.outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
+        assert_eq!(queue.snapshot(Reader::Json).shed_queue_timeout, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn expired_jobs_are_answered_503_not_started() {
-        let queue = Arc::new(Queue::new(10, Duration::from_millis(1), 1));
-        let busy = Arc::new(AtomicUsize::new(0));
-        let (a, outcome) = job("/a");
-        queue.push(a).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        let (b, _ob) = job("/b");
-        queue.push(b).unwrap();
+        let queue = queue(10, Duration::from_millis(1), 1);
+        let busy = Arc::new(Tally::default());
+        let mut a = queue.enqueue(request("/a"));
+        tokio::time::advance(Duration::from_millis(5)).await;
+        let _b = queue.enqueue(request("/b"));
         let mut next = queue.next_job(&busy);
-        assert!(matches!(outcome.await, Ok(Outcome::Failed(Failure::QueueTimeout))));
-        // /b was pushed after /a expired but is itself only just queued.
+        // /a expired: the slot answers it 503 and skips it; /b was only just queued.
         assert_eq!(path(&next.recv().await), "/b");
+        assert!(matches!(a.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
+    }
+
+    #[tokio::test]
+    async fn a_lost_job_is_a_worker_failure() {
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let busy = Arc::new(Tally::default());
+        let mut wait = queue.enqueue(request("/a"));
+        drop(queue.next_job(&busy).recv().await); // the slot died with the job
+        assert!(matches!(wait.outcome().await, Outcome::Failed(Failure::WorkerFailed)));
     }
 
     #[tokio::test]
     async fn cancelled_wait_gives_a_handed_job_back() {
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(10), 1));
-        let busy = Arc::new(AtomicUsize::new(0));
+        let queue = queue(10, Duration::from_secs(10), 1);
+        let busy = Arc::new(Tally::default());
         let next = queue.next_job(&busy);
-        let (a, _oa) = job("/a");
-        queue.push(a).unwrap(); // handed straight to the idle slot
-        assert_eq!(busy.load(Ordering::Relaxed), 1);
+        let _a = queue.enqueue(request("/a")); // handed straight to the idle slot
+        assert_eq!(busy.get(), 1);
         next.cancel(&busy);
-        assert_eq!(busy.load(Ordering::Relaxed), 0);
+        assert_eq!(busy.get(), 0);
         assert_eq!(queue.snapshot(Reader::Json).depth, 1);
         assert_eq!(path(&queue.next_job(&busy).recv().await), "/a");
     }

@@ -107,7 +107,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     );
     shutdown.send_replace(true);
     let drained = tokio::select! {
-        drained = wait_for_connections(&stats, deadline) => drained,
+        closed = tokio::time::timeout_at(deadline.into(), stats.all_connections_closed()) => closed.is_ok(),
         _ = terminate.recv() => false,
         _ = interrupt.recv() => false,
     };
@@ -118,15 +118,4 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     supervisor.stop(grace).await;
     info!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Waits until every client connection has closed, or the deadline. Returns whether they did.
-async fn wait_for_connections(stats: &Stats, deadline: Instant) -> bool {
-    while stats.open_connections() > 0 {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    true
 }

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
@@ -25,6 +25,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
@@ -32,7 +33,8 @@ use crate::queue::Queue;
 use crate::spool;
 use crate::worker::{Phase, Worker};
 
-/// Pause before reconnecting when a worker that says it is ready refuses a connection.
+/// Pause before reconnecting when a worker that says it is ready refuses a connection; and the
+/// longest a slot whose request broke waits for the supervisor's verdict on the process.
 const RECONNECT_DELAY: Duration = Duration::from_millis(50);
 
 /// What every slot needs to know.
@@ -58,7 +60,15 @@ impl Slot {
         let mut phase = self.worker.watch_phase();
         while let Some(generation) = ready_generation(&mut phase).await {
             match Connection::open(&self.worker.socket).await {
-                Ok(mut connection) => self.serve(&mut connection, generation, &mut phase).await,
+                Ok(mut connection) => {
+                    if self.serve(&mut connection, generation, &mut phase).await == Ended::Broken {
+                        // A request broke: the process is most likely dying. Its socket still
+                        // accepts connections into the backlog for a moment after its own
+                        // connections reset, and a request sent there would fail too, so wait
+                        // until the supervisor has seen it exit (or, if it lives, a moment).
+                        let _ = tokio::time::timeout(RECONNECT_DELAY, leaves_generation(&mut phase, generation)).await;
+                    }
+                }
                 Err(err) => {
                     debug!(worker = self.worker.index, "cannot connect to worker: {err}");
                     tokio::time::sleep(RECONNECT_DELAY).await;
@@ -67,8 +77,9 @@ impl Slot {
         }
     }
 
-    /// Runs jobs on `connection` until it closes or the worker leaves generation `generation`.
-    async fn serve(&self, connection: &mut Connection, generation: u64, phase: &mut watch::Receiver<Phase>) {
+    /// Runs jobs on `connection` until it closes, a request on it fails, or the worker leaves
+    /// generation `generation`.
+    async fn serve(&self, connection: &mut Connection, generation: u64, phase: &mut watch::Receiver<Phase>) -> Ended {
         let busy = &self.worker.busy;
         loop {
             let mut next = self.queue.next_job(busy);
@@ -79,16 +90,19 @@ impl Slot {
             };
             let Some(job) = job else {
                 next.cancel(busy);
-                return;
+                return Ended::Closed;
             };
             let started = Instant::now();
             let reusable = self.forward(connection, job).await;
-            busy.fetch_sub(1, Ordering::Relaxed);
+            busy.down();
             let took = started.elapsed();
             self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
             self.queue.record_service(took);
-            if !reusable || *phase.borrow() != (Phase::Ready { generation }) {
-                return;
+            if !reusable {
+                return Ended::Broken;
+            }
+            if *phase.borrow() != (Phase::Ready { generation }) {
+                return Ended::Closed;
             }
         }
     }
@@ -170,6 +184,15 @@ impl Slot {
             }
         }
     }
+}
+
+/// How a slot's connection ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Closed while idle, or the worker is being replaced: reconnect when it is ready.
+    Closed,
+    /// A request failed on it (the worker died, hung, or broke the connection).
+    Broken,
 }
 
 /// Waits until the worker is ready and returns its generation; `None` once it is stopped.
@@ -296,4 +319,115 @@ enum SendError {
     Http(hyper::Error),
     #[error("worker closed the connection and refused a new one: {0}")]
     Reconnect(io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::RequestBody;
+    use crate::queue::Wait;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::UnixListener;
+
+    /// A worker process stood in for by a task: `answer` decides what each connection gets.
+    struct FakeWorker {
+        worker: Arc<Worker>,
+        queue: Arc<Queue>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl FakeWorker {
+        /// Listens on a fresh socket, serves each connection with `serve`, and runs one slot.
+        fn start<F, Fut>(request_timeout: Duration, serve: F) -> FakeWorker
+        where
+            F: Fn(UnixStream) -> Fut + Send + 'static,
+            Fut: std::future::Future<Output = ()> + Send + 'static,
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("worker.sock");
+            let listener = UnixListener::bind(&socket).unwrap();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream));
+                }
+            });
+            let worker = Arc::new(Worker::new(1, socket));
+            worker.set_phase(Phase::Ready { generation: 1 });
+            let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
+            let settings = Arc::new(SlotSettings { request_timeout, response_buffer: 64 * 1024 });
+            tokio::spawn(Slot { worker: worker.clone(), queue: queue.clone(), settings }.run());
+            FakeWorker { worker, queue, _dir: dir }
+        }
+
+        fn request(&self, path: &str) -> Wait {
+            let request = http::Request::builder()
+                .uri(path)
+                .header(http::header::HOST, "test")
+                .body(RequestBody::Memory(Bytes::new()))
+                .unwrap();
+            self.queue.enqueue(request)
+        }
+    }
+
+    /// Reads one request head from a worker connection; false if the connection ended first.
+    async fn read_head(stream: &mut UnixStream) -> bool {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if !matches!(stream.read(&mut byte).await, Ok(1)) {
+                return false;
+            }
+            head.push(byte[0]);
+        }
+        true
+    }
+
+    #[tokio::test]
+    async fn responses_come_back_and_the_slot_takes_the_next_request() {
+        let fake = FakeWorker::start(Duration::from_secs(30), |mut stream| async move {
+            while read_head(&mut stream).await {
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+            }
+        });
+        for path in ["/a", "/b"] {
+            let Outcome::Response(response) = fake.request(path).outcome().await else { panic!("no response") };
+            assert_eq!(response.head.status, http::StatusCode::OK);
+            assert!(matches!(response.body, ResponseBody::Complete(body) if body == "ok"));
+        }
+        assert_eq!(fake.worker.served.load(Ordering::Relaxed), 2);
+        fake.worker.busy.zero().await;
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_vanishes_mid_request_fails_only_that_request_with_502() {
+        let died = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fake = FakeWorker::start(Duration::from_secs(30), move |mut stream| {
+            let died = died.clone();
+            async move {
+                while read_head(&mut stream).await {
+                    if !died.swap(true, Ordering::Relaxed) {
+                        return; // the process dies without answering
+                    }
+                    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+                }
+            }
+        });
+        assert!(matches!(fake.request("/dies").outcome().await, Outcome::Failed(Failure::WorkerFailed)));
+        // The slot connects again (to the restarted worker) and serves what comes next.
+        let Outcome::Response(response) = fake.request("/next").outcome().await else { panic!("no response") };
+        assert_eq!(response.head.status, http::StatusCode::OK);
+        fake.worker.busy.zero().await;
+    }
+
+    #[tokio::test]
+    async fn a_worker_silent_past_the_request_timeout_gets_504_and_is_reported_hung() {
+        let fake = FakeWorker::start(Duration::from_millis(200), |mut stream| async move {
+            read_head(&mut stream).await;
+            std::future::pending::<()>().await; // stuck
+        });
+        let hung = fake.worker.clone();
+        let reported = tokio::spawn(async move { hung.hung().await });
+        assert!(matches!(fake.request("/stuck").outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
+        reported.await.unwrap();
+    }
 }

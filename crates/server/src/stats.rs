@@ -2,9 +2,9 @@
 //!
 //! The queue is the thing to watch (its depth, its high-water mark, how long requests waited),
 //! so its figures come from the queue itself; this module adds the front's counters
-//! (connections, responses by status, requests abandoned by their clients) and what each
-//! worker is doing, and assembles one [`Snapshot`] for the control endpoint. Counters are
-//! atomics bumped on the request path; everything else is computed only when stats are read.
+//! (connections, responses by status) and what each worker is doing, and assembles one
+//! [`Snapshot`] for the control endpoint. Counters are atomics bumped on the request path;
+//! everything else is computed only when stats are read.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,31 +14,27 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{Queue, QueueSnapshot, Reader};
+use crate::tally::Tally;
 use crate::worker::{Phase, Worker};
 
 /// Counters kept by the front.
 pub struct Stats {
     started: Instant,
-    connections_open: AtomicU64,
-    connections_idle: AtomicU64,
+    connections_open: Tally,
+    connections_idle: Tally,
     connections_accepted: AtomicU64,
     /// Responses sent to clients, indexed by status code.
     responses: [AtomicU64; 600],
-    /// Requests whose client went away: while queued (never run) or while running.
-    abandoned_queued: AtomicU64,
-    abandoned_running: AtomicU64,
 }
 
 impl Default for Stats {
     fn default() -> Self {
         Stats {
             started: Instant::now(),
-            connections_open: AtomicU64::new(0),
-            connections_idle: AtomicU64::new(0),
+            connections_open: Tally::default(),
+            connections_idle: Tally::default(),
             connections_accepted: AtomicU64::new(0),
             responses: std::array::from_fn(|_| AtomicU64::new(0)),
-            abandoned_queued: AtomicU64::new(0),
-            abandoned_running: AtomicU64::new(0),
         }
     }
 }
@@ -56,18 +52,18 @@ impl Stats {
     }
 
     pub fn open_connections(&self) -> u64 {
-        self.connections_open.load(Ordering::Relaxed)
+        self.connections_open.get() as u64
+    }
+
+    /// Resolves once no client connection is open.
+    pub async fn all_connections_closed(&self) {
+        self.connections_open.zero().await
     }
 
     pub fn response_sent(&self, status: http::StatusCode) {
         if let Some(counter) = self.responses.get(status.as_u16() as usize) {
             counter.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    pub fn abandoned(&self, while_queued: bool) {
-        let counter = if while_queued { &self.abandoned_queued } else { &self.abandoned_running };
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Everything, now. Reading resets the queue's high-water mark for `reader`.
@@ -84,20 +80,18 @@ impl Stats {
             })
             .collect();
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let queue_snapshot = queue.snapshot(reader);
         Snapshot {
             uptime_secs: self.started.elapsed().as_secs_f64(),
-            queue: queue.snapshot(reader),
+            abandoned: AbandonedSnapshot { queued: queue_snapshot.withdrawn, running: queue.abandoned_running() },
+            queue: queue_snapshot,
             slots: SlotsSnapshot { busy, total: workers.len() * threads },
             connections: ConnectionsSnapshot {
-                open: load(&self.connections_open),
-                idle: load(&self.connections_idle),
+                open: self.connections_open.get() as u64,
+                idle: self.connections_idle.get() as u64,
                 accepted: load(&self.connections_accepted),
             },
             responses,
-            abandoned: AbandonedSnapshot {
-                queued: load(&self.abandoned_queued),
-                running: load(&self.abandoned_running),
-            },
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }
@@ -107,19 +101,19 @@ impl Stats {
 /// Holds one unit of a gauge while alive.
 pub struct Gauge {
     stats: Arc<Stats>,
-    counter: fn(&Stats) -> &AtomicU64,
+    tally: fn(&Stats) -> &Tally,
 }
 
 impl Gauge {
-    fn raise(stats: Arc<Stats>, counter: fn(&Stats) -> &AtomicU64) -> Self {
-        counter(&stats).fetch_add(1, Ordering::Relaxed);
-        Gauge { stats, counter }
+    fn raise(stats: Arc<Stats>, tally: fn(&Stats) -> &Tally) -> Self {
+        tally(&stats).up();
+        Gauge { stats, tally }
     }
 }
 
 impl Drop for Gauge {
     fn drop(&mut self) {
-        (self.counter)(&self.stats).fetch_sub(1, Ordering::Relaxed);
+        (self.tally)(&self.stats).down();
     }
 }
 
@@ -182,7 +176,7 @@ impl WorkerSnapshot {
             index: worker.index,
             pid,
             state: state.to_owned(),
-            busy: worker.busy.load(Ordering::Relaxed),
+            busy: worker.busy.get(),
             requests: worker.served.load(Ordering::Relaxed),
             busy_secs: worker.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
             restarts: worker.restarts.load(Ordering::Relaxed),

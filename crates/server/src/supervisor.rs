@@ -250,10 +250,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
 
 /// Waits until none of the worker's slots is running a request, or `limit` passes.
 async fn wait_until_idle(worker: &Worker, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while worker.busy.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let _ = tokio::time::timeout(limit, worker.busy.zero()).await;
 }
 
 /// Sleeps for `pause`; returns true if a stop was requested meanwhile (or before).
@@ -262,4 +259,97 @@ async fn pause_or_stop(pause: Duration, stop: &mut watch::Receiver<Option<Durati
         return true;
     }
     tokio::time::timeout(pause, stop.wait_for(Option::is_some)).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Failure, Outcome, RequestBody};
+    use bytes::Bytes;
+
+    /// A worker in a few lines of Python: answers every request with its pid, and exits when
+    /// asked to (`/exit`), as a crashing app would.
+    const WORKER: &str = r#"
+import os, socket
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(os.environ["HEADWAY_SOCKET"])
+listener.listen()
+while True:
+    connection, _ = listener.accept()
+    data = b""
+    while True:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+        while b"\r\n\r\n" in data:
+            head, _, data = data.partition(b"\r\n\r\n")
+            if b" /exit " in head:
+                os._exit(3)
+            body = str(os.getpid()).encode()
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+"#;
+
+    async fn start() -> (Supervisor, Arc<Queue>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.py");
+        std::fs::write(&script, WORKER).unwrap();
+        let config = SupervisorConfig {
+            workers: 1,
+            threads: 1,
+            launch: Launch::Command(format!("exec python3 {}", script.display())),
+            boot_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+        };
+        let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
+        let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });
+        (Supervisor::start(config, queue.clone(), slots).await.expect("the worker starts"), queue, dir)
+    }
+
+    /// The pid that answered `path`, or the failure.
+    async fn request(queue: &Arc<Queue>, path: &str) -> Result<u32, Failure> {
+        let request = http::Request::builder()
+            .uri(path)
+            .header(http::header::HOST, "test")
+            .body(RequestBody::Memory(Bytes::new()))
+            .unwrap();
+        match queue.enqueue(request).outcome().await {
+            Outcome::Response(response) => {
+                let crate::job::ResponseBody::Complete(body) = response.body else { panic!("a short body") };
+                Ok(std::str::from_utf8(&body).unwrap().parse().unwrap())
+            }
+            Outcome::Failed(failure) => Err(failure),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_dies_fails_its_request_and_is_restarted() {
+        let (supervisor, queue, _dir) = start().await;
+        let worker = supervisor.workers()[0].clone();
+        let first = request(&queue, "/").await.unwrap();
+        assert_eq!(first, worker.pid());
+        assert_eq!(request(&queue, "/exit").await, Err(Failure::WorkerFailed));
+        // The request after the crash waits in the queue for the new process.
+        let second = request(&queue, "/").await.unwrap();
+        assert_ne!(second, first);
+        assert_eq!(worker.restarts.load(Ordering::Relaxed), 1);
+        supervisor.stop(Duration::from_secs(1)).await;
+        assert_eq!(worker.phase(), Phase::Stopped);
+    }
+
+    #[tokio::test]
+    async fn a_reload_replaces_the_worker_with_no_failed_request() {
+        let (supervisor, queue, _dir) = start().await;
+        let before = request(&queue, "/").await.unwrap();
+        let reloader = supervisor.reloader();
+        let reload = tokio::spawn(async move { reloader.reload().await });
+        // Requests made during the reload wait for the new process; none fails.
+        let during = request(&queue, "/").await;
+        reload.await.unwrap().expect("the reload completes");
+        let after = request(&queue, "/").await.unwrap();
+        assert!(during.is_ok(), "{during:?}");
+        assert_ne!(after, before);
+        assert_eq!(supervisor.workers()[0].restarts.load(Ordering::Relaxed), 0, "a reload is not a restart");
+        supervisor.stop(Duration::from_secs(1)).await;
+    }
 }

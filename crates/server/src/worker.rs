@@ -10,7 +10,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tokio::sync::{watch, Notify};
+
+use crate::tally::Tally;
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,8 +51,8 @@ pub struct Worker {
     pub index: usize,
     pub socket: PathBuf,
     /// Slots of this worker that are running a request now. The queue reads it to pick the
-    /// least busy worker.
-    pub busy: Arc<AtomicUsize>,
+    /// least busy worker; a drain waits for it to reach zero.
+    pub busy: Arc<Tally>,
     pub served: AtomicU64,
     /// Total time its slots spent running requests, in microseconds. Against the worker's CPU
     /// time it tells how CPU-bound the app is (`headway lab recommend` uses it).
@@ -67,7 +69,7 @@ impl Worker {
         Worker {
             index,
             socket,
-            busy: Arc::new(AtomicUsize::new(0)),
+            busy: Arc::new(Tally::default()),
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),

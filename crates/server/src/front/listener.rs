@@ -1,17 +1,24 @@
 //! Listening sockets: TCP (IPv4 or IPv6) and unix, for the public addresses and the control
-//! address alike.
+//! address alike, and the one accept loop they all run.
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tracing::{debug, warn};
 
 /// How many connections the kernel holds for us before we accept them. The front accepts as
 /// fast as it can, so this only matters in the first instants of a burst.
 const BACKLOG: i32 = 2048;
+/// Pauses after an accept that failed for lack of resources: doubling from the first to the
+/// last, reset by the next success.
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+const LAST_PAUSE: Duration = Duration::from_secs(1);
 
 /// An address to listen on, as given with `--bind` or `--control`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +104,9 @@ impl Listener {
         match self {
             Listener::Tcp(listener) => {
                 let (stream, peer) = listener.accept().await?;
-                // Responses are written whole; waiting to coalesce them only adds latency.
-                stream.set_nodelay(true)?;
+                // Responses are written whole; waiting to coalesce them only adds latency. A
+                // socket that refuses the option is already broken, and its reads will say so.
+                let _ = stream.set_nodelay(true);
                 Ok(Accepted::Tcp(stream, peer))
             }
             Listener::Unix(listener, _) => Ok(Accepted::Unix(listener.accept().await?.0)),
@@ -112,6 +120,42 @@ impl Listener {
             Listener::Unix(_, path) => Ok(Bind::Unix(path.clone())),
         }
     }
+}
+
+/// Accepts connections on `listener` until `stop` resolves, handing each to `serve`.
+///
+/// Every listener runs this loop. When the process is out of file descriptors (or the kernel out
+/// of memory for sockets), the listener stays readable and accept keeps failing: the loop then
+/// pauses, longer each time, while the connections being served free some. A connection that
+/// was reset before it could be accepted is only skipped.
+pub async fn accept_until(listener: &Listener, stop: impl Future<Output = ()>, mut serve: impl FnMut(Accepted)) {
+    tokio::pin!(stop);
+    let mut pause = Duration::ZERO;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => return,
+        };
+        match accepted {
+            Ok(connection) => {
+                pause = Duration::ZERO;
+                serve(connection);
+            }
+            Err(err) if is_out_of_resources(&err) => {
+                pause = (pause * 2).clamp(FIRST_PAUSE, LAST_PAUSE);
+                warn!("cannot accept a connection: {err}; pausing accepts for {pause:?}");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = &mut stop => return,
+                }
+            }
+            Err(err) => debug!("a connection was lost before it was accepted: {err}"),
+        }
+    }
+}
+
+fn is_out_of_resources(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
 impl Drop for Listener {

@@ -7,19 +7,20 @@
 mod conn;
 pub mod forward;
 pub mod listener;
+mod read;
+mod relay;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::warn;
 
 use crate::access_log::AccessLog;
 use crate::http1::request::Limits;
 use crate::queue::Queue;
 use crate::stats::Stats;
 use conn::Connection;
-use listener::{Accepted, Listener};
+use listener::{accept_until, Accepted, Listener};
 
 /// How the front treats clients.
 #[derive(Debug, Clone)]
@@ -54,25 +55,20 @@ impl Front {
     /// connections are refused by the kernel) and returns.
     pub async fn accept_loop(self: Arc<Self>, listener: Listener) {
         let mut shutdown = self.shutdown.clone();
-        loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                _ = shutdown.wait_for(|stopping| *stopping) => return,
-            };
-            match accepted {
-                Ok(Accepted::Tcp(stream, peer)) => {
-                    tokio::spawn(Connection::new(stream, Some(peer.ip()), self.clone()).serve());
-                }
-                Ok(Accepted::Unix(stream)) => {
-                    tokio::spawn(Connection::new(stream, None, self.clone()).serve());
-                }
-                Err(err) => {
-                    // Usually out of file descriptors; the connections being served will
-                    // free some. Pausing keeps this loop from spinning meanwhile.
-                    warn!("cannot accept a connection: {err}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+        let stopping = async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+        };
+        accept_until(&listener, stopping, |accepted| match accepted {
+            Accepted::Tcp(stream, peer) => {
+                tokio::spawn(Connection::new(stream, Some(peer.ip()), self.clone()).serve());
             }
-        }
+            Accepted::Unix(stream) => {
+                tokio::spawn(Connection::new(stream, None, self.clone()).serve());
+            }
+        })
+        .await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! Reading requests from a client: a head within its deadline, then the whole body, before the
+//! request may queue.
+//!
+//! The rules of what is a valid request live in [`crate::http1`]; this file does the I/O around
+//! them: the idle wait for a keep-alive connection's next request (holding no buffer), the
+//! header timeout (408), the body read with its stall timeout, `100 Continue`, and the body's
+//! buffering in memory or a spool.
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{StatusCode, Version};
+use tokio::io::AsyncReadExt;
+use tokio::time::{sleep_until, timeout, timeout_at, Instant};
+
+use super::conn::{ClientStream, Connection, End, READ_CHUNK};
+use crate::http1::chunked::ChunkedDecoder;
+use crate::http1::request::{parse_head, Framing, RequestHead};
+use crate::http1::HttpError;
+use crate::job::RequestBody;
+use crate::spool;
+
+impl<S: ClientStream> Connection<S> {
+    /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
+    /// server is shutting down, while no request was under way.
+    pub(super) async fn read_head(&mut self) -> Result<Option<RequestHead>, End> {
+        let settings = &self.front.settings;
+        let first = self.requests == 0;
+        // The first request must be complete within the header timeout of the accept; later
+        // ones within the header timeout of their first byte.
+        let first_deadline = self.accepted_at + settings.header_timeout;
+        if self.buf.is_empty() {
+            // An idle connection holds no buffer: ten thousand idle keep-alive clients should
+            // cost a few megabytes, not a read buffer each. The buffer comes back with the
+            // next request's first bytes.
+            self.buf = BytesMut::new();
+            let idle_until = if first { first_deadline } else { Instant::now() + settings.keep_alive_timeout };
+            let _idle = self.front.stats.connection_idle();
+            let mut shutdown = self.front.shutdown.clone();
+            let (io, buf) = (&mut self.io, &mut self.buf);
+            let next_bytes = async {
+                io.readable().await?;
+                buf.reserve(READ_CHUNK);
+                io.read_buf(buf).await
+            };
+            tokio::select! {
+                read = next_bytes => if read? == 0 { return Ok(None) },
+                () = sleep_until(idle_until) => return Ok(None),
+                _ = shutdown.wait_for(|stopping| *stopping) => return Ok(None),
+            }
+        }
+        let deadline = if first { first_deadline } else { Instant::now() + settings.header_timeout };
+        let mut scanned = 0;
+        loop {
+            // Parse only once the blank line that ends a head has arrived (or the limit is
+            // reached): re-parsing on every byte of a slowly sent head would be quadratic.
+            if has_head_end(&self.buf, scanned) || self.buf.len() >= settings.limits.max_head {
+                match parse_head(&self.buf, &settings.limits) {
+                    Ok(Some((head, len))) => {
+                        self.buf.advance(len);
+                        return Ok(Some(head));
+                    }
+                    Ok(None) => {}
+                    Err(error) => return Err(End::Refuse(error, Version::HTTP_11)),
+                }
+            }
+            scanned = self.buf.len();
+            self.buf.reserve(READ_CHUNK);
+            match timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
+                Ok(read) => {
+                    if read? == 0 {
+                        return Err(End::Gone); // closed mid-head: nobody to answer
+                    }
+                }
+                Err(_) => {
+                    let error = HttpError::new(StatusCode::REQUEST_TIMEOUT, "request header not received in time");
+                    return Err(End::Refuse(error, Version::HTTP_11));
+                }
+            }
+        }
+    }
+
+    /// Reads the whole body. Only then may the request queue.
+    pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
+        let mut sink = BodySink::new(self.front.settings.request_buffer);
+        match head.framing {
+            Framing::Empty => {}
+            Framing::Length(len) => {
+                self.send_continue(head).await?;
+                let mut remaining = len; // at most --max-body, checked by the parser
+                loop {
+                    let take = remaining.min(self.buf.len() as u64) as usize;
+                    if take > 0 {
+                        sink.push(self.buf.split_to(take).freeze())?;
+                        remaining -= take as u64;
+                    }
+                    if remaining == 0 {
+                        break;
+                    }
+                    self.buf.reserve(remaining.min(256 * 1024) as usize);
+                    self.read_body_bytes().await?;
+                }
+            }
+            Framing::Chunked => {
+                self.send_continue(head).await?;
+                let mut decoder = ChunkedDecoder::new(self.front.settings.limits.max_body);
+                let mut decoded = BytesMut::new();
+                loop {
+                    let used =
+                        decoder.decode(&self.buf, &mut decoded).map_err(|error| End::Refuse(error, head.version))?;
+                    self.buf.advance(used);
+                    if !decoded.is_empty() {
+                        sink.push(decoded.split().freeze())?;
+                    }
+                    if decoder.is_done() {
+                        break;
+                    }
+                    self.buf.reserve(READ_CHUNK);
+                    self.read_body_bytes().await?;
+                }
+            }
+        }
+        Ok(sink.finish())
+    }
+
+    /// One read of body bytes; a client silent for the I/O timeout gets 408.
+    async fn read_body_bytes(&mut self) -> Result<(), End> {
+        match timeout(self.front.settings.io_timeout, self.io.read_buf(&mut self.buf)).await {
+            Ok(read) if read.as_ref().is_ok_and(|&n| n > 0) => Ok(()),
+            Ok(_) => Err(End::Gone),
+            Err(_) => Err(End::Refuse(
+                HttpError::new(StatusCode::REQUEST_TIMEOUT, "request body not received in time"),
+                Version::HTTP_11,
+            )),
+        }
+    }
+
+    /// Tells a client that waits for it to send its body (RFC 9110 section 10.1.1).
+    async fn send_continue(&mut self, head: &RequestHead) -> Result<(), End> {
+        if head.expect_continue && self.buf.is_empty() {
+            self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects a request body: in memory up to the request buffer size, then in a spool (a
+/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
+/// memory.
+struct BodySink {
+    pieces: Vec<Bytes>,
+    len: u64,
+    memory_limit: usize,
+    spool: Option<(spool::Writer, spool::Reader)>,
+}
+
+impl BodySink {
+    fn new(memory_limit: usize) -> Self {
+        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
+    }
+
+    fn push(&mut self, data: Bytes) -> Result<(), End> {
+        self.len += data.len() as u64;
+        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
+            self.pieces.push(data);
+            return Ok(());
+        }
+        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
+        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
+        spooled.map_err(|err| {
+            tracing::warn!("cannot buffer a request body: {err}");
+            End::Refuse(
+                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
+                Version::HTTP_11,
+            )
+        })
+    }
+
+    fn finish(self) -> RequestBody {
+        match self.spool {
+            Some((writer, reader)) => {
+                writer.finish();
+                RequestBody::Spooled { reader, len: self.len }
+            }
+            None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
+            None => RequestBody::Memory(self.pieces.concat().into()),
+        }
+    }
+}
+
+/// Whether `buf` holds the blank line that ends a head, looking only at bytes from `from`
+/// on (and the three before, which may start the terminator).
+fn has_head_end(buf: &[u8], from: usize) -> bool {
+    let start = from.saturating_sub(3);
+    let window = &buf[start..];
+    window.windows(2).any(|pair| pair == b"\n\n") || window.windows(3).any(|triple| triple == b"\n\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_head_end;
+
+    #[test]
+    fn finds_head_end_across_reads() {
+        let head = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert!(has_head_end(head, 0));
+        assert!(has_head_end(head, head.len() - 1), "terminator split across reads");
+        assert!(!has_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n", 0));
+        assert!(has_head_end(b"GET / HTTP/1.0\n\n", 10));
+    }
+}
