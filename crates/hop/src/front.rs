@@ -1,0 +1,161 @@
+//! The front's end of one worker process's region.
+//!
+//! For each slot the front writes a request into the request ring and publishes it, then reads
+//! the response from the response ring. It sleeps only in its event loop, on the [`Doorbell`];
+//! the worker rings it when the front said it sleeps ([`FrontEnd::arm`]) and a response arrived,
+//! or when request space the front waits for was freed. Which slot had news is found by
+//! comparing each slot's positions with those the front last saw ([`FrontEnd::news`]).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{fence, Ordering};
+
+use crate::region::{Header, Layout, Line, Region, IDLE, PUBLISHED};
+use crate::ring::Ring;
+use crate::wake::{futex_wake, Doorbell};
+use crate::HopError;
+
+pub struct FrontEnd {
+    region: Region,
+    doorbell: Doorbell,
+}
+
+/// Where a slot's rings stood when the front last looked: news is a change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seen {
+    response_tail: u32,
+    request_head: u32,
+}
+
+impl FrontEnd {
+    /// A region and a doorbell for a worker process about to start.
+    pub fn new(layout: Layout) -> io::Result<FrontEnd> {
+        Ok(FrontEnd { region: Region::create(layout)?, doorbell: Doorbell::new()? })
+    }
+
+    /// The descriptor of the region, for the worker process to inherit.
+    pub fn region_fd(&self) -> BorrowedFd<'_> {
+        self.region.fd()
+    }
+
+    pub fn doorbell(&self) -> &Doorbell {
+        &self.doorbell
+    }
+
+    pub fn slots(&self) -> usize {
+        self.region.layout().slots as usize
+    }
+
+    /// Whether the worker has attached and its threads serve.
+    pub fn is_worker_ready(&self) -> bool {
+        self.region.header().ready.0.load(Ordering::Acquire) != 0
+    }
+
+    pub fn slot(&self, index: usize) -> FrontSlot<'_> {
+        let (control, request, response) = self.region.slot(index);
+        let capacity = self.region.layout().ring_capacity;
+        FrontSlot {
+            header: self.region.header(),
+            state: &control.state,
+            request: Ring::new(&control.request, request, capacity),
+            response: Ring::new(&control.response, response, capacity),
+        }
+    }
+
+    /// The front is going to sleep on the doorbell: the worker rings it after its next response.
+    /// Look for news once more after this, before sleeping.
+    pub fn arm(&self) {
+        self.region.header().front_waiting.0.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The front is awake and will look for news anyway: the worker need not ring.
+    pub fn disarm(&self) {
+        self.region.header().front_waiting.0.store(0, Ordering::Relaxed);
+    }
+
+    /// The slots whose rings moved since `seen` (one entry per slot), which is brought up to date.
+    pub fn news<'s>(&'s self, seen: &'s mut [Seen]) -> impl Iterator<Item = usize> + 's {
+        seen.iter_mut().enumerate().filter_map(move |(index, seen)| {
+            let slot = self.slot(index);
+            let now = Seen { response_tail: slot.response.tail(), request_head: slot.request.head() };
+            (std::mem::replace(seen, now) != now).then_some(index)
+        })
+    }
+}
+
+impl AsFd for FrontEnd {
+    /// The doorbell's descriptor: what the front's event loop waits on.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.doorbell.as_fd()
+    }
+}
+
+/// The front's view of one slot.
+pub struct FrontSlot<'a> {
+    header: &'a Header,
+    state: &'a Line,
+    request: Ring<'a>,
+    response: Ring<'a>,
+}
+
+impl FrontSlot<'_> {
+    /// Whether the worker is done with the last request published here.
+    pub fn is_idle(&self) -> bool {
+        self.state.0.load(Ordering::Acquire) == IDLE
+    }
+
+    /// The largest record payload the rings carry.
+    pub fn max_payload(&self) -> usize {
+        self.request.max_payload()
+    }
+
+    /// Where the worker's reading of the request ring stands: pass it to [`FrontSlot::want_space`]
+    /// after a push that did not fit.
+    pub fn request_head(&self) -> u32 {
+        self.request.head()
+    }
+
+    /// Writes a request record. `Ok(false)`: the ring is full for now.
+    pub fn push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
+        self.request.try_push(kind, parts)
+    }
+
+    /// Hands the request whose head was just pushed to the worker, waking a sleeping thread.
+    pub fn publish(&self) {
+        self.state.0.store(PUBLISHED, Ordering::SeqCst);
+        self.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
+        if self.header.sleepers.0.load(Ordering::SeqCst) > 0 {
+            futex_wake(&self.header.work_seq.0, 1);
+        }
+    }
+
+    /// After pushing more of a body: wakes the worker thread if it waits for it.
+    pub fn pushed(&self) {
+        fence(Ordering::SeqCst);
+        if self.request.control.consumer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            futex_wake(&self.request.control.tail.0, 1);
+        }
+    }
+
+    /// A push did not fit: asks the worker to ring the doorbell when it frees request space.
+    /// Returns false if it already has since `head` was read (push again at once).
+    pub fn want_space(&self, head: u32) -> bool {
+        self.request.control.producer_waiting.0.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.request.head() == head
+    }
+
+    /// Takes the next response record, if one is there; frees its space for a worker thread
+    /// that waits for it.
+    pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
+        let kind = self.response.try_pop(payload)?;
+        if kind.is_some() {
+            fence(Ordering::SeqCst);
+            if self.response.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+                futex_wake(&self.response.control.head.0, 1);
+            }
+        }
+        Ok(kind)
+    }
+}

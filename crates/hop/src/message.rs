@@ -1,0 +1,191 @@
+//! What the records of a slot's rings carry.
+//!
+//! A request is a [`REQUEST_HEAD`] record, then [`BODY`] records until the body length the head
+//! announced is reached (the front has read the whole body before the request queued, so it
+//! always knows it). A response is a [`RESPONSE_HEAD`] record, [`BODY`] records, and [`END`]; or,
+//! when the app fails after its head was written, [`ABORT`], after which the front cuts the
+//! client's connection so the client sees a truncated response, not a complete one.
+//!
+//! The head records are a flat, length-prefixed encoding (little-endian) of what the HTTP/1.1
+//! head would say: the worker turns it straight into a WSGI environ, and the front straight into
+//! its response head, with no text to parse on either side.
+
+use crate::HopError;
+
+pub const REQUEST_HEAD: u8 = 1;
+pub const BODY: u8 = 2;
+pub const RESPONSE_HEAD: u8 = 3;
+pub const END: u8 = 4;
+pub const ABORT: u8 = 5;
+
+/// Header fields as (name, value), borrowing a record's bytes.
+pub type Fields<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// A request head as the worker reads it, borrowing the record's bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RequestHead<'a> {
+    pub body_len: u64,
+    /// HTTP/1.1 when true, else HTTP/1.0.
+    pub http11: bool,
+    pub method: &'a [u8],
+    /// Origin form (`/path?query`) or `*`.
+    pub target: &'a [u8],
+    pub headers: Fields<'a>,
+}
+
+/// Appends the encoding of a request head to `out`.
+pub fn encode_request_head<'a>(
+    out: &mut Vec<u8>,
+    body_len: u64,
+    http11: bool,
+    method: &[u8],
+    target: &[u8],
+    headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+) {
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.push(http11 as u8);
+    put_short(out, method);
+    put_long(out, target);
+    put_headers(out, headers);
+}
+
+pub fn decode_request_head(record: &[u8]) -> Result<RequestHead<'_>, HopError> {
+    let mut reader = Reader(record);
+    let body_len = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+    let http11 = reader.take(1)?[0] != 0;
+    let method = reader.short()?;
+    let target = reader.long()?;
+    let headers = reader.headers()?;
+    reader.end()?;
+    Ok(RequestHead { body_len, http11, method, target, headers })
+}
+
+/// A response head as the front reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResponseHead<'a> {
+    pub status: u16,
+    pub headers: Fields<'a>,
+}
+
+pub fn encode_response_head<'a>(
+    out: &mut Vec<u8>,
+    status: u16,
+    headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+) {
+    out.extend_from_slice(&status.to_le_bytes());
+    put_headers(out, headers);
+}
+
+pub fn decode_response_head(record: &[u8]) -> Result<ResponseHead<'_>, HopError> {
+    let mut reader = Reader(record);
+    let status = u16::from_le_bytes(reader.take(2)?.try_into().expect("2 bytes"));
+    let headers = reader.headers()?;
+    reader.end()?;
+    Ok(ResponseHead { status, headers })
+}
+
+fn put_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let len = u16::try_from(bytes.len()).expect("a name is shorter than 64 KiB");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_long(out: &mut Vec<u8>, bytes: &[u8]) {
+    let len = u32::try_from(bytes.len()).expect("a value is shorter than 4 GiB");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_headers<'a>(out: &mut Vec<u8>, headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>) {
+    let count = u32::try_from(headers.len()).expect("fewer than 4 billion headers");
+    out.extend_from_slice(&count.to_le_bytes());
+    for (name, value) in headers {
+        put_short(out, name);
+        put_long(out, value);
+    }
+}
+
+/// Reads a record front to back, refusing anything that runs past its end.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], HopError> {
+        if n > self.0.len() {
+            return Err(HopError::Corrupt("a head record ends early"));
+        }
+        let (taken, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(taken)
+    }
+
+    fn short(&mut self) -> Result<&'a [u8], HopError> {
+        let len = u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes"));
+        self.take(len as usize)
+    }
+
+    fn long(&mut self) -> Result<&'a [u8], HopError> {
+        let len = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes"));
+        self.take(len as usize)
+    }
+
+    fn headers(&mut self) -> Result<Fields<'a>, HopError> {
+        let count = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
+        // Each header takes at least 6 bytes: a count beyond that is a lie, not an allocation.
+        if count > self.0.len() / 6 {
+            return Err(HopError::Corrupt("more headers than bytes"));
+        }
+        let mut headers = Vec::with_capacity(count);
+        for _ in 0..count {
+            headers.push((self.short()?, self.long()?));
+        }
+        Ok(headers)
+    }
+
+    fn end(&self) -> Result<(), HopError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(HopError::Corrupt("bytes after the end of a head record"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_heads_round_trip() {
+        let headers: Vec<(&[u8], &[u8])> = vec![(b"host", b"example.com"), (b"x-forwarded-for", b"192.0.2.1")];
+        let mut record = Vec::new();
+        encode_request_head(&mut record, 42, true, b"POST", b"/p?q=1", headers.iter().copied());
+        let head = decode_request_head(&record).unwrap();
+        assert_eq!(
+            head,
+            RequestHead { body_len: 42, http11: true, method: b"POST", target: b"/p?q=1", headers: headers.clone() }
+        );
+    }
+
+    #[test]
+    fn response_heads_round_trip() {
+        let headers: Vec<(&[u8], &[u8])> = vec![(b"content-type", b"text/plain"), (b"set-cookie", b"a=1")];
+        let mut record = Vec::new();
+        encode_response_head(&mut record, 404, headers.iter().copied());
+        assert_eq!(decode_response_head(&record).unwrap(), ResponseHead { status: 404, headers });
+    }
+
+    #[test]
+    fn truncated_and_lying_records_are_refused() {
+        let mut record = Vec::new();
+        encode_response_head(&mut record, 200, [(&b"a"[..], &b"b"[..])].into_iter());
+        for cut in 0..record.len() {
+            assert!(decode_response_head(&record[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = record.clone();
+        longer.push(0);
+        assert!(decode_response_head(&longer).is_err());
+        // A header count of four billion in a short record.
+        let lie = [200u8, 0, 255, 255, 255, 255];
+        assert!(decode_response_head(&lie).is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The shared memory of one worker process: a header, then a block per slot holding the control
+//! words of the slot and the bytes of its two rings.
+//!
+//! The front creates a region for each worker process it starts (a `memfd`, so it has no name
+//! in the file system and goes away with the last process that maps it) and hands the worker
+//! its file descriptor. Every word both sides change is an atomic in the mapping; each one a
+//! side writes often sits on a cache line of its own, so the two processes do not slow each
+//! other down by writing next to each other.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
+
+use crate::HopError;
+
+/// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
+/// to attach rather than misreading the layout.
+const MAGIC: u64 = 0x4845_4144_5741_5901;
+const HEADER_SIZE: usize = 4096;
+/// Control words of a slot, before its ring bytes.
+const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
+/// The smallest and largest ring sizes accepted.
+const MIN_CAPACITY: u32 = 4096;
+const MAX_CAPACITY: u32 = 1 << 28;
+
+/// How a region is divided: `slots` blocks, each with two rings of `ring_capacity` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub slots: u32,
+    pub ring_capacity: u32,
+}
+
+impl Layout {
+    /// `slots` slots whose rings hold at least `min_ring_bytes` each (rounded up to a power of
+    /// two, so positions wrap with a mask).
+    pub fn new(slots: u32, min_ring_bytes: usize) -> Layout {
+        let capacity = (min_ring_bytes.clamp(MIN_CAPACITY as usize, MAX_CAPACITY as usize)).next_power_of_two();
+        Layout { slots, ring_capacity: capacity as u32 }
+    }
+
+    fn slot_stride(&self) -> usize {
+        (SLOT_CONTROL_SIZE + 2 * self.ring_capacity as usize).next_multiple_of(4096)
+    }
+
+    pub fn size(&self) -> usize {
+        HEADER_SIZE + self.slots as usize * self.slot_stride()
+    }
+}
+
+/// A word on a cache line of its own.
+#[repr(C, align(64))]
+#[derive(Default)]
+pub(crate) struct Line(pub AtomicU32);
+
+/// The start of the region.
+#[repr(C)]
+pub(crate) struct Header {
+    magic: u64,
+    slots: u32,
+    ring_capacity: u32,
+    /// 1 once the worker's threads serve.
+    pub ready: Line,
+    /// Bumped each time the front publishes a request: the futex word idle worker threads
+    /// sleep on.
+    pub work_seq: Line,
+    /// Worker threads asleep (or about to be) on `work_seq`.
+    pub sleepers: Line,
+    /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
+    /// writing a response, and only then.
+    pub front_waiting: Line,
+}
+
+/// The control words of one direction of a slot.
+#[repr(C)]
+pub(crate) struct RingControl {
+    /// Bytes written so far (a wrapping count), advanced by the producer only.
+    pub tail: Line,
+    /// Bytes read so far, advanced by the consumer only; the futex word a producer waiting for
+    /// space sleeps on.
+    pub head: Line,
+    /// Set by a producer that waits for space, cleared by the consumer that wakes it.
+    pub producer_waiting: Line,
+    /// Set by a consumer that waits for bytes, cleared by the producer that wakes it.
+    pub consumer_waiting: Line,
+}
+
+/// The control words of one slot.
+#[repr(C)]
+pub(crate) struct SlotControl {
+    /// [`IDLE`], [`PUBLISHED`] (a request waits for a worker thread) or [`CLAIMED`].
+    pub state: Line,
+    pub request: RingControl,
+    pub response: RingControl,
+}
+
+pub(crate) const IDLE: u32 = 0;
+pub(crate) const PUBLISHED: u32 = 1;
+pub(crate) const CLAIMED: u32 = 2;
+
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_SIZE);
+
+/// A mapped region.
+pub struct Region {
+    base: NonNull<u8>,
+    layout: Layout,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics (control words) and
+// through byte copies into ring space that the ring protocol gives to one side at a time.
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// A new zeroed region for `layout` (zero is the idle state of every word).
+    pub fn create(layout: Layout) -> io::Result<Region> {
+        // SAFETY: memfd_create with a valid C string; the result is checked.
+        let raw = unsafe { libc::memfd_create(c"headway-hop".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), layout.size() as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let region = Region::map(fd, layout)?;
+        // SAFETY: the header is at the start of a mapping at least HEADER_SIZE long, and the
+        // worker has not been given the region yet.
+        unsafe {
+            let header = region.base.as_ptr() as *mut Header;
+            (*header).magic = MAGIC;
+            (*header).slots = layout.slots;
+            (*header).ring_capacity = layout.ring_capacity;
+        }
+        Ok(region)
+    }
+
+    /// Maps a region the front created and checks that its layout is one this code reads.
+    pub fn attach(fd: OwnedFd) -> Result<Region, HopError> {
+        // SAFETY: fstat into a zeroed stat buffer.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        let size = stat.st_size as usize;
+        if size < HEADER_SIZE {
+            return Err(HopError::Corrupt("the region is smaller than its header"));
+        }
+        // The plain fields of the header were written before the descriptor was passed on.
+        let mut fields = [0u8; 16];
+        // SAFETY: pread into a buffer of the given length.
+        let read = unsafe { libc::pread(fd.as_raw_fd(), fields.as_mut_ptr() as *mut libc::c_void, fields.len(), 0) };
+        if read != fields.len() as isize {
+            return Err(HopError::Corrupt("the region's header cannot be read"));
+        }
+        let magic = u64::from_ne_bytes(fields[..8].try_into().expect("8 bytes"));
+        let slots = u32::from_ne_bytes(fields[8..12].try_into().expect("4 bytes"));
+        let capacity = u32::from_ne_bytes(fields[12..].try_into().expect("4 bytes"));
+        if magic != MAGIC {
+            return Err(HopError::Corrupt("not a headway region of this version"));
+        }
+        let layout = Layout { slots, ring_capacity: capacity };
+        if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) || layout.size() != size {
+            return Err(HopError::Corrupt("the region's layout does not match its size"));
+        }
+        Ok(Region::map(fd, layout)?)
+    }
+
+    fn map(fd: OwnedFd, layout: Layout) -> io::Result<Region> {
+        let len = layout.size();
+        // SAFETY: a fresh shared mapping of our descriptor; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(base as *mut u8).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Region { base, layout, fd })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The descriptor to hand to the worker process.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: the header is at the start of the mapping, which lives as long as `self`.
+        unsafe { &*(self.base.as_ptr() as *const Header) }
+    }
+
+    /// Slot `index`: its control words and the start of its request and response ring bytes.
+    pub(crate) fn slot(&self, index: usize) -> (&SlotControl, NonNull<u8>, NonNull<u8>) {
+        assert!(index < self.layout.slots as usize, "slot {index} of {}", self.layout.slots);
+        let offset = HEADER_SIZE + index * self.layout.slot_stride();
+        // SAFETY: `offset` and the ring spaces after it lie inside the mapping (checked above
+        // against the layout the mapping was made for).
+        unsafe {
+            let block = self.base.as_ptr().add(offset);
+            let control = &*(block as *const SlotControl);
+            let request = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE));
+            let response = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE + self.layout.ring_capacity as usize));
+            (control, request, response)
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped; no reference into it outlives `self`.
+        unsafe {
+            libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.layout.size());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_second_mapping_sees_the_same_words() {
+        let front = Region::create(Layout::new(3, 10_000)).unwrap();
+        assert_eq!(front.layout().ring_capacity, 16384);
+        let worker = Region::attach(front.fd().try_clone_to_owned().unwrap()).unwrap();
+        assert_eq!(worker.layout(), front.layout());
+        front.slot(2).0.state.0.store(PUBLISHED, Ordering::Release);
+        assert_eq!(worker.slot(2).0.state.0.load(Ordering::Acquire), PUBLISHED);
+        assert_eq!(worker.slot(1).0.state.0.load(Ordering::Acquire), IDLE);
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused() {
+        let file = tempfile_with(&[7u8; 8192]);
+        assert!(matches!(Region::attach(file), Err(HopError::Corrupt(_))));
+    }
+
+    fn tempfile_with(bytes: &[u8]) -> OwnedFd {
+        use std::io::Write as _;
+        // SAFETY: memfd_create with a valid C string; checked.
+        let raw = unsafe { libc::memfd_create(c"test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        let mut file = unsafe { std::fs::File::from_raw_fd(raw) };
+        file.write_all(bytes).unwrap();
+        file.into()
+    }
+}

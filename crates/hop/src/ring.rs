@@ -1,0 +1,185 @@
+//! One direction of a slot: a single-producer single-consumer ring of records in shared memory.
+//!
+//! A record is an 8-byte header (payload length, kind) and its payload, written at the
+//! producer's `tail` and made visible all at once by advancing `tail` (release); the consumer
+//! reads at its `head` and frees the space by advancing `head`. Positions are wrapping byte
+//! counts; the capacity is a power of two, so a position's place in the ring is a mask away, and
+//! a record may wrap around the end (it is copied in two pieces).
+//!
+//! The other side may be broken or hostile, so every position and length read from the shared
+//! words is checked before it is used: at worst the exchange fails with
+//! [`HopError::Corrupt`].
+
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+use crate::region::RingControl;
+use crate::HopError;
+
+/// Bytes before each record's payload: its length (u32) and its kind (u32, of which one byte
+/// is used).
+pub const RECORD_HEADER: usize = 8;
+
+/// A view of one ring, from either side.
+#[derive(Clone, Copy)]
+pub struct Ring<'a> {
+    pub(crate) control: &'a RingControl,
+    data: NonNull<u8>,
+    capacity: u32,
+}
+
+impl<'a> Ring<'a> {
+    pub(crate) fn new(control: &'a RingControl, data: NonNull<u8>, capacity: u32) -> Ring<'a> {
+        Ring { control, data, capacity }
+    }
+
+    /// The largest payload one record can carry.
+    pub fn max_payload(&self) -> usize {
+        self.capacity as usize - RECORD_HEADER
+    }
+
+    /// Bytes written and not yet read.
+    fn used(&self, tail: u32, head: u32) -> Result<u32, HopError> {
+        let used = tail.wrapping_sub(head);
+        if used > self.capacity {
+            return Err(HopError::Corrupt("ring positions out of range"));
+        }
+        Ok(used)
+    }
+
+    /// Producer: writes a record made of `parts` if it fits now. `Ok(false)`: not enough space
+    /// yet (the consumer has not read enough); a payload larger than [`Ring::max_payload`] is a
+    /// bug of the caller and panics.
+    pub fn try_push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        assert!(len <= self.max_payload(), "a record of {len} bytes does not fit a ring of {}", self.capacity);
+        let tail = self.control.tail.0.load(Ordering::Relaxed);
+        let head = self.control.head.0.load(Ordering::Acquire);
+        let free = self.capacity - self.used(tail, head)?;
+        if (RECORD_HEADER + len) as u32 > free {
+            return Ok(false);
+        }
+        let mut header = [0u8; RECORD_HEADER];
+        header[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        header[4] = kind;
+        let mut at = tail;
+        self.write_at(at, &header);
+        at = at.wrapping_add(RECORD_HEADER as u32);
+        for part in parts {
+            self.write_at(at, part);
+            at = at.wrapping_add(part.len() as u32);
+        }
+        self.control.tail.0.store(at, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Consumer: takes the next record if there is one, its payload replacing `payload`'s
+    /// contents. Returns its kind.
+    pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
+        let head = self.control.head.0.load(Ordering::Relaxed);
+        let tail = self.control.tail.0.load(Ordering::Acquire);
+        let used = self.used(tail, head)? as usize;
+        if used == 0 {
+            return Ok(None);
+        }
+        if used < RECORD_HEADER {
+            return Err(HopError::Corrupt("a partial record header"));
+        }
+        let mut header = [0u8; RECORD_HEADER];
+        self.read_at(head, &mut header);
+        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        if len > used - RECORD_HEADER {
+            return Err(HopError::Corrupt("a record longer than what was written"));
+        }
+        payload.clear();
+        payload.resize(len, 0);
+        self.read_at(head.wrapping_add(RECORD_HEADER as u32), payload);
+        self.control.head.0.store(head.wrapping_add((RECORD_HEADER + len) as u32), Ordering::Release);
+        Ok(Some(header[4]))
+    }
+
+    /// Whether a record waits for the consumer.
+    pub fn has_data(&self) -> bool {
+        self.control.tail.0.load(Ordering::Acquire) != self.control.head.0.load(Ordering::Relaxed)
+    }
+
+    /// The producer's position (what a consumer waiting for bytes sleeps on).
+    pub(crate) fn tail(&self) -> u32 {
+        self.control.tail.0.load(Ordering::Acquire)
+    }
+
+    /// The consumer's position (what a producer waiting for space sleeps on).
+    pub(crate) fn head(&self) -> u32 {
+        self.control.head.0.load(Ordering::Acquire)
+    }
+
+    fn write_at(&self, position: u32, bytes: &[u8]) {
+        let offset = (position & (self.capacity - 1)) as usize;
+        let first = bytes.len().min(self.capacity as usize - offset);
+        // SAFETY: `offset + first <= capacity` and `bytes.len() - first < capacity`: both copies
+        // land inside the ring, in space the consumer has released (checked by the caller).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.as_ptr().add(offset), first);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.data.as_ptr(), bytes.len() - first);
+        }
+    }
+
+    fn read_at(&self, position: u32, out: &mut [u8]) {
+        let offset = (position & (self.capacity - 1)) as usize;
+        let first = out.len().min(self.capacity as usize - offset);
+        // SAFETY: as in `write_at`, inside the ring, in space the producer has published.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data.as_ptr().add(offset), out.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(self.data.as_ptr(), out.as_mut_ptr().add(first), out.len() - first);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::region::{Layout, Region};
+
+    fn region() -> Region {
+        Region::create(Layout::new(1, 4096)).unwrap()
+    }
+
+    #[test]
+    fn records_come_out_whole_and_in_order_across_the_wrap() {
+        let region = region();
+        let (control, request, _) = region.slot(0);
+        let ring = super::Ring::new(&control.request, request, 4096);
+        let mut payload = Vec::new();
+        // 3000-byte records: the second and later ones wrap around the 4096-byte ring.
+        for round in 0..10u8 {
+            let body = vec![round; 2000];
+            assert!(ring.try_push(round, &[&body, &[round; 1000]]).unwrap());
+            assert!(!ring.try_push(99, &[&[0; 2000]]).unwrap(), "no room for a second one");
+            assert_eq!(ring.try_pop(&mut payload).unwrap(), Some(round));
+            assert_eq!(payload.len(), 3000);
+            assert!(payload.iter().all(|&b| b == round));
+        }
+        assert_eq!(ring.try_pop(&mut payload).unwrap(), None);
+        assert!(!ring.has_data());
+    }
+
+    #[test]
+    fn garbage_positions_are_refused() {
+        let region = region();
+        let (control, request, _) = region.slot(0);
+        let ring = super::Ring::new(&control.request, request, 4096);
+        control.request.tail.0.store(1_000_000, std::sync::atomic::Ordering::Release);
+        assert!(ring.try_pop(&mut Vec::new()).is_err());
+        assert!(ring.try_push(1, &[b"x"]).is_err());
+    }
+
+    #[test]
+    fn a_length_beyond_what_was_written_is_refused() {
+        let region = region();
+        let (control, request, _) = region.slot(0);
+        let ring = super::Ring::new(&control.request, request, 4096);
+        assert!(ring.try_push(1, &[b"hello"]).unwrap());
+        // The producer's header claims more bytes than it published.
+        ring.write_at(0, &100u32.to_le_bytes());
+        assert!(ring.try_pop(&mut Vec::new()).is_err());
+    }
+}

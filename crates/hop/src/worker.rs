@@ -1,0 +1,189 @@
+//! The worker's end of its region.
+//!
+//! Any of the worker's threads may serve any slot: a thread that finishes a request looks for a
+//! published one ([`WorkerEnd::try_claim`]) and goes on with it while it still holds whatever it
+//! holds (the GIL, for the Python worker), so under load one thread serves request after request
+//! without sleeping or handing anything over. Only a thread that finds nothing sleeps
+//! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
+//!
+//! The waits here block the calling thread: a Python worker calls them with the GIL released.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+use crate::region::{Header, Line, Region, CLAIMED, IDLE, PUBLISHED};
+use crate::ring::Ring;
+use crate::wake::{futex_wait, futex_wake, Doorbell};
+use crate::HopError;
+
+/// The environment variable through which the front names the descriptors it passed down:
+/// `REGION_FD,DOORBELL_FD`.
+pub const ENV: &str = "HEADWAY_HOP";
+
+pub struct WorkerEnd {
+    region: Region,
+    doorbell: Doorbell,
+}
+
+impl WorkerEnd {
+    pub fn attach(region: OwnedFd, doorbell: OwnedFd) -> Result<WorkerEnd, HopError> {
+        Ok(WorkerEnd { region: Region::attach(region)?, doorbell: Doorbell::from_fd(doorbell) })
+    }
+
+    /// The region and doorbell named by [`ENV`], if the front passed them.
+    ///
+    /// # Safety
+    /// The descriptors named there must be open and owned by nobody else in this process (the
+    /// front passed them down and nothing else took them): they are closed with the result.
+    pub unsafe fn from_env() -> Result<Option<WorkerEnd>, HopError> {
+        let Ok(value) = std::env::var(ENV) else { return Ok(None) };
+        let fds: Vec<i32> = value.split(',').filter_map(|fd| fd.trim().parse().ok()).collect();
+        let [region, doorbell] = fds[..] else {
+            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD"));
+        };
+        // SAFETY: the caller vouches that both descriptors are ours to own.
+        let (region, doorbell) = unsafe { (OwnedFd::from_raw_fd(region), OwnedFd::from_raw_fd(doorbell)) };
+        WorkerEnd::attach(region, doorbell).map(Some)
+    }
+
+    pub fn slots(&self) -> usize {
+        self.region.layout().slots as usize
+    }
+
+    /// Tells the front the worker serves.
+    pub fn announce_ready(&self) {
+        self.region.header().ready.0.store(1, Ordering::SeqCst);
+        self.doorbell.ring();
+    }
+
+    /// Takes a published request, if there is one: its slot is this thread's until
+    /// [`WorkerSlot::release`].
+    pub fn try_claim(&self) -> Option<usize> {
+        (0..self.slots()).find(|&index| {
+            let (control, _, _) = self.region.slot(index);
+            control.state.0.load(Ordering::Relaxed) == PUBLISHED
+                && control.state.0.compare_exchange(PUBLISHED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        })
+    }
+
+    /// Sleeps until the front publishes a request (or `timeout`); call after
+    /// [`WorkerEnd::try_claim`] found nothing, and claim again after.
+    pub fn wait_for_work(&self, timeout: Option<Duration>) {
+        let header = self.header();
+        let seen = header.work_seq.0.load(Ordering::SeqCst);
+        header.sleepers.0.fetch_add(1, Ordering::SeqCst);
+        // Published between the failed claim and the count above: the front may not have seen
+        // this thread as a sleeper, so look once more before sleeping.
+        let published =
+            (0..self.slots()).any(|index| self.region.slot(index).0.state.0.load(Ordering::SeqCst) == PUBLISHED);
+        if !published {
+            futex_wait(&header.work_seq.0, seen, timeout);
+        }
+        header.sleepers.0.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes every thread in [`WorkerEnd::wait_for_work`] (to stop).
+    pub fn wake_all(&self) {
+        let header = self.header();
+        header.work_seq.0.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&header.work_seq.0, u32::MAX);
+    }
+
+    pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
+        let (control, request, response) = self.region.slot(index);
+        let capacity = self.region.layout().ring_capacity;
+        WorkerSlot {
+            header: self.header(),
+            state: &control.state,
+            request: Ring::new(&control.request, request, capacity),
+            response: Ring::new(&control.response, response, capacity),
+            doorbell: &self.doorbell,
+        }
+    }
+
+    fn header(&self) -> &Header {
+        self.region.header()
+    }
+}
+
+/// A worker thread's view of the slot it claimed.
+pub struct WorkerSlot<'a> {
+    header: &'a Header,
+    state: &'a Line,
+    request: Ring<'a>,
+    response: Ring<'a>,
+    doorbell: &'a Doorbell,
+}
+
+impl WorkerSlot<'_> {
+    /// The largest record payload the rings carry.
+    pub fn max_payload(&self) -> usize {
+        self.response.max_payload()
+    }
+
+    /// Where the front's writing of the request stands: pass it to
+    /// [`WorkerSlot::wait_for_request`] after a pop that found nothing.
+    pub fn request_tail(&self) -> u32 {
+        self.request.tail()
+    }
+
+    /// Takes the next request record, if the front has written it; tells a front that waits for
+    /// space that there is some.
+    pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
+        let kind = self.request.try_pop(payload)?;
+        if kind.is_some() {
+            fence(Ordering::SeqCst);
+            if self.request.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+                self.doorbell.ring();
+            }
+        }
+        Ok(kind)
+    }
+
+    /// Sleeps until the front writes past `tail` (or `timeout`).
+    pub fn wait_for_request(&self, tail: u32, timeout: Option<Duration>) {
+        let control = self.request.control;
+        control.consumer_waiting.0.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.request.tail() == tail {
+            futex_wait(&control.tail.0, tail, timeout);
+        }
+        control.consumer_waiting.0.store(0, Ordering::Relaxed);
+    }
+
+    /// Where the front's reading of the response stands: pass it to
+    /// [`WorkerSlot::wait_for_space`] after a push that did not fit.
+    pub fn response_head(&self) -> u32 {
+        self.response.head()
+    }
+
+    /// Writes a response record. `Ok(false)`: the ring is full for now.
+    pub fn push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
+        self.response.try_push(kind, parts)
+    }
+
+    /// Sleeps until the front reads past `head` (or `timeout`).
+    pub fn wait_for_space(&self, head: u32, timeout: Option<Duration>) {
+        let control = self.response.control;
+        control.producer_waiting.0.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.response.head() == head {
+            futex_wait(&control.head.0, head, timeout);
+        }
+    }
+
+    /// After pushing response records: rings the doorbell if the front sleeps.
+    pub fn pushed(&self) {
+        fence(Ordering::SeqCst);
+        if self.header.front_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            self.doorbell.ring();
+        }
+    }
+
+    /// Gives the slot back before the response's last record: once the front has read that
+    /// record it may publish the next request here at once.
+    pub fn release(&self) {
+        self.state.0.store(IDLE, Ordering::SeqCst);
+    }
+}
