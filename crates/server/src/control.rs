@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use headway_common::stats::{Snapshot, WorkerSnapshot};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -18,7 +19,7 @@ use tracing::debug;
 
 use crate::front::listener::{Accepted, Bind, Listener};
 use crate::queue::{Queue, Reader};
-use crate::stats::{Snapshot, Stats};
+use crate::stats::Stats;
 use crate::worker::Worker;
 
 /// What the control endpoint reads from.
@@ -134,7 +135,7 @@ fn prometheus(s: &Snapshot) -> String {
     let statuses: Vec<(String, f64)> =
         s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
     metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
-    let per_worker = |value: fn(&crate::stats::WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
+    let per_worker = |value: fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
         s.workers.iter().map(|w| (format!("{{worker=\"{}\"}}", w.index), value(w))).collect()
     };
     metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
