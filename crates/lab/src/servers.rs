@@ -17,6 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use headway_common::executable::{is_executable, which};
+use headway_common::python::{find_python, python_from_env};
 use serde::Serialize;
 
 use crate::process_tree::{signal_tree, tree_of, MemorySampler, Tree};
@@ -109,7 +111,8 @@ pub struct Environment {
     pub headway: PathBuf,
     /// PATH to search for peers.
     pub path: OsString,
-    /// The interpreter whose `-m gunicorn` (etc.) the lab tries first: the Python worker's.
+    /// The interpreter whose `-m gunicorn` (etc.) the lab tries first: the one `headway serve`
+    /// runs its Python worker with.
     pub python: Option<PathBuf>,
     pub twins: Twins,
     /// CPU cores of this machine, for the ideal.
@@ -119,29 +122,10 @@ pub struct Environment {
 impl Environment {
     pub fn new(headway: PathBuf) -> anyhow::Result<Environment> {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        let python = python_of_worker(&headway, &path);
+        let python = find_python(python_from_env(), Some(&headway), &path);
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Environment { headway, path, python, twins: Twins::write()?, cores })
     }
-
-    fn which(&self, program: &str) -> Option<PathBuf> {
-        std::env::split_paths(&self.path).map(|dir| dir.join(program)).find(|path| is_executable(path))
-    }
-}
-
-/// The interpreter `headway serve` would use for its worker: $HEADWAY_PYTHON, else the python3
-/// next to the binary (a pip install puts it there), else python3 on PATH.
-fn python_of_worker(headway: &Path, path: &OsString) -> Option<PathBuf> {
-    if let Some(given) = std::env::var_os("HEADWAY_PYTHON") {
-        return Some(PathBuf::from(given));
-    }
-    let beside = headway.parent().map(|dir| dir.join("python3")).filter(|p| is_executable(p));
-    beside.or_else(|| std::env::split_paths(path).map(|dir| dir.join("python3")).find(|p| is_executable(p)))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// How a server is launched.
@@ -178,7 +162,7 @@ impl std::fmt::Display for Skipped {
 pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
     let missing = || Skipped { server: kind, reason: format!("not installed ({})", kind.install_hint()) };
     let program = |name: &str, version_arg: &str| -> Result<Peer, Skipped> {
-        let path = env.which(name).ok_or_else(missing)?;
+        let path = which(name, &env.path).ok_or_else(missing)?;
         let version = first_line_of(Command::new(&path).arg(version_arg)).ok_or_else(missing)?;
         Ok(Peer { kind, version, found: path.display().to_string(), launcher: Launcher::Program(path) })
     };
@@ -316,7 +300,7 @@ impl Peer {
                     command.args(["--queue-timeout", &secs.to_string()]);
                 }
                 if self.kind == ServerKind::HeadwayPuma {
-                    let puma = env.which("puma").unwrap_or_else(|| "puma".into());
+                    let puma = which("puma", &env.path).unwrap_or_else(|| "puma".into());
                     let cmd = format!(
                         "exec {} -e production -t {t}:{t} -b unix://{{socket}} {}",
                         shell_quote(&puma),
