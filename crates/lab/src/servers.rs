@@ -8,8 +8,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,15 +16,21 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use headway_common::bind::Bind;
+use headway_common::client;
 use headway_common::executable::{is_executable, which};
 use headway_common::python::{find_python, python_from_env};
+use headway_common::stats::{Snapshot, WorkerState};
 use serde::Serialize;
 
 use crate::process_tree::{signal_tree, tree_of, MemorySampler, Tree};
 use crate::twins::{Twins, ASGI_APP, WSGI_APP};
 
-/// Longest a server may take to answer its first request.
+/// Longest a server may take to be ready.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest the lab waits for one answer to its own requests (readiness, stats): a server that
+/// takes longer is not ready, or not well.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest a server may take to exit after SIGTERM before it gets SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -258,8 +263,8 @@ pub struct RunningServer {
 }
 
 impl Peer {
-    /// Starts the server and waits until it answers (for headway: until every worker is ready).
-    pub fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
+    /// Starts the server and waits until it is ready (see [`RunningServer::readiness`]).
+    pub async fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
         let port = free_port()?;
         let control_port =
             matches!(self.kind, ServerKind::Headway | ServerKind::HeadwayPuma).then(free_port).transpose()?;
@@ -274,7 +279,7 @@ impl Peer {
         }
         let memory = MemorySampler::start(child.id());
         let mut server = RunningServer { kind: self.kind, port, control_port, config, child, log, memory };
-        server.wait_ready()?;
+        server.wait_ready().await?;
         Ok(server)
     }
 
@@ -364,40 +369,52 @@ impl RunningServer {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + BOOT_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!("{} exited with {status} while starting; its last output:\n{}", self.name(), self.log_tail());
             }
-            if self.answers()? {
-                return Ok(());
-            }
+            let not_yet = match self.readiness().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => "not every worker is ready".to_owned(),
+                Err(err) => format!("{err:#}"),
+            };
             if Instant::now() > deadline {
-                bail!("{} did not answer within {BOOT_TIMEOUT:?}; its last output:\n{}", self.name(), self.log_tail());
+                bail!(
+                    "{} was not ready within {BOOT_TIMEOUT:?} ({not_yet}); its last output:\n{}",
+                    self.name(),
+                    self.log_tail()
+                );
             }
-            std::thread::sleep(POLL_EVERY);
+            tokio::time::sleep(POLL_EVERY).await;
         }
     }
 
-    /// Ready means: headway's workers are all ready (from its stats); any other server answers
-    /// GET /hello with 200.
-    fn answers(&self) -> anyhow::Result<bool> {
-        if self.control_port.is_some() {
-            let Some(stats) = self.stats() else { return Ok(false) };
-            let workers = stats["workers"].as_array().cloned().unwrap_or_default();
-            let ready = workers.iter().filter(|w| w["state"] == "ready").count();
-            if ready < self.config.workers {
-                return Ok(false);
+    /// Whether the server is ready, by its own account, not by any page of the app (an app under
+    /// `recommend` may have none the lab knows): headway when its control address shows every
+    /// worker ready; any other server when its port answers HTTP at all, whatever the status.
+    /// An error is a server that does not answer (yet).
+    async fn readiness(&self) -> anyhow::Result<bool> {
+        match self.stats().await? {
+            Some(stats) => {
+                let ready = stats.workers.iter().filter(|worker| worker.state == WorkerState::Ready).count();
+                Ok(ready >= self.config.workers)
+            }
+            None => {
+                let public = local(self.port);
+                in_time(&public, "/", client::get(&public, "/")).await.map(|_| true)
             }
         }
-        Ok(http_get(self.port, "/hello").is_ok_and(|(status, _)| status == 200))
     }
 
-    /// headway's stats (JSON from its control address); `None` for peers or when unreachable.
-    pub fn stats(&self) -> Option<serde_json::Value> {
-        let (status, body) = http_get(self.control_port?, "/stats").ok()?;
-        (status == 200).then(|| serde_json::from_str(&body).ok()).flatten()
+    /// headway's stats, from its control address; `None` for a peer, which has none.
+    pub async fn stats(&self) -> anyhow::Result<Option<Snapshot>> {
+        let Some(port) = self.control_port else { return Ok(None) };
+        let control = local(port);
+        let body = in_time(&control, "/stats", client::get_stats(&control)).await?;
+        let stats = serde_json::from_slice(&body).with_context(|| format!("{control}/stats is not headway's stats"))?;
+        Ok(Some(stats))
     }
 
     /// The last lines of the server's output.
@@ -449,20 +466,20 @@ impl Drop for RunningServer {
     }
 }
 
-/// GET `path` on 127.0.0.1:`port` with `Connection: close`: status and body. For readiness and
-/// stats only (the load itself goes through headway load).
-pub fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    let timeout = Duration::from_secs(2);
-    let mut stream = TcpStream::connect_timeout(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)), timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").context("no complete response head")?;
-    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).context("no status code")?;
-    Ok((status, body.to_owned()))
+/// 127.0.0.1:`port`, where the lab runs every server.
+fn local(port: u16) -> Bind {
+    Bind::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+/// The answer to `request` (a GET of `path` at `bind`), if it comes within [`ANSWER_TIMEOUT`].
+async fn in_time<T>(
+    bind: &Bind,
+    path: &str,
+    request: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(ANSWER_TIMEOUT, request)
+        .await
+        .with_context(|| format!("no answer from {bind}{path} within {ANSWER_TIMEOUT:?}"))?
 }
 
 #[cfg(test)]
