@@ -1,6 +1,7 @@
-//! The servers the lab compares, one definition each: how to tell it is installed (and how to
-//! install it when it is not), how to start it with W processes x T request slots serving the
-//! demo app (or its twin) on 127.0.0.1, when it is ready, and how to stop it.
+//! The servers the lab compares, one entry each in [`PEERS`]: how to tell it is installed (and
+//! how to install it when it is not), and how to start it with W processes x T request slots
+//! serving the demo app (or its twin) on 127.0.0.1; then, for all of them alike, when a started
+//! one is ready and how to stop it.
 //!
 //! A started server is a [`RunningServer`]: a guard that stops the whole process tree when it is
 //! dropped, also on an error, and that is registered so Ctrl-C stops it too ([`stop_all_live`]).
@@ -35,6 +36,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
+/// The servers the lab knows. Each has its entry in [`PEERS`], in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum ServerKind {
     Headway,
@@ -48,65 +50,117 @@ pub enum ServerKind {
     Node,
 }
 
+/// Everything the lab knows about one server. Adding a peer is adding its [`ServerKind`] and
+/// its entry here.
+static PEERS: [PeerSpec; 7] = [
+    PeerSpec {
+        kind: ServerKind::Headway,
+        name: "headway",
+        find: Find::Headway { worker: None },
+        install_hint: "build headway with cargo build --release",
+        configuration: "headway serve -w W -t T (the demo app, Python WSGI worker)",
+        args: headway_args,
+    },
+    PeerSpec {
+        kind: ServerKind::HeadwayPuma,
+        name: "headway+puma",
+        find: Find::Headway { worker: Some("puma") },
+        install_hint: "apt-get install puma ruby-rack",
+        configuration: "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
+        args: headway_puma_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Puma,
+        name: "puma",
+        find: Find::Program { program: "puma", version_prefix: "" },
+        install_hint: "apt-get install puma ruby-rack",
+        configuration: "puma -t T:T [-w W] demo.ru (single mode when W = 1)",
+        args: puma_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Gunicorn,
+        name: "gunicorn",
+        find: Find::PythonModule("gunicorn"),
+        install_hint: "pip install gunicorn",
+        configuration: "gunicorn -k gthread -w W --threads T headway.demo:app",
+        args: gunicorn_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Granian,
+        name: "granian",
+        find: Find::PythonModule("granian"),
+        install_hint: "pip install granian",
+        configuration: "granian --interface wsgi --workers W --blocking-threads T headway.demo:app",
+        args: granian_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Uvicorn,
+        name: "uvicorn",
+        find: Find::PythonModule("uvicorn"),
+        install_hint: "pip install 'uvicorn[standard]'",
+        configuration: "uvicorn --workers W headway.twins.demo_asgi:app (async: no slots)",
+        args: uvicorn_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Node,
+        name: "node",
+        find: Find::Program { program: "node", version_prefix: "node " },
+        install_hint: "apt-get install nodejs",
+        configuration: "WEB_CONCURRENCY=W node demo.js (cluster when W > 1; async: no slots)",
+        args: node_args,
+    },
+];
+
+struct PeerSpec {
+    kind: ServerKind,
+    /// Its name in `--servers` and in the tables.
+    name: &'static str,
+    find: Find,
+    /// The command that installs it, for the line that says it is skipped.
+    install_hint: &'static str,
+    /// How it is configured for W x T, for the tables' footnotes.
+    configuration: &'static str,
+    /// Its command line for W x T on a port, after the program (or `python -m MODULE`).
+    args: fn(&mut Command, &Setup),
+}
+
+/// How the lab finds a server.
+enum Find {
+    /// The headway binary the lab runs, and the program on PATH it runs as its worker (--cmd).
+    Headway { worker: Option<&'static str> },
+    /// A program on PATH whose `--version` names it (after `version_prefix`).
+    Program { program: &'static str, version_prefix: &'static str },
+    /// A Python module, run as `python -m MODULE` by the Python worker's interpreter when that
+    /// can import it (its `__version__` names it), else its script on PATH.
+    PythonModule(&'static str),
+}
+
 impl ServerKind {
-    pub const ALL: [ServerKind; 7] = [
-        ServerKind::Headway,
-        ServerKind::HeadwayPuma,
-        ServerKind::Puma,
-        ServerKind::Gunicorn,
-        ServerKind::Granian,
-        ServerKind::Uvicorn,
-        ServerKind::Node,
-    ];
+    /// Every server, in the order of [`PEERS`].
+    pub fn all() -> impl Iterator<Item = ServerKind> {
+        PEERS.iter().map(|spec| spec.kind)
+    }
+
+    fn spec(self) -> &'static PeerSpec {
+        &PEERS[self as usize]
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "headway",
-            ServerKind::HeadwayPuma => "headway+puma",
-            ServerKind::Puma => "puma",
-            ServerKind::Gunicorn => "gunicorn",
-            ServerKind::Granian => "granian",
-            ServerKind::Uvicorn => "uvicorn",
-            ServerKind::Node => "node",
-        }
+        self.spec().name
     }
 
     pub fn parse(name: &str) -> Option<ServerKind> {
-        ServerKind::ALL.into_iter().find(|kind| kind.name() == name.trim())
-    }
-
-    fn install_hint(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "build headway with cargo build --release",
-            ServerKind::HeadwayPuma | ServerKind::Puma => "apt-get install puma ruby-rack",
-            ServerKind::Gunicorn => "pip install gunicorn",
-            ServerKind::Granian => "pip install granian",
-            ServerKind::Uvicorn => "pip install 'uvicorn[standard]'",
-            ServerKind::Node => "apt-get install nodejs",
-        }
-    }
-
-    /// Python peers: the module run with `python -m`, and the one whose `__version__` names it.
-    fn python_module(self) -> Option<&'static str> {
-        match self {
-            ServerKind::Gunicorn => Some("gunicorn"),
-            ServerKind::Granian => Some("granian"),
-            ServerKind::Uvicorn => Some("uvicorn"),
-            _ => None,
-        }
+        ServerKind::all().find(|kind| kind.name() == name.trim())
     }
 
     /// How this server is configured for W x T, for the tables' footnotes.
     pub fn configuration(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "headway serve -w W -t T (the demo app, Python WSGI worker)",
-            ServerKind::HeadwayPuma => "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
-            ServerKind::Puma => "puma -t T:T [-w W] demo.ru (single mode when W = 1)",
-            ServerKind::Gunicorn => "gunicorn -k gthread -w W --threads T headway.demo:app",
-            ServerKind::Granian => "granian --interface wsgi --workers W --blocking-threads T headway.demo:app",
-            ServerKind::Uvicorn => "uvicorn --workers W headway.twins.demo_asgi:app (async: no slots)",
-            ServerKind::Node => "WEB_CONCURRENCY=W node demo.js (cluster when W > 1; async: no slots)",
-        }
+        self.spec().configuration
+    }
+
+    /// headway has a control address: the lab reads its stats there.
+    fn has_control(self) -> bool {
+        matches!(self.spec().find, Find::Headway { .. })
     }
 }
 
@@ -165,37 +219,28 @@ impl std::fmt::Display for Skipped {
 
 /// Finds `kind` in `env`, or says why it is skipped and how to install it.
 pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
-    let missing = || Skipped { server: kind, reason: format!("not installed ({})", kind.install_hint()) };
-    let program = |name: &str, version_arg: &str| -> Result<Peer, Skipped> {
-        let path = which(name, &env.path).ok_or_else(missing)?;
-        let version = first_line_of(Command::new(&path).arg(version_arg)).ok_or_else(missing)?;
-        Ok(Peer { kind, version, found: path.display().to_string(), launcher: Launcher::Program(path) })
-    };
-    match kind {
-        ServerKind::Headway => {
+    let spec = kind.spec();
+    let missing = || Skipped { server: kind, reason: format!("not installed ({})", spec.install_hint) };
+    match spec.find {
+        Find::Headway { worker } => {
             if !is_executable(&env.headway) {
                 return Err(missing());
             }
-            let version = format!("headway {}", env!("CARGO_PKG_VERSION"));
-            let found = env.headway.display().to_string();
+            let mut version = format!("headway {}", env!("CARGO_PKG_VERSION"));
+            let mut found = env.headway.display().to_string();
+            if let Some(worker) = worker {
+                let (path, worker_version) = program_version(worker, env).ok_or_else(missing)?;
+                version = format!("{version} + {worker_version}");
+                found = format!("{found} with {}", path.display());
+            }
             Ok(Peer { kind, version, found, launcher: Launcher::Program(env.headway.clone()) })
         }
-        ServerKind::Puma => program("puma", "--version"),
-        ServerKind::HeadwayPuma => {
-            let headway = detect(ServerKind::Headway, env).map_err(|_| missing())?;
-            let puma = program("puma", "--version")?;
-            Ok(Peer {
-                kind,
-                version: format!("{} + {}", headway.version, puma.version),
-                found: format!("{} with {}", headway.found, puma.found),
-                launcher: headway.launcher,
-            })
+        Find::Program { program, version_prefix } => {
+            let (path, version) = program_version(program, env).ok_or_else(missing)?;
+            let found = path.display().to_string();
+            Ok(Peer { kind, version: format!("{version_prefix}{version}"), found, launcher: Launcher::Program(path) })
         }
-        ServerKind::Node => {
-            program("node", "--version").map(|peer| Peer { version: format!("node {}", peer.version), ..peer })
-        }
-        ServerKind::Gunicorn | ServerKind::Granian | ServerKind::Uvicorn => {
-            let module = kind.python_module().expect("a Python peer has a module");
+        Find::PythonModule(module) => {
             if let Some(python) = &env.python {
                 let probe = format!("import {module}; print({module}.__version__)");
                 if let Some(version) = first_line_of(Command::new(python).args(["-c", &probe])) {
@@ -207,10 +252,18 @@ pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
                     });
                 }
             }
-            let peer = program(module, "--version")?;
-            Ok(Peer { found: format!("{} (on PATH, not importable by the worker's Python)", peer.found), ..peer })
+            let (path, version) = program_version(module, env).ok_or_else(missing)?;
+            let found = format!("{} (on PATH, not importable by the worker's Python)", path.display());
+            Ok(Peer { kind, version, found, launcher: Launcher::Program(path) })
         }
     }
+}
+
+/// `program` on the lab's PATH, and the first line of its `--version`.
+fn program_version(program: &str, env: &Environment) -> Option<(PathBuf, String)> {
+    let path = which(program, &env.path)?;
+    let version = first_line_of(Command::new(&path).arg("--version"))?;
+    Some((path, version))
 }
 
 /// The first non-empty line a command prints (stdout, else stderr), if it runs and succeeds.
@@ -266,10 +319,9 @@ impl Peer {
     /// Starts the server and waits until it is ready (see [`RunningServer::readiness`]).
     pub async fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
         let port = free_port()?;
-        let control_port =
-            matches!(self.kind, ServerKind::Headway | ServerKind::HeadwayPuma).then(free_port).transpose()?;
+        let control_port = self.kind.has_control().then(free_port).transpose()?;
         let log = env.twins.log_path(&format!("{}-{}x{}-{port}", self.kind.name(), config.workers, config.threads));
-        let mut command = self.command(env, config, port, control_port);
+        let mut command = self.command(&Setup { env, config, port, control_port });
         let config = config.clone();
         let output = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
         command.stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output).process_group(0);
@@ -283,9 +335,7 @@ impl Peer {
         Ok(server)
     }
 
-    fn command(&self, env: &Environment, config: &ServerConfig, port: u16, control: Option<u16>) -> Command {
-        let (w, t) = (config.workers.to_string(), config.threads.to_string());
-        let bind = format!("127.0.0.1:{port}");
+    fn command(&self, setup: &Setup) -> Command {
         let mut command = match &self.launcher {
             Launcher::Program(path) => Command::new(path),
             Launcher::PythonModule { python, module } => {
@@ -294,52 +344,11 @@ impl Peer {
                 command
             }
         };
-        match self.kind {
-            ServerKind::Headway | ServerKind::HeadwayPuma => {
-                command.arg("serve").args(&config.app);
-                command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
-                if let Some(control) = control {
-                    command.args(["--control", &format!("127.0.0.1:{control}")]);
-                }
-                if let Some(secs) = config.queue_timeout {
-                    command.args(["--queue-timeout", &secs.to_string()]);
-                }
-                if self.kind == ServerKind::HeadwayPuma {
-                    let puma = which("puma", &env.path).unwrap_or_else(|| "puma".into());
-                    let cmd = format!(
-                        "exec {} -e production -t {t}:{t} -b unix://{{socket}} {}",
-                        shell_quote(&puma),
-                        shell_quote(&env.twins.rack_app())
-                    );
-                    command.args(["--cmd", &cmd]);
-                }
-            }
-            ServerKind::Puma => {
-                command.args(["-e", "production", "-t", &format!("{t}:{t}"), "-b", &format!("tcp://{bind}")]);
-                if config.workers > 1 {
-                    command.args(["-w", &w]);
-                }
-                command.arg(env.twins.rack_app());
-            }
-            ServerKind::Gunicorn => {
-                command.args(["-k", "gthread", "-w", &w, "--threads", &t, "-b", &bind]);
-                command.args(["--log-level", "warning", "--graceful-timeout", "1", WSGI_APP]);
-            }
-            ServerKind::Granian => {
-                command.args(["--interface", "wsgi", "--workers", &w, "--blocking-threads", &t]);
-                command.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--log-level", "warning", WSGI_APP]);
-            }
-            ServerKind::Uvicorn => {
-                command.args(["--workers", &w, "--host", "127.0.0.1", "--port", &port.to_string()]);
-                command.args(["--log-level", "warning", ASGI_APP]);
-            }
-            ServerKind::Node => {
-                command.arg(env.twins.node_app()).env("WEB_CONCURRENCY", &w).env("PORT", port.to_string());
-                command.env_remove("HEADWAY_SOCKET");
-            }
-        }
-        if self.kind.python_module().is_some() {
-            let mut path = OsString::from(env.twins.python_path());
+        let spec = self.kind.spec();
+        (spec.args)(&mut command, setup);
+        if matches!(spec.find, Find::PythonModule(_)) {
+            // The Python peers import the demo app from the twins' directory.
+            let mut path = OsString::from(setup.env.twins.python_path());
             if let Some(old) = std::env::var_os("PYTHONPATH").filter(|old| !old.is_empty()) {
                 path.push(":");
                 path.push(old);
@@ -348,6 +357,82 @@ impl Peer {
         }
         command
     }
+}
+
+/// What a server's command line is made of.
+struct Setup<'a> {
+    env: &'a Environment,
+    config: &'a ServerConfig,
+    port: u16,
+    /// headway's control port.
+    control_port: Option<u16>,
+}
+
+impl Setup<'_> {
+    fn workers(&self) -> String {
+        self.config.workers.to_string()
+    }
+
+    fn threads(&self) -> String {
+        self.config.threads.to_string()
+    }
+
+    fn host_port(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+fn headway_args(command: &mut Command, setup: &Setup) {
+    let (w, t, bind) = (setup.workers(), setup.threads(), setup.host_port());
+    command.arg("serve").args(&setup.config.app);
+    command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
+    if let Some(control) = setup.control_port {
+        command.args(["--control", &format!("127.0.0.1:{control}")]);
+    }
+    if let Some(secs) = setup.config.queue_timeout {
+        command.args(["--queue-timeout", &secs.to_string()]);
+    }
+}
+
+fn headway_puma_args(command: &mut Command, setup: &Setup) {
+    headway_args(command, setup);
+    let t = setup.threads();
+    let puma = which("puma", &setup.env.path).unwrap_or_else(|| "puma".into());
+    let cmd = format!(
+        "exec {} -e production -t {t}:{t} -b unix://{{socket}} {}",
+        shell_quote(&puma),
+        shell_quote(&setup.env.twins.rack_app())
+    );
+    command.args(["--cmd", &cmd]);
+}
+
+fn puma_args(command: &mut Command, setup: &Setup) {
+    let t = setup.threads();
+    command.args(["-e", "production", "-t", &format!("{t}:{t}"), "-b", &format!("tcp://{}", setup.host_port())]);
+    if setup.config.workers > 1 {
+        command.args(["-w", &setup.workers()]);
+    }
+    command.arg(setup.env.twins.rack_app());
+}
+
+fn gunicorn_args(command: &mut Command, setup: &Setup) {
+    command.args(["-k", "gthread", "-w", &setup.workers(), "--threads", &setup.threads(), "-b", &setup.host_port()]);
+    command.args(["--log-level", "warning", "--graceful-timeout", "1", WSGI_APP]);
+}
+
+fn granian_args(command: &mut Command, setup: &Setup) {
+    command.args(["--interface", "wsgi", "--workers", &setup.workers(), "--blocking-threads", &setup.threads()]);
+    command.args(["--host", "127.0.0.1", "--port", &setup.port.to_string(), "--log-level", "warning", WSGI_APP]);
+}
+
+fn uvicorn_args(command: &mut Command, setup: &Setup) {
+    command.args(["--workers", &setup.workers(), "--host", "127.0.0.1", "--port", &setup.port.to_string()]);
+    command.args(["--log-level", "warning", ASGI_APP]);
+}
+
+fn node_args(command: &mut Command, setup: &Setup) {
+    command.arg(setup.env.twins.node_app()).env("WEB_CONCURRENCY", setup.workers());
+    command.env("PORT", setup.port.to_string()).env_remove("HEADWAY_SOCKET");
 }
 
 fn shell_quote(path: &Path) -> String {
@@ -520,9 +605,16 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for kind in ServerKind::ALL {
+        for kind in ServerKind::all() {
             assert_eq!(ServerKind::parse(kind.name()), Some(kind));
         }
         assert_eq!(ServerKind::parse("apache"), None);
+    }
+
+    #[test]
+    fn peers_are_listed_in_the_order_of_their_kinds() {
+        for (index, spec) in PEERS.iter().enumerate() {
+            assert_eq!(spec.kind as usize, index, "{} is out of place in PEERS", spec.name);
+        }
     }
 }
