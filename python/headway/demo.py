@@ -47,7 +47,7 @@ def ok(body, cpu_ms=0, wait_ms=0):
 def integer(name, text, maximum):
     """Parse a decimal integer 0..maximum (ASCII digits only) or raise BadParameter."""
     if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) > maximum:
-        raise BadParameter("bad %s: expected an integer from 0 to %d" % (name, maximum))
+        raise BadParameter(f"bad {name}: expected an integer from 0 to {maximum}")
     return int(text)
 
 

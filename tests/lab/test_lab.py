@@ -16,7 +16,8 @@ from conftest import headway_binary  # noqa: E402
 
 
 def lab_env():
-    return {**os.environ, "PYTHONPATH": str(REPO / "python"), "HEADWAY_PYTHON": os.environ.get("HEADWAY_PYTHON", sys.executable)}
+    return {**os.environ, "PYTHONPATH": str(REPO / "python"),
+            "HEADWAY_PYTHON": os.environ.get("HEADWAY_PYTHON", sys.executable)}
 
 
 def test_quick_scenarios_give_tables_and_json():

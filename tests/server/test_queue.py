@@ -2,7 +2,6 @@
 requests whose client left."""
 
 import json
-import socket
 import threading
 import time
 

@@ -58,7 +58,7 @@ def test_queued_large_uploads_wait_on_disk_not_in_memory(serve):
     wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the blocker to start")
     rss_before = server.stats()["front"]["rss_bytes"]
     uploads = []
-    for n in range(8):
+    for _ in range(8):
         body = os.urandom(16 << 20)
         sock = server.connect(timeout=60)
         send_request(sock, "POST", "/digest", body=body)

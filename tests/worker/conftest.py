@@ -28,7 +28,7 @@ def start_worker(tmp_path, socket_dir):
     started = []
 
     def start(app=None, threads=2, *extra):
-        socket_path = socket_dir / ("w%d.sock" % len(started))
+        socket_path = socket_dir / f"w{len(started)}.sock"
         args = ["--socket", str(socket_path), "--threads", str(threads), *extra]
         if app is not None:
             args.append(app)

@@ -74,9 +74,9 @@ def run_server(tmp_path):
     servers = []
 
     def run(command, env, address):
-        server = Server(command, env, tmp_path / ("server%d.log" % len(servers)))
+        server = Server(command, env, tmp_path / f"server{len(servers)}.log")
         servers.append(server)
-        wait_until_accepting(address, server.proc, lambda: "%s (log: %s)" % (command[0], server.log()))
+        wait_until_accepting(address, server.proc, lambda: f"{command[0]} (log: {server.log()})")
         return server
 
     yield run
@@ -100,7 +100,7 @@ def comparable(response):
 def test_twin_answers_like_the_wsgi_demo(name, run_server, start_worker, socket_dir):
     installed, command, extra_env = SERVERS[name]
     if not installed():
-        pytest.skip("%s is not installed here" % name)
+        pytest.skip(f"{name} is not installed here")
     sock = str(socket_dir / (name + ".sock"))
     env = python_env(**{key: value or sock for key, value in extra_env.items()})
     server = run_server(command(sock), env, sock)
@@ -150,6 +150,6 @@ def test_node_twin_cluster_on_tcp(run_server):
 @pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed here")
 def test_puma_twin_on_tcp(run_server):
     port = free_port()
-    command = ["puma", "-t", "2:2", "-b", "tcp://127.0.0.1:%d" % port, str(TWINS / "demo.ru")]
+    command = ["puma", "-t", "2:2", "-b", f"tcp://127.0.0.1:{port}", str(TWINS / "demo.ru")]
     server = run_server(command, python_env(), ("127.0.0.1", port))
     assert pids_of_new_connections(("127.0.0.1", port), 2) == [str(server.proc.pid)] * 2

@@ -95,7 +95,7 @@ def test_bad_app_exits_1_with_one_line(tmp_path, socket_dir, app, reason):
     path = socket_dir / "w.sock"
     status, stdout, stderr = run_to_exit(tmp_path, ["--socket", str(path), app])
     assert status == 1
-    assert stderr.splitlines()[-1] == "headway worker: cannot import %s: %s" % (app, reason)
+    assert stderr.splitlines()[-1] == f"headway worker: cannot import {app}: {reason}"
     assert stdout == b""
     assert not path.exists()  # never listened
 
@@ -117,7 +117,7 @@ def test_factory_form_and_socket_from_the_environment(tmp_path, socket_dir):
         proc.wait(TIMEOUT)
         proc.stdout.close()
     lines = stderr_path.read_text().splitlines()
-    assert lines == ["headway worker: pid %d serving worker_apps:make_app() on %s with 1 threads" % (proc.pid, path)]
+    assert lines == [f"headway worker: pid {proc.pid} serving worker_apps:make_app() on {path} with 1 threads"]
 
 
 def test_a_stale_socket_file_is_replaced(start_worker, socket_dir):
@@ -133,7 +133,7 @@ def test_a_regular_file_at_the_socket_path_is_not_replaced(tmp_path, socket_dir)
     path.write_text("precious")
     status, _, stderr = run_to_exit(tmp_path, ["--socket", str(path)])
     assert status == 1
-    assert stderr.splitlines()[-1] == "headway worker: %s exists and is not a socket; not replacing it" % path
+    assert stderr.splitlines()[-1] == f"headway worker: {path} exists and is not a socket; not replacing it"
     assert path.read_text() == "precious"
 
 

@@ -8,7 +8,14 @@ import pytest
 
 from headway.demo import app
 from headway.worker.http import (
-    ChunkedBody, FixedBody, HTTPError, PeerClosed, Reader, chunk, date_line, error_response,
+    ChunkedBody,
+    FixedBody,
+    HTTPError,
+    PeerClosed,
+    Reader,
+    chunk,
+    date_line,
+    error_response,
     parse_request,
 )
 from headway.worker.wsgi import InputStream, StartResponse
@@ -58,7 +65,7 @@ def test_parse_request_fields():
     ("HTTP/1.0", "Keep-Alive", True),
 ])
 def test_keep_alive_rules(version, connection, keep_alive):
-    head = "GET / %s\r\nHost: x" % version
+    head = f"GET / {version}\r\nHost: x"
     if connection:
         head += "\r\nConnection: " + connection
     assert parse_request(head.encode()).keep_alive is keep_alive

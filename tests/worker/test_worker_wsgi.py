@@ -172,9 +172,9 @@ def test_file_wrapper_with_sendfile(apps_worker, tmp_path):
     path = tmp_path / "data.bin"
     path.write_bytes(data)
     client = apps_worker.client()
-    response = client.request("GET", "/files?kind=sendfile&path=%s" % path)
+    response = client.request("GET", f"/files?kind=sendfile&path={path}")
     assert response.body == data and response.header("Content-Length") == str(len(data))
-    response = client.request("GET", "/files?kind=sendfile&offset=1000&path=%s" % path)
+    response = client.request("GET", f"/files?kind=sendfile&offset=1000&path={path}")
     assert response.body == data[1000:]
 
 

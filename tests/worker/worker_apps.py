@@ -32,7 +32,7 @@ class Recorded:
     def __iter__(self):
         for number, data in enumerate(self.chunks):
             if number == self.fail_after:
-                raise RuntimeError("failing on purpose after %d chunks" % number)
+                raise RuntimeError(f"failing on purpose after {number} chunks")
             if self.pause:
                 time.sleep(self.pause)
             yield data

@@ -43,7 +43,7 @@ class Response:
 
     def header(self, name):
         values = [value for key, value in self.headers if key.lower() == name.lower()]
-        assert len(values) <= 1, "header %s sent %d times" % (name, len(values))
+        assert len(values) <= 1, f"header {name} sent {len(values)} times"
         return values[0] if values else None
 
 
@@ -65,13 +65,13 @@ class Client:
         self.sock.sendall(data)
 
     def request(self, method, target, headers=(), body=b"", version="HTTP/1.1", host="localhost"):
-        lines = ["%s %s %s" % (method, target, version)]
+        lines = [f"{method} {target} {version}"]
         if host is not None:
-            lines.append("Host: %s" % host)
+            lines.append(f"Host: {host}")
         names = {name.lower() for name, _ in headers}
         if body and "content-length" not in names and "transfer-encoding" not in names:
-            lines.append("Content-Length: %d" % len(body))
-        lines += ["%s: %s" % header for header in headers]
+            lines.append(f"Content-Length: {len(body)}")
+        lines += [f"{name}: {value}" for name, value in headers]
         self.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         return self.read_response(method)
 
@@ -159,13 +159,13 @@ def wait_until_accepting(address, proc, describe):
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail("%s exited with %s before it listened" % (describe(), proc.returncode))
+            pytest.fail(f"{describe()} exited with {proc.returncode} before it listened")
         try:
             Client(address, timeout=1).close()
             return
         except (FileNotFoundError, ConnectionRefusedError):
             time.sleep(0.02)
-    pytest.fail("%s did not listen within %s s" % (describe(), TIMEOUT))
+    pytest.fail(f"{describe()} did not listen within {TIMEOUT} s")
 
 
 class Worker:
@@ -197,13 +197,13 @@ class Worker:
         return self.proc.wait(TIMEOUT)
 
     def wait_ready(self):
-        wait_until_accepting(self.socket_path, self.proc, lambda: "the worker (stderr: %s)" % self.stderr())
+        wait_until_accepting(self.socket_path, self.proc, lambda: f"the worker (stderr: {self.stderr()})")
         return self
 
 
 def start_process(tmp_path, args, env=None, cwd=APPS_DIR):
     """Run `python -m headway.worker ARGS`; stderr goes to a file the test can read."""
-    stderr_path = tmp_path / ("worker-%d.err" % time.monotonic_ns())
+    stderr_path = tmp_path / f"worker-{time.monotonic_ns()}.err"
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "headway.worker", *args],

@@ -147,7 +147,7 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
         out.push_str(&format!("\n  {}{seed}\n    {}\n    sizes: {}\n", scenario.name, scenario.about, scenario.sizes));
     }
     out.push_str("\nServers (--servers):\n");
-    for kind in ServerKind::ALL {
+    for kind in ServerKind::all() {
         match detect(kind, &env) {
             Ok(peer) => out.push_str(&format!("  {:<13} {} ({})\n", kind.name(), peer.version, peer.found)),
             Err(skipped) => out.push_str(&format!("  {:<13} {skipped}\n", kind.name())),
@@ -172,12 +172,12 @@ fn chosen_scenarios(names: &[String]) -> anyhow::Result<Vec<&'static scenarios::
 
 fn chosen_servers(names: &[String]) -> anyhow::Result<Vec<ServerKind>> {
     if names.is_empty() {
-        return Ok(ServerKind::ALL.to_vec());
+        return Ok(ServerKind::all().collect());
     }
     let mut kinds = Vec::new();
     for name in names {
         let kind = ServerKind::parse(name).ok_or_else(|| {
-            let known: Vec<&str> = ServerKind::ALL.iter().map(|k| k.name()).collect();
+            let known: Vec<&str> = ServerKind::all().map(ServerKind::name).collect();
             UsageError(format!("unknown server '{name}' (one of {})", known.join(", ")))
         })?;
         if !kinds.contains(&kind) {

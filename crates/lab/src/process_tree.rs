@@ -1,39 +1,18 @@
 //! A server as a tree of processes: the one the lab started and every descendant (workers,
 //! a shell's children, the Puma that `headway serve --cmd` runs). Used to sum their memory and
 //! to signal all of them when the server is stopped, whatever process groups they made.
+//! `/proc` is read by the parser the server uses too ([`headway_common::procfs`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use headway_common::procfs::processes;
+
 /// How often memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
-
-/// The fields of /proc/PID/stat the lab reads.
-#[derive(Debug, Clone, Copy)]
-struct ProcInfo {
-    ppid: u32,
-    pgrp: u32,
-    rss_pages: u64,
-}
-
-fn proc_info(pid: u32) -> Option<ProcInfo> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
-    let fields: Vec<&str> = text[text.rfind(')')? + 2..].split(' ').collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(ProcInfo { ppid: field(4)? as u32, pgrp: field(5)? as u32, rss_pages: field(24)? })
-}
-
-fn all_processes() -> HashMap<u32, ProcInfo> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return HashMap::new() };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| Some((pid, proc_info(pid)?)))
-        .collect()
-}
 
 /// The processes of one server at one moment.
 #[derive(Debug, Default)]
@@ -45,24 +24,19 @@ pub struct Tree {
 
 /// `root` and its descendants, now.
 pub fn tree_of(root: u32) -> Tree {
-    let processes = all_processes();
+    let all = processes();
     let mut tree = Tree::default();
     let mut frontier = vec![root];
     while let Some(pid) = frontier.pop() {
-        let Some(info) = processes.get(&pid) else { continue };
+        let Some(info) = all.get(&pid) else { continue };
         if !tree.pids.insert(pid) {
             continue;
         }
         tree.groups.insert(info.pgrp);
-        tree.rss_bytes += info.rss_pages * page_size();
-        frontier.extend(processes.iter().filter(|(_, p)| p.ppid == pid).map(|(child, _)| *child));
+        tree.rss_bytes += info.usage().rss_bytes;
+        frontier.extend(all.iter().filter(|(_, p)| p.ppid == pid).map(|(child, _)| *child));
     }
     tree
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
 }
 
 /// Sends `signal` to every process group of the tree and to each process in it (a process may

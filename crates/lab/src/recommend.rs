@@ -115,7 +115,7 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let config = |workers, threads| ServerConfig { app: args.app.clone(), ..ServerConfig::new(workers, threads) };
 
     eprintln!("measuring the app's CPU / I/O mix: {cores} workers x 4 slots, {} s of load", args.seconds);
-    let server = peer.start(&env, &config(cores, 4))?;
+    let server = runtime.block_on(peer.start(&env, &config(cores, 4)))?;
     let mix = runtime.block_on(measure(&server, &paths, duration))?;
     server.stop();
 
@@ -126,7 +126,7 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
     let clients = 2 * suggestion.workers * suggestion.threads;
     for threads in neighbours(suggestion.threads) {
         eprintln!("confirming: {} workers x {threads} threads, {clients} clients", suggestion.workers);
-        let server = peer.start(&env, &config(suggestion.workers, threads))?;
+        let server = runtime.block_on(peer.start(&env, &config(suggestion.workers, threads)))?;
         let report = runtime.block_on(headway_load::run_load(load(&server, &paths, clients, duration)))?;
         server.stop();
         let capacity = Capacity { workers: suggestion.workers, threads, cores };
@@ -164,11 +164,11 @@ fn load(server: &RunningServer, paths: &[String], clients: usize, duration: Dura
 /// Loads the server with enough clients to keep every slot busy and reads the workers' busy
 /// time and CPU time before and after.
 async fn measure(server: &RunningServer, paths: &[String], duration: Duration) -> anyhow::Result<Mix> {
-    let before = worker_totals(server)?;
+    let before = worker_totals(server).await?;
     server.memory.take_peak();
     let clients = server.config.workers * server.config.threads;
     headway_load::run_load(load(server, paths, clients, duration)).await?;
-    let after = worker_totals(server)?;
+    let after = worker_totals(server).await?;
     let requests = after.requests.saturating_sub(before.requests);
     anyhow::ensure!(requests > 0, "the app answered no request in {duration:?}");
     let service_secs = (after.busy_secs - before.busy_secs) / requests as f64;
@@ -189,15 +189,14 @@ struct WorkerTotals {
     max_rss_bytes: u64,
 }
 
-fn worker_totals(server: &RunningServer) -> anyhow::Result<WorkerTotals> {
-    let stats = server.stats().context("headway's stats are not readable")?;
-    let workers = stats["workers"].as_array().context("stats without workers")?;
-    let sum = |field: &str| workers.iter().filter_map(|w| w[field].as_f64()).sum::<f64>();
+async fn worker_totals(server: &RunningServer) -> anyhow::Result<WorkerTotals> {
+    let stats = server.stats().await?.context("headway has no control address")?;
+    let workers = &stats.workers;
     Ok(WorkerTotals {
-        requests: sum("requests") as u64,
-        busy_secs: sum("busy_secs"),
-        cpu_secs: sum("cpu_secs"),
-        max_rss_bytes: workers.iter().filter_map(|w| w["rss_bytes"].as_u64()).max().unwrap_or(0),
+        requests: workers.iter().map(|w| w.requests).sum(),
+        busy_secs: workers.iter().map(|w| w.busy_secs).sum(),
+        cpu_secs: workers.iter().map(|w| w.usage.cpu_secs).sum(),
+        max_rss_bytes: workers.iter().map(|w| w.usage.rss_bytes).max().unwrap_or(0),
     })
 }
 

@@ -89,6 +89,6 @@ pub fn meminfo_bytes(field: &str) -> Option<u64> {
 
 /// The servers block printed at the start of a run.
 pub fn describe_servers(servers: &[ServerInfo]) -> String {
-    let width = ServerKind::ALL.iter().map(|k| k.name().len()).max().unwrap_or(0);
+    let width = ServerKind::all().map(|k| k.name().len()).max().unwrap_or(0);
     servers.iter().map(|s| format!("  {:<width$}  {}  ({})\n", s.name, s.version, s.found)).collect()
 }

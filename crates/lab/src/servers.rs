@@ -1,6 +1,7 @@
-//! The servers the lab compares, one definition each: how to tell it is installed (and how to
-//! install it when it is not), how to start it with W processes x T request slots serving the
-//! demo app (or its twin) on 127.0.0.1, when it is ready, and how to stop it.
+//! The servers the lab compares, one entry each in [`PEERS`]: how to tell it is installed (and
+//! how to install it when it is not), and how to start it with W processes x T request slots
+//! serving the demo app (or its twin) on 127.0.0.1; then, for all of them alike, when a started
+//! one is ready and how to stop it.
 //!
 //! A started server is a [`RunningServer`]: a guard that stops the whole process tree when it is
 //! dropped, also on an error, and that is registered so Ctrl-C stops it too ([`stop_all_live`]).
@@ -8,8 +9,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,17 +17,26 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use headway_common::bind::Bind;
+use headway_common::client;
+use headway_common::executable::{is_executable, which};
+use headway_common::python::{find_python, python_from_env};
+use headway_common::stats::{Snapshot, WorkerState};
 use serde::Serialize;
 
 use crate::process_tree::{signal_tree, tree_of, MemorySampler, Tree};
 use crate::twins::{Twins, ASGI_APP, WSGI_APP};
 
-/// Longest a server may take to answer its first request.
+/// Longest a server may take to be ready.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest the lab waits for one answer to its own requests (readiness, stats): a server that
+/// takes longer is not ready, or not well.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest a server may take to exit after SIGTERM before it gets SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
+/// The servers the lab knows. Each has its entry in [`PEERS`], in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum ServerKind {
     Headway,
@@ -41,65 +50,117 @@ pub enum ServerKind {
     Node,
 }
 
+/// Everything the lab knows about one server. Adding a peer is adding its [`ServerKind`] and
+/// its entry here.
+static PEERS: [PeerSpec; 7] = [
+    PeerSpec {
+        kind: ServerKind::Headway,
+        name: "headway",
+        find: Find::Headway { worker: None },
+        install_hint: "build headway with cargo build --release",
+        configuration: "headway serve -w W -t T (the demo app, Python WSGI worker)",
+        args: headway_args,
+    },
+    PeerSpec {
+        kind: ServerKind::HeadwayPuma,
+        name: "headway+puma",
+        find: Find::Headway { worker: Some("puma") },
+        install_hint: "apt-get install puma ruby-rack",
+        configuration: "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
+        args: headway_puma_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Puma,
+        name: "puma",
+        find: Find::Program { program: "puma", version_prefix: "" },
+        install_hint: "apt-get install puma ruby-rack",
+        configuration: "puma -t T:T [-w W] demo.ru (single mode when W = 1)",
+        args: puma_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Gunicorn,
+        name: "gunicorn",
+        find: Find::PythonModule("gunicorn"),
+        install_hint: "pip install gunicorn",
+        configuration: "gunicorn -k gthread -w W --threads T headway.demo:app",
+        args: gunicorn_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Granian,
+        name: "granian",
+        find: Find::PythonModule("granian"),
+        install_hint: "pip install granian",
+        configuration: "granian --interface wsgi --workers W --blocking-threads T headway.demo:app",
+        args: granian_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Uvicorn,
+        name: "uvicorn",
+        find: Find::PythonModule("uvicorn"),
+        install_hint: "pip install 'uvicorn[standard]'",
+        configuration: "uvicorn --workers W headway.twins.demo_asgi:app (async: no slots)",
+        args: uvicorn_args,
+    },
+    PeerSpec {
+        kind: ServerKind::Node,
+        name: "node",
+        find: Find::Program { program: "node", version_prefix: "node " },
+        install_hint: "apt-get install nodejs",
+        configuration: "WEB_CONCURRENCY=W node demo.js (cluster when W > 1; async: no slots)",
+        args: node_args,
+    },
+];
+
+struct PeerSpec {
+    kind: ServerKind,
+    /// Its name in `--servers` and in the tables.
+    name: &'static str,
+    find: Find,
+    /// The command that installs it, for the line that says it is skipped.
+    install_hint: &'static str,
+    /// How it is configured for W x T, for the tables' footnotes.
+    configuration: &'static str,
+    /// Its command line for W x T on a port, after the program (or `python -m MODULE`).
+    args: fn(&mut Command, &Setup),
+}
+
+/// How the lab finds a server.
+enum Find {
+    /// The headway binary the lab runs, and the program on PATH it runs as its worker (--cmd).
+    Headway { worker: Option<&'static str> },
+    /// A program on PATH whose `--version` names it (after `version_prefix`).
+    Program { program: &'static str, version_prefix: &'static str },
+    /// A Python module, run as `python -m MODULE` by the Python worker's interpreter when that
+    /// can import it (its `__version__` names it), else its script on PATH.
+    PythonModule(&'static str),
+}
+
 impl ServerKind {
-    pub const ALL: [ServerKind; 7] = [
-        ServerKind::Headway,
-        ServerKind::HeadwayPuma,
-        ServerKind::Puma,
-        ServerKind::Gunicorn,
-        ServerKind::Granian,
-        ServerKind::Uvicorn,
-        ServerKind::Node,
-    ];
+    /// Every server, in the order of [`PEERS`].
+    pub fn all() -> impl Iterator<Item = ServerKind> {
+        PEERS.iter().map(|spec| spec.kind)
+    }
+
+    fn spec(self) -> &'static PeerSpec {
+        &PEERS[self as usize]
+    }
 
     pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "headway",
-            ServerKind::HeadwayPuma => "headway+puma",
-            ServerKind::Puma => "puma",
-            ServerKind::Gunicorn => "gunicorn",
-            ServerKind::Granian => "granian",
-            ServerKind::Uvicorn => "uvicorn",
-            ServerKind::Node => "node",
-        }
+        self.spec().name
     }
 
     pub fn parse(name: &str) -> Option<ServerKind> {
-        ServerKind::ALL.into_iter().find(|kind| kind.name() == name.trim())
-    }
-
-    fn install_hint(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "build headway with cargo build --release",
-            ServerKind::HeadwayPuma | ServerKind::Puma => "apt-get install puma ruby-rack",
-            ServerKind::Gunicorn => "pip install gunicorn",
-            ServerKind::Granian => "pip install granian",
-            ServerKind::Uvicorn => "pip install 'uvicorn[standard]'",
-            ServerKind::Node => "apt-get install nodejs",
-        }
-    }
-
-    /// Python peers: the module run with `python -m`, and the one whose `__version__` names it.
-    fn python_module(self) -> Option<&'static str> {
-        match self {
-            ServerKind::Gunicorn => Some("gunicorn"),
-            ServerKind::Granian => Some("granian"),
-            ServerKind::Uvicorn => Some("uvicorn"),
-            _ => None,
-        }
+        ServerKind::all().find(|kind| kind.name() == name.trim())
     }
 
     /// How this server is configured for W x T, for the tables' footnotes.
     pub fn configuration(self) -> &'static str {
-        match self {
-            ServerKind::Headway => "headway serve -w W -t T (the demo app, Python WSGI worker)",
-            ServerKind::HeadwayPuma => "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
-            ServerKind::Puma => "puma -t T:T [-w W] demo.ru (single mode when W = 1)",
-            ServerKind::Gunicorn => "gunicorn -k gthread -w W --threads T headway.demo:app",
-            ServerKind::Granian => "granian --interface wsgi --workers W --blocking-threads T headway.demo:app",
-            ServerKind::Uvicorn => "uvicorn --workers W headway.twins.demo_asgi:app (async: no slots)",
-            ServerKind::Node => "WEB_CONCURRENCY=W node demo.js (cluster when W > 1; async: no slots)",
-        }
+        self.spec().configuration
+    }
+
+    /// headway has a control address: the lab reads its stats there.
+    fn has_control(self) -> bool {
+        matches!(self.spec().find, Find::Headway { .. })
     }
 }
 
@@ -109,7 +170,8 @@ pub struct Environment {
     pub headway: PathBuf,
     /// PATH to search for peers.
     pub path: OsString,
-    /// The interpreter whose `-m gunicorn` (etc.) the lab tries first: the Python worker's.
+    /// The interpreter whose `-m gunicorn` (etc.) the lab tries first: the one `headway serve`
+    /// runs its Python worker with.
     pub python: Option<PathBuf>,
     pub twins: Twins,
     /// CPU cores of this machine, for the ideal.
@@ -119,29 +181,10 @@ pub struct Environment {
 impl Environment {
     pub fn new(headway: PathBuf) -> anyhow::Result<Environment> {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        let python = python_of_worker(&headway, &path);
+        let python = find_python(python_from_env(), Some(&headway), &path);
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Environment { headway, path, python, twins: Twins::write()?, cores })
     }
-
-    fn which(&self, program: &str) -> Option<PathBuf> {
-        std::env::split_paths(&self.path).map(|dir| dir.join(program)).find(|path| is_executable(path))
-    }
-}
-
-/// The interpreter `headway serve` would use for its worker: $HEADWAY_PYTHON, else the python3
-/// next to the binary (a pip install puts it there), else python3 on PATH.
-fn python_of_worker(headway: &Path, path: &OsString) -> Option<PathBuf> {
-    if let Some(given) = std::env::var_os("HEADWAY_PYTHON") {
-        return Some(PathBuf::from(given));
-    }
-    let beside = headway.parent().map(|dir| dir.join("python3")).filter(|p| is_executable(p));
-    beside.or_else(|| std::env::split_paths(path).map(|dir| dir.join("python3")).find(|p| is_executable(p)))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// How a server is launched.
@@ -176,37 +219,28 @@ impl std::fmt::Display for Skipped {
 
 /// Finds `kind` in `env`, or says why it is skipped and how to install it.
 pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
-    let missing = || Skipped { server: kind, reason: format!("not installed ({})", kind.install_hint()) };
-    let program = |name: &str, version_arg: &str| -> Result<Peer, Skipped> {
-        let path = env.which(name).ok_or_else(missing)?;
-        let version = first_line_of(Command::new(&path).arg(version_arg)).ok_or_else(missing)?;
-        Ok(Peer { kind, version, found: path.display().to_string(), launcher: Launcher::Program(path) })
-    };
-    match kind {
-        ServerKind::Headway => {
+    let spec = kind.spec();
+    let missing = || Skipped { server: kind, reason: format!("not installed ({})", spec.install_hint) };
+    match spec.find {
+        Find::Headway { worker } => {
             if !is_executable(&env.headway) {
                 return Err(missing());
             }
-            let version = format!("headway {}", env!("CARGO_PKG_VERSION"));
-            let found = env.headway.display().to_string();
+            let mut version = format!("headway {}", env!("CARGO_PKG_VERSION"));
+            let mut found = env.headway.display().to_string();
+            if let Some(worker) = worker {
+                let (path, worker_version) = program_version(worker, env).ok_or_else(missing)?;
+                version = format!("{version} + {worker_version}");
+                found = format!("{found} with {}", path.display());
+            }
             Ok(Peer { kind, version, found, launcher: Launcher::Program(env.headway.clone()) })
         }
-        ServerKind::Puma => program("puma", "--version"),
-        ServerKind::HeadwayPuma => {
-            let headway = detect(ServerKind::Headway, env).map_err(|_| missing())?;
-            let puma = program("puma", "--version")?;
-            Ok(Peer {
-                kind,
-                version: format!("{} + {}", headway.version, puma.version),
-                found: format!("{} with {}", headway.found, puma.found),
-                launcher: headway.launcher,
-            })
+        Find::Program { program, version_prefix } => {
+            let (path, version) = program_version(program, env).ok_or_else(missing)?;
+            let found = path.display().to_string();
+            Ok(Peer { kind, version: format!("{version_prefix}{version}"), found, launcher: Launcher::Program(path) })
         }
-        ServerKind::Node => {
-            program("node", "--version").map(|peer| Peer { version: format!("node {}", peer.version), ..peer })
-        }
-        ServerKind::Gunicorn | ServerKind::Granian | ServerKind::Uvicorn => {
-            let module = kind.python_module().expect("a Python peer has a module");
+        Find::PythonModule(module) => {
             if let Some(python) = &env.python {
                 let probe = format!("import {module}; print({module}.__version__)");
                 if let Some(version) = first_line_of(Command::new(python).args(["-c", &probe])) {
@@ -218,10 +252,18 @@ pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
                     });
                 }
             }
-            let peer = program(module, "--version")?;
-            Ok(Peer { found: format!("{} (on PATH, not importable by the worker's Python)", peer.found), ..peer })
+            let (path, version) = program_version(module, env).ok_or_else(missing)?;
+            let found = format!("{} (on PATH, not importable by the worker's Python)", path.display());
+            Ok(Peer { kind, version, found, launcher: Launcher::Program(path) })
         }
     }
+}
+
+/// `program` on the lab's PATH, and the first line of its `--version`.
+fn program_version(program: &str, env: &Environment) -> Option<(PathBuf, String)> {
+    let path = which(program, &env.path)?;
+    let version = first_line_of(Command::new(&path).arg("--version"))?;
+    Some((path, version))
 }
 
 /// The first non-empty line a command prints (stdout, else stderr), if it runs and succeeds.
@@ -274,13 +316,12 @@ pub struct RunningServer {
 }
 
 impl Peer {
-    /// Starts the server and waits until it answers (for headway: until every worker is ready).
-    pub fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
+    /// Starts the server and waits until it is ready (see [`RunningServer::readiness`]).
+    pub async fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
         let port = free_port()?;
-        let control_port =
-            matches!(self.kind, ServerKind::Headway | ServerKind::HeadwayPuma).then(free_port).transpose()?;
+        let control_port = self.kind.has_control().then(free_port).transpose()?;
         let log = env.twins.log_path(&format!("{}-{}x{}-{port}", self.kind.name(), config.workers, config.threads));
-        let mut command = self.command(env, config, port, control_port);
+        let mut command = self.command(&Setup { env, config, port, control_port });
         let config = config.clone();
         let output = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
         command.stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output).process_group(0);
@@ -290,13 +331,11 @@ impl Peer {
         }
         let memory = MemorySampler::start(child.id());
         let mut server = RunningServer { kind: self.kind, port, control_port, config, child, log, memory };
-        server.wait_ready()?;
+        server.wait_ready().await?;
         Ok(server)
     }
 
-    fn command(&self, env: &Environment, config: &ServerConfig, port: u16, control: Option<u16>) -> Command {
-        let (w, t) = (config.workers.to_string(), config.threads.to_string());
-        let bind = format!("127.0.0.1:{port}");
+    fn command(&self, setup: &Setup) -> Command {
         let mut command = match &self.launcher {
             Launcher::Program(path) => Command::new(path),
             Launcher::PythonModule { python, module } => {
@@ -305,52 +344,11 @@ impl Peer {
                 command
             }
         };
-        match self.kind {
-            ServerKind::Headway | ServerKind::HeadwayPuma => {
-                command.arg("serve").args(&config.app);
-                command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
-                if let Some(control) = control {
-                    command.args(["--control", &format!("127.0.0.1:{control}")]);
-                }
-                if let Some(secs) = config.queue_timeout {
-                    command.args(["--queue-timeout", &secs.to_string()]);
-                }
-                if self.kind == ServerKind::HeadwayPuma {
-                    let puma = env.which("puma").unwrap_or_else(|| "puma".into());
-                    let cmd = format!(
-                        "exec {} -e production -t {t}:{t} -b unix://{{socket}} {}",
-                        shell_quote(&puma),
-                        shell_quote(&env.twins.rack_app())
-                    );
-                    command.args(["--cmd", &cmd]);
-                }
-            }
-            ServerKind::Puma => {
-                command.args(["-e", "production", "-t", &format!("{t}:{t}"), "-b", &format!("tcp://{bind}")]);
-                if config.workers > 1 {
-                    command.args(["-w", &w]);
-                }
-                command.arg(env.twins.rack_app());
-            }
-            ServerKind::Gunicorn => {
-                command.args(["-k", "gthread", "-w", &w, "--threads", &t, "-b", &bind]);
-                command.args(["--log-level", "warning", "--graceful-timeout", "1", WSGI_APP]);
-            }
-            ServerKind::Granian => {
-                command.args(["--interface", "wsgi", "--workers", &w, "--blocking-threads", &t]);
-                command.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--log-level", "warning", WSGI_APP]);
-            }
-            ServerKind::Uvicorn => {
-                command.args(["--workers", &w, "--host", "127.0.0.1", "--port", &port.to_string()]);
-                command.args(["--log-level", "warning", ASGI_APP]);
-            }
-            ServerKind::Node => {
-                command.arg(env.twins.node_app()).env("WEB_CONCURRENCY", &w).env("PORT", port.to_string());
-                command.env_remove("HEADWAY_SOCKET");
-            }
-        }
-        if self.kind.python_module().is_some() {
-            let mut path = OsString::from(env.twins.python_path());
+        let spec = self.kind.spec();
+        (spec.args)(&mut command, setup);
+        if matches!(spec.find, Find::PythonModule(_)) {
+            // The Python peers import the demo app from the twins' directory.
+            let mut path = OsString::from(setup.env.twins.python_path());
             if let Some(old) = std::env::var_os("PYTHONPATH").filter(|old| !old.is_empty()) {
                 path.push(":");
                 path.push(old);
@@ -359,6 +357,82 @@ impl Peer {
         }
         command
     }
+}
+
+/// What a server's command line is made of.
+struct Setup<'a> {
+    env: &'a Environment,
+    config: &'a ServerConfig,
+    port: u16,
+    /// headway's control port.
+    control_port: Option<u16>,
+}
+
+impl Setup<'_> {
+    fn workers(&self) -> String {
+        self.config.workers.to_string()
+    }
+
+    fn threads(&self) -> String {
+        self.config.threads.to_string()
+    }
+
+    fn host_port(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+fn headway_args(command: &mut Command, setup: &Setup) {
+    let (w, t, bind) = (setup.workers(), setup.threads(), setup.host_port());
+    command.arg("serve").args(&setup.config.app);
+    command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
+    if let Some(control) = setup.control_port {
+        command.args(["--control", &format!("127.0.0.1:{control}")]);
+    }
+    if let Some(secs) = setup.config.queue_timeout {
+        command.args(["--queue-timeout", &secs.to_string()]);
+    }
+}
+
+fn headway_puma_args(command: &mut Command, setup: &Setup) {
+    headway_args(command, setup);
+    let t = setup.threads();
+    let puma = which("puma", &setup.env.path).unwrap_or_else(|| "puma".into());
+    let cmd = format!(
+        "exec {} -e production -t {t}:{t} -b unix://{{socket}} {}",
+        shell_quote(&puma),
+        shell_quote(&setup.env.twins.rack_app())
+    );
+    command.args(["--cmd", &cmd]);
+}
+
+fn puma_args(command: &mut Command, setup: &Setup) {
+    let t = setup.threads();
+    command.args(["-e", "production", "-t", &format!("{t}:{t}"), "-b", &format!("tcp://{}", setup.host_port())]);
+    if setup.config.workers > 1 {
+        command.args(["-w", &setup.workers()]);
+    }
+    command.arg(setup.env.twins.rack_app());
+}
+
+fn gunicorn_args(command: &mut Command, setup: &Setup) {
+    command.args(["-k", "gthread", "-w", &setup.workers(), "--threads", &setup.threads(), "-b", &setup.host_port()]);
+    command.args(["--log-level", "warning", "--graceful-timeout", "1", WSGI_APP]);
+}
+
+fn granian_args(command: &mut Command, setup: &Setup) {
+    command.args(["--interface", "wsgi", "--workers", &setup.workers(), "--blocking-threads", &setup.threads()]);
+    command.args(["--host", "127.0.0.1", "--port", &setup.port.to_string(), "--log-level", "warning", WSGI_APP]);
+}
+
+fn uvicorn_args(command: &mut Command, setup: &Setup) {
+    command.args(["--workers", &setup.workers(), "--host", "127.0.0.1", "--port", &setup.port.to_string()]);
+    command.args(["--log-level", "warning", ASGI_APP]);
+}
+
+fn node_args(command: &mut Command, setup: &Setup) {
+    command.arg(setup.env.twins.node_app()).env("WEB_CONCURRENCY", setup.workers());
+    command.env("PORT", setup.port.to_string()).env_remove("HEADWAY_SOCKET");
 }
 
 fn shell_quote(path: &Path) -> String {
@@ -380,40 +454,52 @@ impl RunningServer {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + BOOT_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!("{} exited with {status} while starting; its last output:\n{}", self.name(), self.log_tail());
             }
-            if self.answers()? {
-                return Ok(());
-            }
+            let not_yet = match self.readiness().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => "not every worker is ready".to_owned(),
+                Err(err) => format!("{err:#}"),
+            };
             if Instant::now() > deadline {
-                bail!("{} did not answer within {BOOT_TIMEOUT:?}; its last output:\n{}", self.name(), self.log_tail());
+                bail!(
+                    "{} was not ready within {BOOT_TIMEOUT:?} ({not_yet}); its last output:\n{}",
+                    self.name(),
+                    self.log_tail()
+                );
             }
-            std::thread::sleep(POLL_EVERY);
+            tokio::time::sleep(POLL_EVERY).await;
         }
     }
 
-    /// Ready means: headway's workers are all ready (from its stats); any other server answers
-    /// GET /hello with 200.
-    fn answers(&self) -> anyhow::Result<bool> {
-        if self.control_port.is_some() {
-            let Some(stats) = self.stats() else { return Ok(false) };
-            let workers = stats["workers"].as_array().cloned().unwrap_or_default();
-            let ready = workers.iter().filter(|w| w["state"] == "ready").count();
-            if ready < self.config.workers {
-                return Ok(false);
+    /// Whether the server is ready, by its own account, not by any page of the app (an app under
+    /// `recommend` may have none the lab knows): headway when its control address shows every
+    /// worker ready; any other server when its port answers HTTP at all, whatever the status.
+    /// An error is a server that does not answer (yet).
+    async fn readiness(&self) -> anyhow::Result<bool> {
+        match self.stats().await? {
+            Some(stats) => {
+                let ready = stats.workers.iter().filter(|worker| worker.state == WorkerState::Ready).count();
+                Ok(ready >= self.config.workers)
+            }
+            None => {
+                let public = local(self.port);
+                in_time(&public, "/", client::get(&public, "/")).await.map(|_| true)
             }
         }
-        Ok(http_get(self.port, "/hello").is_ok_and(|(status, _)| status == 200))
     }
 
-    /// headway's stats (JSON from its control address); `None` for peers or when unreachable.
-    pub fn stats(&self) -> Option<serde_json::Value> {
-        let (status, body) = http_get(self.control_port?, "/stats").ok()?;
-        (status == 200).then(|| serde_json::from_str(&body).ok()).flatten()
+    /// headway's stats, from its control address; `None` for a peer, which has none.
+    pub async fn stats(&self) -> anyhow::Result<Option<Snapshot>> {
+        let Some(port) = self.control_port else { return Ok(None) };
+        let control = local(port);
+        let body = in_time(&control, "/stats", client::get_stats(&control)).await?;
+        let stats = serde_json::from_slice(&body).with_context(|| format!("{control}/stats is not headway's stats"))?;
+        Ok(Some(stats))
     }
 
     /// The last lines of the server's output.
@@ -465,20 +551,20 @@ impl Drop for RunningServer {
     }
 }
 
-/// GET `path` on 127.0.0.1:`port` with `Connection: close`: status and body. For readiness and
-/// stats only (the load itself goes through headway load).
-pub fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    let timeout = Duration::from_secs(2);
-    let mut stream = TcpStream::connect_timeout(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)), timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").context("no complete response head")?;
-    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).context("no status code")?;
-    Ok((status, body.to_owned()))
+/// 127.0.0.1:`port`, where the lab runs every server.
+fn local(port: u16) -> Bind {
+    Bind::Tcp(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+/// The answer to `request` (a GET of `path` at `bind`), if it comes within [`ANSWER_TIMEOUT`].
+async fn in_time<T>(
+    bind: &Bind,
+    path: &str,
+    request: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(ANSWER_TIMEOUT, request)
+        .await
+        .with_context(|| format!("no answer from {bind}{path} within {ANSWER_TIMEOUT:?}"))?
 }
 
 #[cfg(test)]
@@ -519,9 +605,16 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for kind in ServerKind::ALL {
+        for kind in ServerKind::all() {
             assert_eq!(ServerKind::parse(kind.name()), Some(kind));
         }
         assert_eq!(ServerKind::parse("apache"), None);
+    }
+
+    #[test]
+    fn peers_are_listed_in_the_order_of_their_kinds() {
+        for (index, spec) in PEERS.iter().enumerate() {
+            assert_eq!(spec.kind as usize, index, "{} is out of place in PEERS", spec.name);
+        }
     }
 }

@@ -242,3 +242,24 @@ fn wrong_names_get_one_line_and_status_2() {
         assert!(stderr.starts_with("headway lab: unknown"), "{stderr}");
     }
 }
+
+#[test]
+fn recommend_measures_an_app_that_is_not_the_demo() {
+    // tests/apps/fortunes.py answers /fortunes and nothing else: there is no /hello to wait for,
+    // so the lab must learn that headway is up from headway itself.
+    let apps = repo_root().join("tests/apps");
+    let output = run(
+        lab(&["recommend", "fortunes:app", "--path", "/fortunes", "--seconds", "0.5", "--json"]).current_dir(&apps)
+    );
+    assert!(output.status.success(), "exit status {}", output.status);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    assert!(json["mix"]["requests"].as_u64().expect("requests") > 0, "the app was measured");
+    let suggestion = &json["suggestion"];
+    assert!(suggestion["workers"].as_u64().expect("workers") >= 1);
+    assert!(suggestion["threads"].as_u64().expect("threads") >= 1);
+    let sweep = json["sweep"].as_array().expect("the confirmation sweep");
+    assert!(!sweep.is_empty());
+    for point in sweep {
+        assert_eq!(point["errors"], 0, "every request reached /fortunes: {point}");
+    }
+}

@@ -4,10 +4,11 @@
 //! why where headway differs. Every flag is checked here, so a wrong one ends in a one-line
 //! message before anything starts.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use headway_common::python::{find_python, PYTHON_ENV};
 
 use crate::front::listener::Bind;
 use crate::front::FrontSettings;
@@ -45,7 +46,7 @@ pub struct ServeArgs {
 
     /// Python interpreter for the bundled worker [default: the python3 next to this program,
     /// else python3 on PATH]
-    #[arg(long, env = "HEADWAY_PYTHON", value_name = "PATH")]
+    #[arg(long, env = PYTHON_ENV, value_name = "PATH")]
     pub python: Option<PathBuf>,
 
     /// Longest queue; a request arriving when it is full gets 503 at once
@@ -161,7 +162,7 @@ impl Config {
         let launch = match args.cmd {
             Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
             Some(cmd) => Launch::Command(cmd),
-            None => Launch::Python { python: find_python(args.python)?, app: args.app },
+            None => Launch::Python { python: worker_python(args.python)?, app: args.app },
         };
         let mut binds = Vec::new();
         for text in default_binds(args.bind, std::env::var("PORT").ok()) {
@@ -217,24 +218,12 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
     }
 }
 
-/// The interpreter for the bundled worker. `pip install` puts this program next to the
-/// environment's python3, which is the one that has the `headway` package.
-fn find_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    if let Some(python) = given {
-        return Ok(python);
-    }
-    let beside = std::env::current_exe().ok().and_then(|exe| {
-        let dir = exe.parent()?.to_path_buf();
-        ["python3", "python"].iter().map(|name| dir.join(name)).find(|path| path.is_file())
-    });
-    if let Some(python) = beside {
-        return Ok(python);
-    }
-    which("python3").context("no python3 found: give one with --python, or run another server with --cmd")
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(program)).find(|path| path.is_file())
+/// The interpreter for the bundled worker, by the rules of [`find_python`].
+fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    // Where this program is only narrows the search: not knowing it skips that rule.
+    let headway = std::env::current_exe().ok();
+    find_python(given, headway.as_deref(), &std::env::var_os("PATH").unwrap_or_default())
+        .context("no python3 found: give one with --python, or run another server with --cmd")
 }
 
 /// Seconds, fractions allowed: `10`, `0.5`.

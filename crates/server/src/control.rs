@@ -10,15 +10,16 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use headway_common::client;
+use headway_common::stats::{Snapshot, WorkerSnapshot};
+use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpStream, UnixStream};
 use tracing::debug;
 
 use crate::front::listener::{accept_until, Accepted, Bind, Listener};
 use crate::queue::{Queue, Reader};
-use crate::stats::{Snapshot, Stats};
+use crate::stats::Stats;
 use crate::worker::Worker;
 
 /// What the control endpoint reads from.
@@ -131,7 +132,7 @@ fn prometheus(s: &Snapshot) -> String {
     let statuses: Vec<(String, f64)> =
         s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
     metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
-    let per_worker = |value: fn(&crate::stats::WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
+    let per_worker = |value: fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
         s.workers.iter().map(|w| (format!("{{worker=\"{}\"}}", w.index), value(w))).collect()
     };
     metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
@@ -174,7 +175,7 @@ pub struct StatsArgs {
 pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let bind = Bind::parse_all(&args.control).map_err(|err| anyhow::anyhow!("--control {err}"))?.remove(0);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let body = runtime.block_on(fetch(&bind, "/stats")).with_context(|| format!("cannot read stats from {bind}"))?;
+    let body = runtime.block_on(client::get_stats(&bind)).with_context(|| format!("cannot read stats from {bind}"))?;
     if args.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(ExitCode::SUCCESS);
@@ -183,19 +184,6 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
         serde_json::from_slice(&body).context("the control address did not answer with headway stats")?;
     print!("{}", render(&snapshot));
     Ok(ExitCode::SUCCESS)
-}
-
-async fn fetch(bind: &Bind, path: &str) -> anyhow::Result<Bytes> {
-    let io: Box<dyn Stream> = match bind {
-        Bind::Tcp(addr) => Box::new(TcpStream::connect(addr).await?),
-        Bind::Unix(path) => Box::new(UnixStream::connect(path).await?),
-    };
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
-    tokio::spawn(connection);
-    let request = http::Request::get(path).header(http::header::HOST, "headway").body(Empty::<Bytes>::new())?;
-    let response = sender.send_request(request).await?;
-    anyhow::ensure!(response.status().is_success(), "status {}", response.status());
-    Ok(response.into_body().collect().await?.to_bytes())
 }
 
 /// A human-readable page of stats.

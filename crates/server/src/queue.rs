@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+use headway_common::stats::{QueueSnapshot, WaitPercentiles};
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 
@@ -94,34 +94,6 @@ struct IdleSlot {
     /// The busy slots of the slot's worker, to pick the least busy worker.
     worker_busy: Arc<Tally>,
     hand: oneshot::Sender<Job>,
-}
-
-/// What the queue reports in stats.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct QueueSnapshot {
-    pub depth: usize,
-    pub high_water: usize,
-    pub max_len: usize,
-    pub timeout_secs: f64,
-    pub dispatched: u64,
-    pub wait_ms: WaitPercentiles,
-    pub shed_queue_full: u64,
-    pub shed_queue_timeout: u64,
-    /// Refused on arrival: by the mean service time, they would not have started in time.
-    pub shed_at_arrival: u64,
-    pub withdrawn: u64,
-    /// Moving mean of recent requests' service time (0 until enough have finished).
-    pub mean_service_ms: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WaitPercentiles {
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-    pub mean: f64,
 }
 
 impl Queue {

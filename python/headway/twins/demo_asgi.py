@@ -14,7 +14,7 @@ async def app(scope, receive, send):
         await _lifespan(receive, send)
         return
     if scope["type"] != "http":
-        raise ValueError("the demo app serves HTTP only, not %r" % scope["type"])
+        raise ValueError(f"the demo app serves HTTP only, not {scope['type']!r}")
     reply = route(scope["path"], scope["query_string"].decode("latin-1"))
     if reply.cpu_ms:
         burn_cpu(reply.cpu_ms)

@@ -11,5 +11,5 @@ import sys
 
 def log(message):
     """One line on stderr, where the front collects the worker's output."""
-    sys.stderr.write("headway worker: %s\n" % message)
+    sys.stderr.write(f"headway worker: {message}\n")
     sys.stderr.flush()

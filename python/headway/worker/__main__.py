@@ -26,7 +26,7 @@ def load_app(spec):
     """Import `module:attr[.attr...]` and return it; with a trailing '()' call it first."""
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
-        raise AppImportError("expected module:callable, got %r" % spec)
+        raise AppImportError(f"expected module:callable, got {spec!r}")
     factory = attr_path.endswith("()")
     if factory:
         attr_path = attr_path[:-2]
@@ -35,11 +35,11 @@ def load_app(spec):
         try:
             target = getattr(target, name)
         except AttributeError:
-            raise AppImportError("%s has no attribute %r" % (module_name, attr_path)) from None
+            raise AppImportError(f"{module_name} has no attribute {attr_path!r}") from None
     if factory:
         target = target()
     if not callable(target):
-        raise AppImportError("%s is not callable" % spec)
+        raise AppImportError(f"{spec} is not callable")
     return target
 
 
@@ -47,9 +47,9 @@ def _positive(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text) from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text)
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
@@ -65,7 +65,7 @@ def parse_args(argv):
     parser.add_argument("--workers", metavar="W", type=_positive, default=1,
                         help="worker processes the front runs; sets wsgi.multiprocess (default 1)")
     parser.add_argument("app", nargs="?", default=DEMO_APP, metavar="APP",
-                        help="WSGI app as module:callable or module:factory() (default %s)" % DEMO_APP)
+                        help=f"WSGI app as module:callable or module:factory() (default {DEMO_APP})")
     args = parser.parse_args(argv)
     if not args.socket:
         parser.error("--socket PATH is required (or set HEADWAY_SOCKET)")
@@ -82,7 +82,7 @@ def main(argv=None):
     except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
         if not isinstance(error, AppImportError):
             traceback.print_exc(file=sys.stderr)
-        log("cannot import %s: %s" % (args.app, error))
+        log(f"cannot import {args.app}: {error}")
         return 1
     try:
         return Server(app, args.socket, args.threads, args.workers).run(args.app)

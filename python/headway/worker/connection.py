@@ -12,9 +12,22 @@ import traceback
 
 from . import log
 from .http import (
-    CHUNKED_LINE, CLOSE_LINE, CONTINUE, KEEP_ALIVE_LINE, LAST_CHUNK,
-    ChunkedBody, FixedBody, HTTPError, PeerClosed, Reader,
-    chunk, content_length_line, date_line, error_response, parse_request, status_line,
+    CHUNKED_LINE,
+    CLOSE_LINE,
+    CONTINUE,
+    KEEP_ALIVE_LINE,
+    LAST_CHUNK,
+    ChunkedBody,
+    FixedBody,
+    HTTPError,
+    PeerClosed,
+    Reader,
+    chunk,
+    content_length_line,
+    date_line,
+    error_response,
+    parse_request,
+    status_line,
 )
 from .wsgi import FileWrapper, InputStream, StartResponse, build_environ
 
@@ -104,8 +117,7 @@ class Response(StartResponse):
             if len(data) > self._remaining:
                 if not self._overflowed:
                     self._overflowed = True
-                    log("app sent more bytes than its Content-Length (%d); the rest is dropped"
-                        % self.content_length)
+                    log(f"app sent more bytes than its Content-Length ({self.content_length}); the rest is dropped")
                 data = data[:self._remaining]
             self._remaining -= len(data)
             return data
@@ -129,7 +141,7 @@ class Response(StartResponse):
     def write(self, data):
         """The write() callable of start_response; also sends each item of the app's iterable."""
         if type(data) is not bytes:
-            raise TypeError("a WSGI response body must be bytes, not %s" % type(data).__name__)
+            raise TypeError(f"a WSGI response body must be bytes, not {type(data).__name__}")
         if self.status is None:
             raise RuntimeError("the app sent body bytes before calling start_response")
         if self.headers_sent:
@@ -165,7 +177,7 @@ class Response(StartResponse):
         total = 0
         for data in result:
             if type(data) is not bytes:
-                raise TypeError("a WSGI response body must be bytes, not %s" % type(data).__name__)
+                raise TypeError(f"a WSGI response body must be bytes, not {type(data).__name__}")
             total += len(data)
         body = result[0] if len(result) == 1 else b"".join(result)
         self._send(self._head(total), body)
@@ -200,8 +212,8 @@ class Response(StartResponse):
         if mode == _CHUNKED:
             self._sendall(LAST_CHUNK)
         elif mode == _LENGTH and self._remaining:
-            log("app sent %d bytes fewer than its Content-Length (%d); closing the connection"
-                % (self._remaining, self.content_length))
+            log(f"app sent {self._remaining} bytes fewer than its Content-Length ({self.content_length}); "
+                "closing the connection")
             self.keep_alive = False
 
 

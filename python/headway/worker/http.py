@@ -381,7 +381,7 @@ def error_response(status, message, with_body=True):
     connection is closed after it (with_body=False answers a HEAD request)."""
     body = message.encode("latin-1", "replace") + b"\n"
     return b"".join((
-        status_line("%d %s" % (status, _REASONS[status])),
+        status_line(f"{status} {_REASONS[status]}"),
         date_line(),
         b"Content-Type: text/plain; charset=utf-8\r\n",
         content_length_line(len(body)),

@@ -37,7 +37,7 @@ def bind_unix(path):
         if stat.S_ISSOCK(os.lstat(path).st_mode):
             os.unlink(path)
         else:
-            raise StartupError("%s exists and is not a socket; not replacing it" % path)
+            raise StartupError(f"{path} exists and is not a socket; not replacing it")
     except FileNotFoundError:
         pass
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -46,7 +46,7 @@ def bind_unix(path):
         listener.listen(LISTEN_BACKLOG)
     except OSError as error:
         listener.close()
-        raise StartupError("cannot listen on %s: %s" % (path, error)) from None
+        raise StartupError(f"cannot listen on {path}: {error}") from None
     return listener
 
 
@@ -58,7 +58,7 @@ class Slot:
         self._lock = threading.Lock()  # guards _sock against the stopping main thread
         self._sock = None
         self.idle = True  # no request in progress: the connection may be closed to stop
-        self.thread = threading.Thread(target=self._run, name="headway-slot-%d" % number)
+        self.thread = threading.Thread(target=self._run, name=f"headway-slot-{number}")
 
     def stopping(self):
         return self._server.stopping
@@ -77,7 +77,7 @@ class Slot:
             except BlockingIOError:
                 continue  # another slot took it
             except OSError as error:
-                log("accept failed: %s" % error)
+                log(f"accept failed: {error}")
                 time.sleep(ACCEPT_RETRY_SECONDS)
                 continue
             self._serve(sock)
@@ -138,7 +138,7 @@ class Server:
         slots = [Slot(self, number) for number in range(self.threads)]
         for slot in slots:
             slot.thread.start()
-        log("pid %d serving %s on %s with %d threads" % (os.getpid(), describe, self.path, self.threads))
+        log(f"pid {os.getpid()} serving {describe} on {self.path} with {self.threads} threads")
 
         while not {signal.SIGTERM, signal.SIGINT}.intersection(os.read(signal_read, 64)):
             pass

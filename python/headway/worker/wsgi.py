@@ -26,9 +26,9 @@ _status_codes = {"200 OK": 200}
 
 def _status_code(status):
     if type(status) is not str:
-        raise TypeError("status must be a str such as '200 OK', not %s" % type(status).__name__)
+        raise TypeError(f"status must be a str such as '200 OK', not {type(status).__name__}")
     if not _STATUS.fullmatch(status):
-        raise ValueError("bad status %r: expected three digits, a space and a reason" % status)
+        raise ValueError(f"bad status {status!r}: expected three digits, a space and a reason")
     status.encode("latin-1")
     code = int(status[:3])
     if len(_status_codes) < CACHE_ENTRIES:
@@ -38,12 +38,12 @@ def _status_code(status):
 
 def _header_kind(name):
     if type(name) is not str:
-        raise TypeError("header name must be a str, not %s" % type(name).__name__)
+        raise TypeError(f"header name must be a str, not {type(name).__name__}")
     if not TOKEN.fullmatch(name):
-        raise ValueError("bad header name %r" % name)
+        raise ValueError(f"bad header name {name!r}")
     lower = name.lower()
     if lower in _HOP_BY_HOP:
-        raise ValueError("hop-by-hop header %r is not allowed from a WSGI app (PEP 3333)" % name)
+        raise ValueError(f"hop-by-hop header {name!r} is not allowed from a WSGI app (PEP 3333)")
     kind = {"content-length": _CONTENT_LENGTH, "date": _DATE}.get(lower, _ORDINARY)
     if len(_header_kinds) < CACHE_ENTRIES:
         _header_kinds[name] = kind
@@ -52,7 +52,7 @@ def _header_kind(name):
 
 def _content_length(value):
     if type(value) is not str or not (value.isdigit() and value.isascii()):
-        raise ValueError("bad Content-Length header %r" % (value,))
+        raise ValueError(f"bad Content-Length header {value!r}")
     return int(value)
 
 
@@ -86,7 +86,7 @@ class StartResponse:
         has_date = False
         for header in headers:
             if type(header) is not tuple or len(header) != 2:
-                raise TypeError("each response header must be a (name, value) tuple, not %r" % (header,))
+                raise TypeError(f"each response header must be a (name, value) tuple, not {header!r}")
             kind = _header_kinds.get(header[0]) or _header_kind(header[0])
             if kind == _CONTENT_LENGTH:
                 length = _content_length(header[1])

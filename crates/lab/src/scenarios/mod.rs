@@ -200,7 +200,7 @@ pub fn run(
         for peer in peers {
             let name = peer.kind.name();
             progress.show(&format!("{} [{done}/{total}] starting {name}, {}", scenario.name, group.label));
-            let server = match peer.start(env, &group.config) {
+            let server = match runtime.block_on(peer.start(env, &group.config)) {
                 Ok(server) => server,
                 Err(err) => {
                     fail(format!("{}: {name} ({}) did not start: {err:#}", scenario.name, group.label));
@@ -247,7 +247,7 @@ fn run_case(
     server: &RunningServer,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Row> {
-    let _ = server.stats(); // resets headway's queue high-water mark for this case
+    runtime.block_on(server.stats())?; // resets headway's queue high-water mark for this case
     server.memory.take_peak();
     let context = |peak_rss_bytes| RowContext {
         scenario: scenario.name,
@@ -270,7 +270,7 @@ fn run_case(
             pipeline::row(context(server.memory.take_peak()), &outcome)
         }
     };
-    row.queue_high_water = server.stats().and_then(|stats| stats["queue"]["high_water"].as_u64());
+    row.queue_high_water = runtime.block_on(server.stats())?.map(|stats| stats.queue.high_water as u64);
     Ok(row)
 }
 

@@ -1,0 +1,121 @@
+//! The JSON of the control endpoint's `/stats`, as types: the server builds a [`Snapshot`] and
+//! serves it; `headway stats` and the lab read it back into the same types, so a field renamed
+//! on one side is a compile error on the other, not a silent zero.
+//!
+//! Only the shape lives here; what the numbers mean is said where they are counted (the queue's
+//! in the server's `queue`, the rest in its `stats`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::procfs::ProcessUsage;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub uptime_secs: f64,
+    pub queue: QueueSnapshot,
+    pub slots: SlotsSnapshot,
+    pub connections: ConnectionsSnapshot,
+    /// Responses sent to clients, by status code.
+    pub responses: BTreeMap<String, u64>,
+    pub abandoned: AbandonedSnapshot,
+    pub front: ProcessUsage,
+    pub workers: Vec<WorkerSnapshot>,
+}
+
+/// What the queue reports in stats.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    pub depth: usize,
+    pub high_water: usize,
+    pub max_len: usize,
+    pub timeout_secs: f64,
+    pub dispatched: u64,
+    pub wait_ms: WaitPercentiles,
+    pub shed_queue_full: u64,
+    pub shed_queue_timeout: u64,
+    /// Refused on arrival: by the mean service time, they would not have started in time.
+    pub shed_at_arrival: u64,
+    pub withdrawn: u64,
+    /// Moving mean of recent requests' service time (0 until enough have finished).
+    pub mean_service_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitPercentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SlotsSnapshot {
+    pub busy: usize,
+    pub total: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectionsSnapshot {
+    pub open: u64,
+    pub idle: u64,
+    pub accepted: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AbandonedSnapshot {
+    pub queued: u64,
+    pub running: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerSnapshot {
+    pub index: usize,
+    pub pid: u32,
+    pub state: WorkerState,
+    pub busy: usize,
+    pub requests: u64,
+    /// Seconds its slots spent running requests (summed over slots).
+    pub busy_secs: f64,
+    pub restarts: u64,
+    #[serde(flatten)]
+    pub usage: ProcessUsage,
+}
+
+/// Where a worker is in its life, as `/stats` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerState {
+    Starting,
+    Ready,
+    Draining,
+    Stopped,
+}
+
+impl std::fmt::Display for WorkerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so that `headway stats` can align it in a column.
+        f.pad(match self {
+            WorkerState::Starting => "starting",
+            WorkerState::Ready => "ready",
+            WorkerState::Draining => "draining",
+            WorkerState::Stopped => "stopped",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_states_are_shown_as_spelled_in_json() {
+        for state in [WorkerState::Starting, WorkerState::Ready, WorkerState::Draining, WorkerState::Stopped] {
+            let json = serde_json::to_string(&state).expect("serializes");
+            assert_eq!(json, format!("\"{state}\""));
+        }
+    }
+}
