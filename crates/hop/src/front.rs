@@ -10,8 +10,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
 
-use crate::region::{Header, Layout, Line, Region, IDLE, PUBLISHED};
-use crate::ring::Ring;
+use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED};
 use crate::wake::{futex_wake, Doorbell};
 use crate::HopError;
 
@@ -52,14 +51,7 @@ impl FrontEnd {
     }
 
     pub fn slot(&self, index: usize) -> FrontSlot<'_> {
-        let (control, request, response) = self.region.slot(index);
-        let capacity = self.region.layout().ring_capacity;
-        FrontSlot {
-            header: self.region.header(),
-            state: &control.state,
-            request: Ring::new(&control.request, request, capacity),
-            response: Ring::new(&control.response, response, capacity),
-        }
+        FrontSlot(self.region.view(index))
     }
 
     /// The front is going to sleep on the doorbell: the worker rings it after its next response.
@@ -78,7 +70,7 @@ impl FrontEnd {
     pub fn news<'s>(&'s self, seen: &'s mut [Seen]) -> impl Iterator<Item = usize> + 's {
         seen.iter_mut().enumerate().filter_map(move |(index, seen)| {
             let slot = self.slot(index);
-            let now = Seen { response_tail: slot.response.tail(), request_head: slot.request.head() };
+            let now = Seen { response_tail: slot.0.response.tail(), request_head: slot.0.request.head() };
             (std::mem::replace(seen, now) != now).then_some(index)
         })
     }
@@ -92,68 +84,63 @@ impl AsFd for FrontEnd {
 }
 
 /// The front's view of one slot.
-pub struct FrontSlot<'a> {
-    header: &'a Header,
-    state: &'a Line,
-    request: Ring<'a>,
-    response: Ring<'a>,
-}
+pub struct FrontSlot<'a>(SlotView<'a>);
 
 impl FrontSlot<'_> {
     /// Whether the worker is done with the last request published here.
     pub fn is_idle(&self) -> bool {
-        self.state.0.load(Ordering::Acquire) == IDLE
+        self.0.state.0.load(Ordering::Acquire) == IDLE
     }
 
     /// The largest record payload the rings carry.
     pub fn max_payload(&self) -> usize {
-        self.request.max_payload()
+        self.0.request.max_payload()
     }
 
     /// Where the worker's reading of the request ring stands: pass it to [`FrontSlot::want_space`]
     /// after a push that did not fit.
     pub fn request_head(&self) -> u32 {
-        self.request.head()
+        self.0.request.head()
     }
 
     /// Writes a request record. `Ok(false)`: the ring is full for now.
     pub fn push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
-        self.request.try_push(kind, parts)
+        self.0.request.try_push(kind, parts)
     }
 
     /// Hands the request whose head was just pushed to the worker, waking a sleeping thread.
     pub fn publish(&self) {
-        self.state.0.store(PUBLISHED, Ordering::SeqCst);
-        self.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-        if self.header.sleepers.0.load(Ordering::SeqCst) > 0 {
-            futex_wake(&self.header.work_seq.0, 1);
+        self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
+        self.0.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
+        if self.0.header.sleepers.0.load(Ordering::SeqCst) > 0 {
+            futex_wake(&self.0.header.work_seq.0, 1);
         }
     }
 
     /// After pushing more of a body: wakes the worker thread if it waits for it.
     pub fn pushed(&self) {
         fence(Ordering::SeqCst);
-        if self.request.control.consumer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
-            futex_wake(&self.request.control.tail.0, 1);
+        if self.0.request.control.consumer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            futex_wake(&self.0.request.control.tail.0, 1);
         }
     }
 
     /// A push did not fit: asks the worker to ring the doorbell when it frees request space.
     /// Returns false if it already has since `head` was read (push again at once).
     pub fn want_space(&self, head: u32) -> bool {
-        self.request.control.producer_waiting.0.store(1, Ordering::SeqCst);
+        self.0.request.control.producer_waiting.0.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        self.request.head() == head
+        self.0.request.head() == head
     }
 
     /// Takes the next response record, if one is there; frees its space for a worker thread
     /// that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        let kind = self.response.try_pop(payload)?;
+        let kind = self.0.response.try_pop(payload)?;
         if kind.is_some() {
             fence(Ordering::SeqCst);
-            if self.response.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
-                futex_wake(&self.response.control.head.0, 1);
+            if self.0.response.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+                futex_wake(&self.0.response.control.head.0, 1);
             }
         }
         Ok(kind)

@@ -12,6 +12,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
+use crate::ring::Ring;
 use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
@@ -215,6 +216,27 @@ impl Region {
             let request = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE));
             let response = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE + self.layout.ring_capacity as usize));
             (control, request, response)
+        }
+    }
+}
+
+/// One slot as either side sees it: its state word and its two rings.
+pub(crate) struct SlotView<'a> {
+    pub header: &'a Header,
+    pub state: &'a Line,
+    pub request: Ring<'a>,
+    pub response: Ring<'a>,
+}
+
+impl Region {
+    pub(crate) fn view(&self, index: usize) -> SlotView<'_> {
+        let (control, request, response) = self.slot(index);
+        let capacity = self.layout.ring_capacity;
+        SlotView {
+            header: self.header(),
+            state: &control.state,
+            request: Ring::new(&control.request, request, capacity),
+            response: Ring::new(&control.response, response, capacity),
         }
     }
 }

@@ -12,8 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
-use crate::region::{Header, Line, Region, CLAIMED, IDLE, PUBLISHED};
-use crate::ring::Ring;
+use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED};
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
@@ -91,15 +90,7 @@ impl WorkerEnd {
     }
 
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
-        let (control, request, response) = self.region.slot(index);
-        let capacity = self.region.layout().ring_capacity;
-        WorkerSlot {
-            header: self.header(),
-            state: &control.state,
-            request: Ring::new(&control.request, request, capacity),
-            response: Ring::new(&control.response, response, capacity),
-            doorbell: &self.doorbell,
-        }
+        WorkerSlot { view: self.region.view(index), doorbell: &self.doorbell }
     }
 
     fn header(&self) -> &Header {
@@ -109,32 +100,29 @@ impl WorkerEnd {
 
 /// A worker thread's view of the slot it claimed.
 pub struct WorkerSlot<'a> {
-    header: &'a Header,
-    state: &'a Line,
-    request: Ring<'a>,
-    response: Ring<'a>,
+    view: SlotView<'a>,
     doorbell: &'a Doorbell,
 }
 
 impl WorkerSlot<'_> {
     /// The largest record payload the rings carry.
     pub fn max_payload(&self) -> usize {
-        self.response.max_payload()
+        self.view.response.max_payload()
     }
 
     /// Where the front's writing of the request stands: pass it to
     /// [`WorkerSlot::wait_for_request`] after a pop that found nothing.
     pub fn request_tail(&self) -> u32 {
-        self.request.tail()
+        self.view.request.tail()
     }
 
     /// Takes the next request record, if the front has written it; tells a front that waits for
     /// space that there is some.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        let kind = self.request.try_pop(payload)?;
+        let kind = self.view.request.try_pop(payload)?;
         if kind.is_some() {
             fence(Ordering::SeqCst);
-            if self.request.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            if self.view.request.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
                 self.doorbell.ring();
             }
         }
@@ -143,10 +131,10 @@ impl WorkerSlot<'_> {
 
     /// Sleeps until the front writes past `tail` (or `timeout`).
     pub fn wait_for_request(&self, tail: u32, timeout: Option<Duration>) {
-        let control = self.request.control;
+        let control = self.view.request.control;
         control.consumer_waiting.0.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.request.tail() == tail {
+        if self.view.request.tail() == tail {
             futex_wait(&control.tail.0, tail, timeout);
         }
         control.consumer_waiting.0.store(0, Ordering::Relaxed);
@@ -155,20 +143,20 @@ impl WorkerSlot<'_> {
     /// Where the front's reading of the response stands: pass it to
     /// [`WorkerSlot::wait_for_space`] after a push that did not fit.
     pub fn response_head(&self) -> u32 {
-        self.response.head()
+        self.view.response.head()
     }
 
     /// Writes a response record. `Ok(false)`: the ring is full for now.
     pub fn push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
-        self.response.try_push(kind, parts)
+        self.view.response.try_push(kind, parts)
     }
 
     /// Sleeps until the front reads past `head` (or `timeout`).
     pub fn wait_for_space(&self, head: u32, timeout: Option<Duration>) {
-        let control = self.response.control;
+        let control = self.view.response.control;
         control.producer_waiting.0.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.response.head() == head {
+        if self.view.response.head() == head {
             futex_wait(&control.head.0, head, timeout);
         }
     }
@@ -176,7 +164,7 @@ impl WorkerSlot<'_> {
     /// After pushing response records: rings the doorbell if the front sleeps.
     pub fn pushed(&self) {
         fence(Ordering::SeqCst);
-        if self.header.front_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+        if self.view.header.front_waiting.0.swap(0, Ordering::SeqCst) != 0 {
             self.doorbell.ring();
         }
     }
@@ -184,6 +172,6 @@ impl WorkerSlot<'_> {
     /// Gives the slot back before the response's last record: once the front has read that
     /// record it may publish the next request here at once.
     pub fn release(&self) {
-        self.state.0.store(IDLE, Ordering::SeqCst);
+        self.view.state.0.store(IDLE, Ordering::SeqCst);
     }
 }
