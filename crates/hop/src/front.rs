@@ -7,7 +7,7 @@
 //! comparing each slot's positions with those the front last saw ([`FrontEnd::news`]).
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{fence, Ordering};
 
 use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED};
@@ -80,6 +80,12 @@ impl AsFd for FrontEnd {
     /// The doorbell's descriptor: what the front's event loop waits on.
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.doorbell.as_fd()
+    }
+}
+
+impl AsRawFd for FrontEnd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.doorbell.as_fd().as_raw_fd()
     }
 }
 

@@ -40,7 +40,7 @@ pub fn encode_request_head<'a>(
     http11: bool,
     method: &[u8],
     target: &[u8],
-    headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) {
     out.extend_from_slice(&body_len.to_le_bytes());
     out.push(http11 as u8);
@@ -70,7 +70,7 @@ pub struct ResponseHead<'a> {
 pub fn encode_response_head<'a>(
     out: &mut Vec<u8>,
     status: u16,
-    headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) {
     out.extend_from_slice(&status.to_le_bytes());
     put_headers(out, headers);
@@ -96,13 +96,16 @@ fn put_long(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn put_headers<'a>(out: &mut Vec<u8>, headers: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>) {
-    let count = u32::try_from(headers.len()).expect("fewer than 4 billion headers");
-    out.extend_from_slice(&count.to_le_bytes());
+fn put_headers<'a>(out: &mut Vec<u8>, headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) {
+    let count_at = out.len();
+    out.extend_from_slice(&0u32.to_le_bytes());
+    let mut count = 0u32;
     for (name, value) in headers {
         put_short(out, name);
         put_long(out, value);
+        count += 1;
     }
+    out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
 }
 
 /// Reads a record front to back, refusing anything that runs past its end.
@@ -177,7 +180,7 @@ mod tests {
     #[test]
     fn truncated_and_lying_records_are_refused() {
         let mut record = Vec::new();
-        encode_response_head(&mut record, 200, [(&b"a"[..], &b"b"[..])].into_iter());
+        encode_response_head(&mut record, 200, [(&b"a"[..], &b"b"[..])]);
         for cut in 0..record.len() {
             assert!(decode_response_head(&record[..cut]).is_err(), "cut at {cut}");
         }

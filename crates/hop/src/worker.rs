@@ -20,6 +20,10 @@ use crate::HopError;
 /// `REGION_FD,DOORBELL_FD`.
 pub const ENV: &str = "HEADWAY_HOP";
 
+/// The longest a worker thread sleeps at once: waits are woken by the front, and this only
+/// bounds how long a missed wake-up (there should be none) could cost.
+const NAP: Duration = Duration::from_secs(1);
+
 pub struct WorkerEnd {
     region: Region,
     doorbell: Doorbell,
@@ -28,6 +32,15 @@ pub struct WorkerEnd {
 impl WorkerEnd {
     pub fn attach(region: OwnedFd, doorbell: OwnedFd) -> Result<WorkerEnd, HopError> {
         Ok(WorkerEnd { region: Region::attach(region)?, doorbell: Doorbell::from_fd(doorbell) })
+    }
+
+    /// The worker's end of `front`'s region, in the same process: for tests and tools that play
+    /// both sides.
+    pub fn beside(front: &crate::front::FrontEnd) -> Result<WorkerEnd, HopError> {
+        use std::os::fd::AsFd;
+        let region = front.region_fd().try_clone_to_owned()?;
+        let doorbell = front.doorbell().as_fd().try_clone_to_owned()?;
+        WorkerEnd::attach(region, doorbell)
     }
 
     /// The region and doorbell named by [`ENV`], if the front passed them.
@@ -64,6 +77,20 @@ impl WorkerEnd {
             control.state.0.load(Ordering::Relaxed) == PUBLISHED
                 && control.state.0.compare_exchange(PUBLISHED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         })
+    }
+
+    /// Claims the next published request, sleeping (through `sleep`, as for
+    /// [`WorkerSlot::pop_waiting`]) while there is none; `None` once `stopping` says so.
+    pub fn claim_waiting(&self, stopping: impl Fn() -> bool, mut sleep: impl FnMut(&dyn Fn())) -> Option<usize> {
+        loop {
+            if let Some(index) = self.try_claim() {
+                return Some(index);
+            }
+            if stopping() {
+                return None;
+            }
+            sleep(&|| self.wait_for_work(Some(NAP)));
+        }
     }
 
     /// Sleeps until the front publishes a request (or `timeout`); call after
@@ -127,6 +154,32 @@ impl WorkerSlot<'_> {
             }
         }
         Ok(kind)
+    }
+
+    /// Takes the next request record, sleeping until the front writes it. The sleep goes
+    /// through `sleep`, which runs the blocking wait it is given (a Python worker releases the
+    /// GIL around it).
+    pub fn pop_waiting(&self, payload: &mut Vec<u8>, mut sleep: impl FnMut(&dyn Fn())) -> Result<u8, HopError> {
+        loop {
+            let tail = self.request_tail();
+            if let Some(kind) = self.pop(payload)? {
+                return Ok(kind);
+            }
+            sleep(&|| self.wait_for_request(tail, Some(NAP)));
+        }
+    }
+
+    /// Writes a response record, sleeping (through `sleep`) until the front has read enough for
+    /// it to fit; then rings the doorbell if the front sleeps.
+    pub fn push_waiting(&self, kind: u8, parts: &[&[u8]], mut sleep: impl FnMut(&dyn Fn())) -> Result<(), HopError> {
+        loop {
+            let head = self.response_head();
+            if self.push(kind, parts)? {
+                self.pushed();
+                return Ok(());
+            }
+            sleep(&|| self.wait_for_space(head, Some(NAP)));
+        }
     }
 
     /// Sleeps until the front writes past `tail` (or `timeout`).

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use headway_hop::front::{FrontEnd, Seen};
 use headway_hop::message::{self, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
-use headway_hop::worker::{WorkerEnd, WorkerSlot};
+use headway_hop::worker::WorkerEnd;
 use headway_hop::Layout;
 
 const SLOTS: usize = 4;
@@ -33,53 +33,28 @@ fn answer_to(body: &[u8]) -> Vec<u8> {
 
 fn serve(end: &WorkerEnd, stop: &AtomicBool) {
     let mut record = Vec::new();
-    while !stop.load(Ordering::Acquire) {
-        let Some(index) = end.try_claim() else {
-            end.wait_for_work(Some(Duration::from_millis(50)));
-            continue;
-        };
+    while let Some(index) = end.claim_waiting(|| stop.load(Ordering::Acquire), |wait| wait()) {
         let slot = end.slot(index);
-        let head_record = pop(&slot, &mut record);
+        let head_record = slot.pop_waiting(&mut record, |wait| wait()).unwrap();
         assert_eq!(head_record, REQUEST_HEAD);
         let head = message::decode_request_head(&record).unwrap();
         let (body_len, path) = (head.body_len as usize, String::from_utf8(head.target.to_vec()).unwrap());
         let mut body = Vec::with_capacity(body_len);
         while body.len() < body_len {
-            assert_eq!(pop(&slot, &mut record), BODY);
+            assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), BODY);
             body.extend_from_slice(&record);
         }
         let answer = answer_to(&body);
         let mut head = Vec::new();
         let length = answer.len().to_string();
         let headers = [(&b"x-path"[..], path.as_bytes()), (&b"content-length"[..], length.as_bytes())];
-        message::encode_response_head(&mut head, 200, headers.into_iter());
-        push(&slot, RESPONSE_HEAD, &head);
+        message::encode_response_head(&mut head, 200, headers);
+        slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
         for chunk in answer.chunks(slot.max_payload()) {
-            push(&slot, BODY, chunk);
+            slot.push_waiting(BODY, &[chunk], |wait| wait()).unwrap();
         }
         slot.release();
-        push(&slot, END, b"");
-    }
-}
-
-fn pop(slot: &WorkerSlot, record: &mut Vec<u8>) -> u8 {
-    loop {
-        let tail = slot.request_tail();
-        if let Some(kind) = slot.pop(record).unwrap() {
-            return kind;
-        }
-        slot.wait_for_request(tail, Some(NAP));
-    }
-}
-
-fn push(slot: &WorkerSlot, kind: u8, payload: &[u8]) {
-    loop {
-        let head = slot.response_head();
-        if slot.push(kind, &[payload]).unwrap() {
-            slot.pushed();
-            return;
-        }
-        slot.wait_for_space(head, Some(NAP));
+        slot.push_waiting(END, &[], |wait| wait()).unwrap();
     }
 }
 
@@ -183,13 +158,7 @@ fn sleep_on_doorbell(end: &FrontEnd) -> bool {
 #[test]
 fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
     let end = FrontEnd::new(Layout::new(SLOTS as u32, RING)).unwrap();
-    let worker = Arc::new(
-        WorkerEnd::attach(
-            end.region_fd().try_clone_to_owned().unwrap(),
-            end.doorbell().as_fd().try_clone_to_owned().unwrap(),
-        )
-        .unwrap(),
-    );
+    let worker = Arc::new(WorkerEnd::beside(&end).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..3)
         .map(|_| {

@@ -187,6 +187,7 @@ impl Config {
                 launch,
                 boot_timeout: args.boot_timeout,
                 request_timeout: args.timeout,
+                max_head: args.max_header_size as usize,
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },

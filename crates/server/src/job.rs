@@ -68,6 +68,16 @@ impl RequestBody {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The next piece of the body; `None` after the last. The body is complete before the
+    /// request queues, so this never has to wait.
+    pub fn take_piece(&mut self) -> Option<Result<Bytes, spool::Truncated>> {
+        match self {
+            RequestBody::Memory(data) if data.is_empty() => None,
+            RequestBody::Memory(data) => Some(Ok(std::mem::take(data))),
+            RequestBody::Spooled { reader, .. } => reader.try_next().unwrap_or(Some(Err(spool::Truncated))),
+        }
+    }
 }
 
 impl Body for RequestBody {
@@ -75,16 +85,7 @@ impl Body for RequestBody {
     type Error = spool::Truncated;
 
     fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let frame = match self.get_mut() {
-            RequestBody::Memory(data) if data.is_empty() => None,
-            RequestBody::Memory(data) => Some(Ok(Frame::data(std::mem::take(data)))),
-            // The spool was finished before the job was made, so it never has to wait.
-            RequestBody::Spooled { reader, .. } => match reader.try_next() {
-                Some(next) => next.map(|piece| piece.map(Frame::data)),
-                None => Some(Err(spool::Truncated)),
-            },
-        };
-        Poll::Ready(frame)
+        Poll::Ready(self.get_mut().take_piece().map(|piece| piece.map(Frame::data)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -18,13 +18,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
 use crate::queue::Queue;
-use crate::slot::{Slot, SlotSettings};
-use crate::worker::{self, Launch, Phase, Process, Worker};
+use crate::slot::{HopLink, Slot, SlotSettings};
+use crate::worker::{self, Launch, Phase, Process, Transport, Worker};
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -39,6 +41,8 @@ pub struct SupervisorConfig {
     pub boot_timeout: Duration,
     /// How long a hung worker's other requests may take to finish before it is replaced.
     pub request_timeout: Duration,
+    /// The largest request head the front accepts (a hop's rings must hold one).
+    pub max_head: usize,
 }
 
 pub struct Supervisor {
@@ -59,7 +63,10 @@ impl Supervisor {
             .tempdir()
             .context("cannot create a directory for worker sockets")?;
         let workers: Vec<Arc<Worker>> = (1..=config.workers)
-            .map(|index| Arc::new(Worker::new(index, socket_dir.path().join(format!("worker-{index}.sock")))))
+            .map(|index| {
+                let socket = socket_dir.path().join(format!("worker-{index}.sock"));
+                Arc::new(Worker::new(index, socket, config.launch.transport()))
+            })
             .collect();
         let config = Arc::new(config);
 
@@ -67,7 +74,7 @@ impl Supervisor {
         for worker in &workers {
             let (worker, config) = (worker.clone(), config.clone());
             boots.spawn(async move {
-                let result = start_process(&worker, &config).await;
+                let result = start_process(&worker, &config, 1).await;
                 (worker.index, result)
             });
         }
@@ -96,8 +103,8 @@ impl Supervisor {
             info!("worker {} (pid {}) listening", worker.index, process.pid);
             worker.set_pid(process.pid);
             worker.set_phase(Phase::Ready { generation: 1 });
-            for _ in 0..config.threads {
-                let slot = Slot { worker: worker.clone(), queue: queue.clone(), settings: slots.clone() };
+            for index in 0..config.threads {
+                let slot = Slot { worker: worker.clone(), index, queue: queue.clone(), settings: slots.clone() };
                 tokio::spawn(slot.run());
             }
             let (reload, reload_requests) = mpsc::channel(1);
@@ -126,9 +133,31 @@ impl Supervisor {
     }
 }
 
-async fn start_process(worker: &Worker, config: &SupervisorConfig) -> Result<Process, worker::BootError> {
+/// Starts the process of `worker`'s generation `generation` and waits until it serves.
+async fn start_process(
+    worker: &Worker,
+    config: &SupervisorConfig,
+    generation: u64,
+) -> Result<Process, worker::BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
-    worker::boot(&mut command, &worker.socket, config.boot_timeout).await
+    match &worker.transport {
+        Transport::Http => {
+            // A socket file left by a previous process would make some servers refuse to bind.
+            let _ = std::fs::remove_file(&worker.socket);
+            worker::boot(&mut command, worker::until_listening(&worker.socket), config.boot_timeout).await
+        }
+        Transport::Hop(link) => {
+            let end = HopLink::prepare(config.threads, config.max_head).map_err(worker::BootError::Spawn)?;
+            worker::hand_over(&mut command, &end);
+            // SAFETY: the doorbell's descriptor belongs to `end`, which the AsyncFd owns (through
+            // the Arc) for its whole life.
+            let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }
+                .map_err(|err| worker::BootError::Spawn(err.into()))?;
+            let process = worker::boot(&mut command, HopLink::until_ready(&doorbell), config.boot_timeout).await?;
+            *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));
+            Ok(process)
+        }
+    }
 }
 
 /// Restarts workers one at a time; see the module comment.
@@ -229,7 +258,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 worker.set_phase(Phase::Stopped);
                 return;
             }
-            let started = start_process(&worker, &config).await;
+            let started = start_process(&worker, &config, generation + 1).await;
             if let Some(done) = reload_done.take() {
                 let _ = done.send(started.as_ref().map(|_| ()).map_err(ToString::to_string));
             }
@@ -300,6 +329,7 @@ while True:
             launch: Launch::Command(format!("exec python3 {}", script.display())),
             boot_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
+            max_head: 8192,
         };
         let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });

@@ -1,24 +1,29 @@
-//! A worker: one process serving HTTP/1.1 on a private unix socket, and what the front knows
-//! about it.
+//! A worker: one process serving the app, and what the front knows about it.
 //!
-//! Any HTTP/1.1 server that can listen on a unix socket can be a worker: the bundled Python
-//! worker (WSGI, one thread per slot), or any command given with `--cmd` (Puma in single mode,
-//! a Node program). The front never relies on more than that. [`Worker`] is the state the
-//! supervisor, the worker's slots, and the stats share; [`Launch`] says how to start the
-//! process.
+//! Any HTTP/1.1 server that can listen on a unix socket can be a worker: any command given with
+//! `--cmd` (Puma in single mode, a Node program) is reached that way, and the front relies on
+//! nothing more. The bundled worker is reached through the shared-memory hop instead
+//! ([`Transport`]). [`Worker`] is the state the supervisor, the worker's slots, and the stats
+//! share; [`Launch`] says how to start the process, [`boot`] starts it and waits until it
+//! serves.
 
+use std::future::Future;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use headway_hop::front::FrontEnd;
 
 use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tokio::sync::{watch, Notify};
 
+use crate::slot::HopLink;
 use crate::tally::Tally;
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.
@@ -45,11 +50,22 @@ pub enum Launch {
     Command(String),
 }
 
+/// How the front's slots reach a worker.
+pub enum Transport {
+    /// HTTP/1.1 over the worker's unix socket, a keep-alive connection per slot.
+    Http,
+    /// The shared-memory hop. Holds the link to the current process's region, set before the
+    /// process is announced ready.
+    Hop(Mutex<Option<Arc<HopLink>>>),
+}
+
 /// The state of one worker, shared by its supervisor task, its slots and the stats.
 pub struct Worker {
     /// 1-based, stable across restarts.
     pub index: usize,
+    /// The unix socket an HTTP worker listens on.
     pub socket: PathBuf,
+    pub transport: Transport,
     /// Slots of this worker that are running a request now. The queue reads it to pick the
     /// least busy worker; a drain waits for it to reach zero.
     pub busy: Arc<Tally>,
@@ -65,10 +81,11 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(index: usize, socket: PathBuf) -> Self {
+    pub fn new(index: usize, socket: PathBuf, transport: Transport) -> Self {
         Worker {
             index,
             socket,
+            transport,
             busy: Arc::new(Tally::default()),
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
@@ -100,8 +117,8 @@ impl Worker {
         self.pid.store(pid, Ordering::Relaxed);
     }
 
-    /// Called by a slot whose request outlived the request timeout: the process is presumed
-    /// stuck and will be replaced.
+    /// Called by a slot whose request outlived the request timeout, or that the worker broke
+    /// the hop's rules: the process can no longer be trusted to serve and will be replaced.
     pub fn report_hung(&self) {
         self.hung.notify_one();
     }
@@ -112,6 +129,14 @@ impl Worker {
 }
 
 impl Launch {
+    /// How the front reaches workers started this way.
+    pub fn transport(&self) -> Transport {
+        match self {
+            Launch::Python { .. } => Transport::Http,
+            Launch::Command(_) => Transport::Http,
+        }
+    }
+
     /// The command that starts worker `index` on `socket`, in a process group of its own so
     /// that stopping it also stops whatever it forked.
     pub fn command(&self, socket: &Path, index: usize, threads: usize, workers: usize) -> Command {
@@ -203,26 +228,58 @@ impl Process {
     }
 }
 
-/// Starts a worker process and waits until its socket accepts connections.
-pub async fn boot(command: &mut Command, socket: &Path, timeout: Duration) -> Result<Process, BootError> {
-    // A socket file left by a previous process would make some servers refuse to bind.
-    let _ = std::fs::remove_file(socket);
+/// Starts a worker process and waits until `ready` says it serves.
+pub async fn boot(
+    command: &mut Command,
+    ready: impl Future<Output = io::Result<()>>,
+    timeout: Duration,
+) -> Result<Process, BootError> {
     let child = command.spawn().map_err(BootError::Spawn)?;
     let pid = child.id().unwrap_or(0);
     let mut process = Process { child, pid };
-    let started = Instant::now();
-    loop {
-        if UnixStream::connect(socket).await.is_ok() {
-            return Ok(process);
-        }
-        if let Ok(Some(status)) = process.child.try_wait() {
+    tokio::select! {
+        ready = ready => match ready {
+            Ok(()) => Ok(process),
+            Err(err) => {
+                process.terminate(Duration::ZERO).await;
+                Err(BootError::Spawn(err))
+            }
+        },
+        status = process.child.wait() => {
             process.signal(libc::SIGKILL);
-            return Err(BootError::Exited(status));
+            Err(status.map_or_else(BootError::Spawn, BootError::Exited))
         }
-        if started.elapsed() > timeout {
+        () = tokio::time::sleep(timeout) => {
             process.terminate(Duration::ZERO).await;
-            return Err(BootError::Timeout(timeout));
+            Err(BootError::Timeout(timeout))
         }
+    }
+}
+
+/// Resolves once `socket` accepts connections. A server gives no sign that it listens, so this
+/// tries to connect, every few milliseconds.
+pub async fn until_listening(socket: &Path) -> io::Result<()> {
+    while UnixStream::connect(socket).await.is_err() {
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Makes the process started by `command` inherit the region and doorbell of `end`, and tells it
+/// their descriptors in `$HEADWAY_HOP`.
+pub fn hand_over(command: &mut Command, end: &FrontEnd) {
+    let fds = [end.region_fd().as_raw_fd(), end.doorbell().as_fd().as_raw_fd()];
+    command.env(headway_hop::worker::ENV, format!("{},{}", fds[0], fds[1]));
+    // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on two descriptors this
+    // process owns, in the child between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            for fd in fds {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
     }
 }

@@ -1,0 +1,316 @@
+//! A slot's line to the bundled worker over the shared-memory hop (see the `headway_hop` crate).
+//!
+//! Each process of the bundled worker gets its own region with a ring pair per slot, made
+//! before the process starts and dropped when it is replaced; [`HopLink`] is the front's side of
+//! it. One task per link watches the doorbell the worker rings when the front sleeps, and wakes
+//! the slots whose rings moved; a slot ([`SlotLine`]) writes its request into its request ring,
+//! and reads the response from its response ring as it arrives. The request body and the
+//! response are moved together, a piece of each as the rings allow, so an app that answers
+//! before reading its whole upload never deadlocks the two sides.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use headway_hop::front::{FrontEnd, FrontSlot, Seen};
+use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
+use headway_hop::{HopError, Layout};
+use http::{HeaderName, HeaderValue, StatusCode};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use super::{leaves_generation, LinkError, WorkerBody};
+use crate::job::RequestBody;
+use crate::worker::Phase;
+
+/// The front's side of one worker process's region.
+pub struct HopLink {
+    /// The worker generation (process) the region belongs to.
+    pub generation: u64,
+    end: Arc<FrontEnd>,
+    /// Per slot: notified when the slot's rings moved.
+    news: Arc<Vec<Notify>>,
+    /// The task that watches the doorbell; stopped with the link.
+    watcher: JoinHandle<()>,
+}
+
+impl HopLink {
+    /// A region for a worker process with `slots` slots about to start; its rings hold a request
+    /// head of up to `max_head` bytes.
+    pub fn prepare(slots: usize, max_head: usize) -> io::Result<Arc<FrontEnd>> {
+        let layout = Layout::new(slots as u32, (2 * max_head).max(64 * 1024));
+        Ok(Arc::new(FrontEnd::new(layout)?))
+    }
+
+    /// Waits until the worker process has attached and serves (its first ring of the doorbell).
+    pub async fn until_ready(doorbell: &AsyncFd<Arc<FrontEnd>>) -> io::Result<()> {
+        loop {
+            let mut guard = doorbell.readable().await?;
+            doorbell.get_ref().doorbell().drain();
+            guard.clear_ready();
+            if doorbell.get_ref().is_worker_ready() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Starts watching the doorbell of a worker process that is ready.
+    pub fn start(doorbell: AsyncFd<Arc<FrontEnd>>, generation: u64) -> Arc<HopLink> {
+        let end = doorbell.get_ref().clone();
+        let news: Arc<Vec<Notify>> = Arc::new((0..end.slots()).map(|_| Notify::new()).collect());
+        let watcher = tokio::spawn(watch_doorbell(doorbell, news.clone()));
+        Arc::new(HopLink { generation, end, news, watcher })
+    }
+}
+
+impl Drop for HopLink {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+/// Wakes the slots whose rings moved, sleeping on the doorbell when none did.
+async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>) {
+    let end = doorbell.get_ref().clone();
+    let mut seen = vec![Seen::default(); end.slots()];
+    loop {
+        // Say we sleep before the last look, so that a response written after it rings.
+        end.arm();
+        let mut moved = false;
+        for index in end.news(&mut seen) {
+            news[index].notify_one();
+            moved = true;
+        }
+        if moved {
+            // Let the slots run before looking again.
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let Ok(mut guard) = doorbell.readable().await else { return };
+        end.doorbell().drain();
+        guard.clear_ready();
+    }
+}
+
+/// A slot's line: its rings in the current process's region.
+pub(super) struct SlotLine {
+    link: Arc<HopLink>,
+    index: usize,
+    /// Reused for every record read.
+    record: Vec<u8>,
+    /// An exchange broke off mid-way: what the rings hold can no longer be trusted, and the line
+    /// waits for the next process.
+    pub(super) poisoned: bool,
+}
+
+impl SlotLine {
+    /// Slot `index` of the process of `generation`.
+    pub(super) fn of(links: &Mutex<Option<Arc<HopLink>>>, generation: u64, index: usize) -> io::Result<SlotLine> {
+        let link = links.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        match link {
+            Some(link) if link.generation == generation => {
+                Ok(SlotLine { link, index, record: Vec::new(), poisoned: false })
+            }
+            _ => Err(io::Error::other("the worker process's region is not there yet")),
+        }
+    }
+
+    fn slot(&self) -> FrontSlot<'_> {
+        self.link.end.slot(self.index)
+    }
+
+    /// Sends a request and waits for the response head. Whatever goes wrong leaves the line
+    /// poisoned; only a clean end (the whole response, or the worker's own abort) does not.
+    pub(super) async fn exchange(
+        &mut self,
+        request: http::Request<RequestBody>,
+        phase: watch::Receiver<Phase>,
+    ) -> Result<(http::response::Parts, Exchange<'_>), LinkError> {
+        self.poisoned = true;
+        if !self.slot().is_idle() {
+            return Err(HopError::Corrupt("the worker still holds the slot's last request").into());
+        }
+        let (parts, body) = request.into_parts();
+        self.record.clear();
+        let target = parts.uri.path_and_query().map_or(parts.uri.path(), |target| target.as_str());
+        let headers = parts.headers.iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+        message::encode_request_head(
+            &mut self.record,
+            body.len(),
+            true,
+            parts.method.as_str().as_bytes(),
+            target.as_bytes(),
+            headers,
+        );
+        {
+            let slot = self.slot();
+            if self.record.len() > slot.max_payload() || !slot.push(REQUEST_HEAD, &[&self.record])? {
+                return Err(HopError::Corrupt("a request head does not fit an idle slot's ring").into());
+            }
+            slot.publish();
+        }
+        let mut exchange = Exchange { line: self, upload: Upload::new(body), phase, head_read: false };
+        loop {
+            match exchange.step()? {
+                Step::Record(RESPONSE_HEAD) => {
+                    exchange.head_read = true;
+                    let head = response_head(&exchange.line.record)?;
+                    return Ok((head, exchange));
+                }
+                Step::Record(_) => return Err(HopError::Corrupt("a response record before its head").into()),
+                Step::Wait => exchange.wait().await?,
+            }
+        }
+    }
+}
+
+/// A request under way on a slot: the rest of its body going out, its response coming in.
+pub(super) struct Exchange<'a> {
+    line: &'a mut SlotLine,
+    upload: Upload,
+    phase: watch::Receiver<Phase>,
+    head_read: bool,
+}
+
+enum Step {
+    /// A response record was read (into the line's buffer); its kind.
+    Record(u8),
+    /// Nothing to read, and the upload cannot move: wait for the worker.
+    Wait,
+}
+
+impl Exchange<'_> {
+    /// Moves the upload as far as the request ring allows, then reads one response record.
+    fn step(&mut self) -> Result<Step, LinkError> {
+        let slot = self.line.link.end.slot(self.line.index);
+        self.upload.feed(&slot)?;
+        match slot.pop(&mut self.line.record)? {
+            Some(kind) => Ok(Step::Record(kind)),
+            None => Ok(Step::Wait),
+        }
+    }
+
+    /// Waits until the slot's rings move, or fails if the worker process goes away.
+    async fn wait(&mut self) -> Result<(), LinkError> {
+        let generation = self.line.link.generation;
+        tokio::select! {
+            () = self.line.link.news[self.line.index].notified() => Ok(()),
+            () = leaves_generation(&mut self.phase, generation) => Err(LinkError::WorkerGone),
+        }
+    }
+
+    /// The next piece of the response body if it is there; `Ok(None)` with nothing to read yet.
+    fn piece(&mut self) -> Result<Option<Option<Bytes>>, LinkError> {
+        loop {
+            return match self.step()? {
+                Step::Wait => Ok(None),
+                Step::Record(BODY) if self.line.record.is_empty() => continue,
+                Step::Record(BODY) => Ok(Some(Some(Bytes::copy_from_slice(&self.line.record)))),
+                Step::Record(END) => {
+                    if !self.upload.is_done() {
+                        return Err(HopError::Corrupt("the response ended before the request body was read").into());
+                    }
+                    self.line.poisoned = false;
+                    Ok(Some(None))
+                }
+                Step::Record(ABORT) => {
+                    // The app failed after its head: the worker ended the exchange cleanly, the
+                    // client must see a cut response.
+                    self.line.poisoned = !self.upload.is_done();
+                    Err(LinkError::Aborted(String::from_utf8_lossy(&self.line.record).into_owned()))
+                }
+                Step::Record(_) => Err(HopError::Corrupt("an unexpected record in a response body").into()),
+            };
+        }
+    }
+}
+
+impl WorkerBody for Exchange<'_> {
+    async fn now(&mut self) -> std::task::Poll<Option<Result<Bytes, LinkError>>> {
+        debug_assert!(self.head_read);
+        match self.piece() {
+            Ok(Some(piece)) => std::task::Poll::Ready(piece.map(Ok)),
+            Ok(None) => std::task::Poll::Pending,
+            Err(err) => std::task::Poll::Ready(Some(Err(err))),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Result<Bytes, LinkError>> {
+        loop {
+            match self.piece() {
+                Ok(Some(piece)) => return piece.map(Ok),
+                Ok(None) => {
+                    if let Err(err) = self.wait().await {
+                        return Some(Err(err));
+                    }
+                }
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+}
+
+/// A request body on its way into the request ring, one record at a time.
+struct Upload {
+    body: RequestBody,
+    /// The part of the current piece not yet written.
+    piece: Bytes,
+    /// The body has no piece left to take.
+    taken: bool,
+}
+
+impl Upload {
+    fn new(body: RequestBody) -> Upload {
+        Upload { body, piece: Bytes::new(), taken: false }
+    }
+
+    fn is_done(&self) -> bool {
+        self.taken && self.piece.is_empty()
+    }
+
+    /// Writes as much as fits now. When the ring is full, asks the worker to ring the doorbell
+    /// when it has read some.
+    fn feed(&mut self, slot: &FrontSlot<'_>) -> Result<(), LinkError> {
+        let mut pushed = false;
+        loop {
+            if self.piece.is_empty() {
+                match self.body.take_piece() {
+                    Some(piece) => self.piece = piece.map_err(|_| LinkError::BodyLost)?,
+                    None => {
+                        self.taken = true;
+                        break;
+                    }
+                }
+                continue;
+            }
+            let take = self.piece.len().min(slot.max_payload());
+            let head = slot.request_head();
+            if slot.push(BODY, &[&self.piece[..take]])? {
+                let _ = self.piece.split_to(take);
+                pushed = true;
+            } else if slot.want_space(head) {
+                break;
+            }
+        }
+        if pushed {
+            slot.pushed();
+        }
+        Ok(())
+    }
+}
+
+/// The response head a worker wrote, checked as the front checks anything from outside.
+fn response_head(record: &[u8]) -> Result<http::response::Parts, LinkError> {
+    let head = message::decode_response_head(record)?;
+    let status = StatusCode::from_u16(head.status).map_err(|_| HopError::Corrupt("an invalid status code"))?;
+    let mut response = http::Response::new(());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    for (name, value) in head.headers {
+        let name = HeaderName::from_bytes(name).map_err(|_| HopError::Corrupt("an invalid header name"))?;
+        let value = HeaderValue::from_bytes(value).map_err(|_| HopError::Corrupt("an invalid header value"))?;
+        headers.append(name, value);
+    }
+    Ok(response.into_parts().0)
+}

@@ -1,0 +1,314 @@
+//! A slot: the front's line to a worker, carrying one request at a time.
+//!
+//! A worker with T slots has exactly T of them, so it never holds more than T requests and never
+//! queues one internally: every wait happens in the front's queue. A slot takes the oldest
+//! request from the queue, sends it, reads the response, passes the head to the client's
+//! connection and pumps the body into a spool, and only then takes the next request.
+//!
+//! How the request travels depends on the worker: any HTTP/1.1 server (`--cmd`) gets a
+//! keep-alive connection to its unix socket per slot ([`connection`]); the bundled worker gets a pair
+//! of rings in memory both processes share ([`hop`]). Everything else, the loop and what a
+//! response becomes, is the same for both and lives here.
+
+mod connection;
+mod hop;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+pub use hop::HopLink;
+
+use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WorkerResponse};
+use crate::queue::Queue;
+use crate::spool;
+use crate::worker::{Phase, Transport, Worker};
+
+/// Pause before reconnecting when a worker that says it is ready refuses a connection; and the
+/// longest a slot whose request broke waits for the supervisor's verdict on the process.
+const RECONNECT_DELAY: Duration = Duration::from_millis(50);
+
+/// What every slot needs to know.
+#[derive(Debug, Clone)]
+pub struct SlotSettings {
+    /// How long a worker may be silent (before the head, or between body pieces) before the
+    /// request fails with 504 and the worker is replaced.
+    pub request_timeout: Duration,
+    /// Response bytes held in memory per response before spilling to disk.
+    pub response_buffer: usize,
+}
+
+pub struct Slot {
+    pub worker: Arc<Worker>,
+    /// Which of the worker's slots this is, from 0.
+    pub index: usize,
+    pub queue: Arc<Queue>,
+    pub settings: Arc<SlotSettings>,
+}
+
+/// A slot's line to one worker process.
+enum Link {
+    Http(connection::Connection),
+    Hop(hop::SlotLine),
+}
+
+impl Slot {
+    /// Serves requests for as long as the worker exists, connecting again whenever the worker
+    /// is restarted or closes the connection.
+    pub async fn run(self) {
+        let mut phase = self.worker.watch_phase();
+        while let Some(generation) = ready_generation(&mut phase).await {
+            let link = match &self.worker.transport {
+                Transport::Http => connection::Connection::open(&self.worker.socket).await.map(Link::Http),
+                Transport::Hop(links) => hop::SlotLine::of(links, generation, self.index).map(Link::Hop),
+            };
+            match link {
+                Ok(mut link) => {
+                    if self.serve(&mut link, generation, &mut phase).await == Ended::Broken {
+                        match link {
+                            // Its rings hold what a broken exchange left: only the next
+                            // process's region can be trusted.
+                            Link::Hop(line) if line.poisoned => leaves_generation(&mut phase, generation).await,
+                            // A request broke: the process is most likely dying. Its socket still
+                            // accepts connections into the backlog for a moment after its own
+                            // connections reset, and a request sent there would fail too, so wait
+                            // until the supervisor has seen it exit (or, if it lives, a moment).
+                            _ => {
+                                let _ =
+                                    tokio::time::timeout(RECONNECT_DELAY, leaves_generation(&mut phase, generation))
+                                        .await;
+                            }
+                        }
+                    }
+                }
+                Err(err) => {
+                    debug!(worker = self.worker.index, "cannot reach the worker: {err}");
+                    tokio::time::sleep(RECONNECT_DELAY).await;
+                }
+            }
+        }
+    }
+
+    /// Runs jobs on `link` until it closes, a request on it fails, or the worker leaves
+    /// generation `generation`.
+    async fn serve(&self, link: &mut Link, generation: u64, phase: &mut watch::Receiver<Phase>) -> Ended {
+        let busy = &self.worker.busy;
+        loop {
+            let mut next = self.queue.next_job(busy);
+            let closed = async {
+                match link {
+                    Link::Http(connection) => connection.closed().await,
+                    Link::Hop(_) => std::future::pending().await,
+                }
+            };
+            let job = tokio::select! {
+                job = next.recv() => Some(job),
+                () = closed => None,
+                () = leaves_generation(phase, generation) => None,
+            };
+            let Some(job) = job else {
+                next.cancel(busy);
+                return Ended::Closed;
+            };
+            let started = Instant::now();
+            let reusable = match link {
+                Link::Http(connection) => {
+                    self.forward(job, |request| connection.exchange(&self.worker.socket, request)).await
+                }
+                Link::Hop(line) => self.forward(job, |request| line.exchange(request, phase.clone())).await,
+            };
+            busy.down();
+            let took = started.elapsed();
+            self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            self.queue.record_service(took);
+            if !reusable {
+                return Ended::Broken;
+            }
+            if *phase.borrow() != (Phase::Ready { generation }) {
+                return Ended::Closed;
+            }
+        }
+    }
+
+    /// Runs one job through `exchange` (which sends the request and waits for the response
+    /// head). Returns whether the link can carry another request.
+    async fn forward<B, F>(&self, job: Job, exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F) -> bool
+    where
+        B: WorkerBody,
+        F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
+    {
+        let Job { request, reply, complete_at, .. } = job;
+        if reply.is_closed() {
+            return true; // the client left between dispatch and now: nothing to run
+        }
+        let started = Instant::now();
+        let timeout = self.settings.request_timeout;
+        let (head, body) = match tokio::time::timeout(timeout, exchange(request)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(err)) => {
+                warn!(worker = self.worker.index, "request failed: {err}");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+                self.replace_if_broken(&err);
+                return false;
+            }
+            Err(_) => {
+                warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
+                self.worker.report_hung();
+                return false;
+            }
+        };
+        self.worker.served.fetch_add(1, Ordering::Relaxed);
+        let timing = Timing { queued: started.saturating_duration_since(complete_at), service: started.elapsed() };
+        self.deliver(reply, head, body, timing).await
+    }
+
+    /// Passes a response to the client's connection: whole, with the body that is already
+    /// there, when that is all of it (the client then gets a `Content-Length` and one write);
+    /// otherwise through a spool the slot goes on filling until the body ends, so the slot is
+    /// free as soon as the worker is done, however slowly the client reads.
+    async fn deliver(
+        &self,
+        reply: oneshot::Sender<Outcome>,
+        head: http::response::Parts,
+        mut body: impl WorkerBody,
+        timing: Timing,
+    ) -> bool {
+        let mut pieces = Vec::new();
+        let stalled = loop {
+            match body.now().await {
+                Poll::Ready(Some(Ok(piece))) => pieces.push(piece),
+                Poll::Ready(None) => {
+                    let body = ResponseBody::Complete(concat(pieces));
+                    let _ = reply.send(Outcome::Response(WorkerResponse { head, body, timing }));
+                    return true;
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    // Nothing has reached the client yet: it gets a clean 502, not a cut body.
+                    warn!(worker = self.worker.index, "response body failed: {err}");
+                    let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+                    self.replace_if_broken(&err);
+                    return false;
+                }
+                Poll::Pending => break pieces,
+            }
+        };
+
+        let (writer, reader) = spool::channel(self.settings.response_buffer);
+        for piece in stalled {
+            if let Err(err) = writer.write(piece) {
+                warn!("cannot buffer response: {err}");
+                return false;
+            }
+        }
+        let streaming = ResponseBody::Streaming(reader);
+        let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
+        let timeout = self.settings.request_timeout;
+        loop {
+            match tokio::time::timeout(timeout, body.next()).await {
+                Ok(Some(Ok(piece))) => {
+                    if let Err(err) = writer.write(piece) {
+                        warn!("cannot buffer response: {err}");
+                        return false;
+                    }
+                }
+                Ok(None) => {
+                    writer.finish();
+                    return true;
+                }
+                Ok(Some(Err(err))) => {
+                    warn!(worker = self.worker.index, "response body failed: {err}");
+                    self.replace_if_broken(&err);
+                    return false;
+                }
+                Err(_) => {
+                    warn!(worker = self.worker.index, "response body stalled for {timeout:?}; replacing the worker");
+                    self.worker.report_hung();
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+impl Slot {
+    /// A worker that broke the hop's rules cannot be trusted with more requests: have it replaced.
+    fn replace_if_broken(&self, err: &LinkError) {
+        if matches!(err, LinkError::Hop(_)) {
+            warn!(worker = self.worker.index, "the worker broke the hop's rules; replacing it");
+            self.worker.report_hung();
+        }
+    }
+}
+
+/// A response body as it arrives from a worker, over either link.
+trait WorkerBody {
+    /// The next piece if it is there now, `Poll::Pending` if not yet; `Ready(None)` at the end.
+    fn now(&mut self) -> impl Future<Output = Poll<Option<Result<Bytes, LinkError>>>>;
+    /// The next piece, waiting for it; `None` at the end.
+    fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, LinkError>>>;
+}
+
+/// Why an exchange with a worker failed.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+    #[error("worker closed the connection and refused a new one: {0}")]
+    Reconnect(std::io::Error),
+    #[error(transparent)]
+    Hop(#[from] headway_hop::HopError),
+    #[error("the worker process went away")]
+    WorkerGone,
+    #[error("the app failed after its response began: {0}")]
+    Aborted(String),
+    #[error("the request body could not be read back from its spool")]
+    BodyLost,
+}
+
+/// How a slot's link ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Closed while idle, or the worker is being replaced: reconnect when it is ready.
+    Closed,
+    /// A request failed on it (the worker died, hung, or broke the connection).
+    Broken,
+}
+
+/// Waits until the worker is ready and returns its generation; `None` once it is stopped.
+async fn ready_generation(phase: &mut watch::Receiver<Phase>) -> Option<u64> {
+    loop {
+        match *phase.borrow_and_update() {
+            Phase::Ready { generation } => return Some(generation),
+            Phase::Stopped => return None,
+            Phase::Starting | Phase::Draining => {}
+        }
+        phase.changed().await.ok()?;
+    }
+}
+
+/// Resolves once the worker is no longer in `generation`'s ready phase.
+async fn leaves_generation(phase: &mut watch::Receiver<Phase>, generation: u64) {
+    let _ = phase.wait_for(|now| *now != Phase::Ready { generation }).await;
+}
+
+fn concat(mut pieces: Vec<Bytes>) -> Bytes {
+    match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().expect("one piece"),
+        _ => {
+            let mut whole = BytesMut::with_capacity(pieces.iter().map(Bytes::len).sum());
+            pieces.iter().for_each(|piece| whole.extend_from_slice(piece));
+            whole.freeze()
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Slots over the hop, against worker threads on the worker's end of a real region: the rules the
+//! queue keeps must hold over shared memory too (a worker that crashes or hangs fails only its
+//! own requests; one that never takes a request holds nobody else's), and bodies larger than the
+//! rings must travel whole both ways.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
+use headway_hop::worker::{WorkerEnd, WorkerSlot};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::*;
+
+/// A request as a fake worker thread received it.
+struct Received {
+    target: String,
+    body: Vec<u8>,
+}
+
+/// What a fake worker does with each request it claims: answer, or misbehave.
+type Behaviour = fn(&WorkerSlot<'_>, Received);
+
+/// A fake worker process: threads serving a hop region, stopped when dropped.
+struct HopProcess {
+    fake: FakeWorker,
+    stop: Arc<AtomicBool>,
+    end: Arc<WorkerEnd>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl HopProcess {
+    /// Stops the worker's threads, as if the process stopped taking requests.
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.end.wake_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for HopProcess {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProcess {
+    let end = HopLink::prepare(1, 8192).unwrap();
+    let worker_end = Arc::new(WorkerEnd::beside(&end).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = (0..2)
+        .map(|_| {
+            let (end, stop) = (worker_end.clone(), stop.clone());
+            std::thread::spawn(move || serve(&end, &stop, behaviour))
+        })
+        .collect();
+    worker_end.announce_ready();
+    // SAFETY: the doorbell belongs to `end`, which the AsyncFd owns.
+    let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }.unwrap();
+    HopLink::until_ready(&doorbell).await.unwrap();
+    let link = HopLink::start(doorbell, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let fake =
+        FakeWorker::slot(dir.path().join("unused.sock"), Transport::Hop(Mutex::new(Some(link))), request_timeout, dir);
+    HopProcess { fake, stop, end: worker_end, threads }
+}
+
+fn serve(end: &WorkerEnd, stop: &AtomicBool, behaviour: Behaviour) {
+    let mut record = Vec::new();
+    while let Some(index) = end.claim_waiting(|| stop.load(Ordering::Acquire), |wait| wait()) {
+        let slot = end.slot(index);
+        assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), REQUEST_HEAD);
+        let head = message::decode_request_head(&record).unwrap();
+        let (target, body_len) = (String::from_utf8(head.target.to_vec()).unwrap(), head.body_len as usize);
+        let mut body = Vec::new();
+        while body.len() < body_len {
+            assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), BODY);
+            body.extend_from_slice(&record);
+        }
+        behaviour(&slot, Received { target, body });
+    }
+}
+
+/// Writes a whole response: head, body in records as large as the ring takes, end.
+fn respond(slot: &WorkerSlot<'_>, status: u16, body: &[u8]) {
+    let mut head = Vec::new();
+    message::encode_response_head(&mut head, status, [(&b"content-type"[..], &b"text/plain"[..])]);
+    slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
+    for piece in body.chunks(slot.max_payload()) {
+        slot.push_waiting(BODY, &[piece], |wait| wait()).unwrap();
+    }
+    slot.release();
+    slot.push_waiting(END, &[], |wait| wait()).unwrap();
+}
+
+/// Answers with the request's target and body, the body reversed.
+fn echo(slot: &WorkerSlot<'_>, received: Received) {
+    let mut answer = received.target.into_bytes();
+    answer.extend(received.body.iter().rev());
+    respond(slot, 200, &answer);
+}
+
+/// The whole body of a response, however it arrived.
+async fn body_of(response: WorkerResponse) -> Result<Vec<u8>, spool::Truncated> {
+    match response.body {
+        ResponseBody::Complete(body) => Ok(body.to_vec()),
+        ResponseBody::Streaming(mut reader) => {
+            let mut body = Vec::new();
+            while let Some(piece) = reader.next().await {
+                body.extend_from_slice(&piece?);
+            }
+            Ok(body)
+        }
+    }
+}
+
+fn pattern(len: usize) -> Bytes {
+    (0..len).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>().into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_and_responses_larger_than_the_rings_travel_whole() {
+    let process = hop_worker(Duration::from_secs(30), echo).await;
+    // The rings of this region hold 64 KiB: these bodies take several turns of each.
+    for (n, len) in [0usize, 10, 100_000, 300_000].into_iter().enumerate() {
+        let body = pattern(len);
+        let Outcome::Response(response) =
+            process.fake.request_with_body(&format!("/{n}"), body.clone()).outcome().await
+        else {
+            panic!("no response to request {n}");
+        };
+        assert_eq!(response.head.status, http::StatusCode::OK);
+        assert_eq!(response.head.headers["content-type"], "text/plain");
+        let mut expected = format!("/{n}").into_bytes();
+        expected.extend(body.iter().rev());
+        assert_eq!(body_of(response).await.unwrap(), expected, "request {n}");
+    }
+    assert_eq!(process.fake.worker.served.load(Ordering::Relaxed), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_answers_before_reading_its_upload_does_not_deadlock() {
+    // The worker thread reads the whole upload only after writing a response bigger than its
+    // ring (the fake's `serve` reads it first; here the order is the other way round).
+    fn answer_first(slot: &WorkerSlot<'_>, _: Received) {
+        respond(slot, 200, &pattern(200_000));
+    }
+    let process = hop_worker(Duration::from_secs(30), answer_first).await;
+    let Outcome::Response(response) = process.fake.request_with_body("/up", pattern(200_000)).outcome().await else {
+        panic!("no response");
+    };
+    assert_eq!(body_of(response).await.unwrap(), pattern(200_000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_fails_mid_body_fails_its_request_and_the_slot_goes_on() {
+    fn fail_midway(slot: &WorkerSlot<'_>, received: Received) {
+        if received.target == "/ok" {
+            return respond(slot, 200, b"fine");
+        }
+        let mut head = Vec::new();
+        message::encode_response_head(&mut head, 200, []);
+        slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
+        slot.push_waiting(BODY, &[b"partial"], |wait| wait()).unwrap();
+        slot.release();
+        slot.push_waiting(ABORT, &[b"ZeroDivisionError"], |wait| wait()).unwrap();
+    }
+    let process = hop_worker(Duration::from_secs(30), fail_midway).await;
+    // If the abort came before the head went to the client, a clean 502; if after, a body cut
+    // short, never one that looks complete.
+    match process.fake.request("/fail").outcome().await {
+        Outcome::Failed(failure) => assert_eq!(failure, Failure::WorkerFailed),
+        Outcome::Response(response) => assert!(body_of(response).await.is_err(), "the body must end cut short"),
+    }
+    let Outcome::Response(response) = process.fake.request("/ok").outcome().await else { panic!("no response") };
+    assert_eq!(body_of(response).await.unwrap(), b"fine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_never_takes_its_request_gets_504_and_is_reported() {
+    let mut process = hop_worker(Duration::from_millis(300), echo).await;
+    process.halt(); // the request is published and never claimed
+    let hung = process.fake.worker.clone();
+    let reported = tokio::spawn(async move { hung.hung().await });
+    assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
+    reported.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_dies_holding_a_request_fails_only_that_request() {
+    fn hold(_: &WorkerSlot<'_>, _: Received) {
+        std::thread::sleep(Duration::from_secs(60)); // until the process "dies" around it
+    }
+    let process = hop_worker(Duration::from_secs(30), hold).await;
+    let mut wait = process.fake.request("/held");
+    let worker = process.fake.worker.clone();
+    let outcome = tokio::spawn(async move { wait.outcome().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    worker.set_phase(Phase::Starting); // the supervisor saw the process exit
+    assert!(matches!(outcome.await.unwrap(), Outcome::Failed(Failure::WorkerFailed)));
+    // The queue is untouched: the next request waits for a new process rather than failing.
+    let mut next = process.fake.request("/next");
+    assert!(tokio::time::timeout(Duration::from_millis(200), next.outcome()).await.is_err());
+    assert_eq!(process.fake.queue.snapshot(crate::queue::Reader::Json).depth, 1);
+    std::mem::forget(process); // its threads sleep in `hold`; the test process ends them
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_writes_garbage_fails_its_request_with_502_and_is_reported() {
+    fn garbage(slot: &WorkerSlot<'_>, _: Received) {
+        slot.push_waiting(RESPONSE_HEAD, &[b"\x01"], |wait| wait()).unwrap();
+    }
+    let process = hop_worker(Duration::from_secs(30), garbage).await;
+    let hung = process.fake.worker.clone();
+    let reported = tokio::spawn(async move { hung.hung().await });
+    assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerFailed)));
+    reported.await.unwrap();
+}
