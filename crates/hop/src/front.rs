@@ -118,7 +118,8 @@ impl FrontSlot<'_> {
     pub fn publish(&self) {
         self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
         self.0.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-        if self.0.header.sleepers.0.load(Ordering::SeqCst) > 0 {
+        let header = self.0.header;
+        if header.spinning.0.load(Ordering::SeqCst) == 0 && header.sleepers.0.load(Ordering::SeqCst) > 0 {
             futex_wake(&self.0.header.work_seq.0, 1);
         }
     }

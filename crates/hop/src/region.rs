@@ -67,6 +67,9 @@ pub(crate) struct Header {
     pub work_seq: Line,
     /// Worker threads asleep (or about to be) on `work_seq`.
     pub sleepers: Line,
+    /// 1 while a worker thread spins, looking for work without sleeping: the front need not wake
+    /// anyone then.
+    pub spinning: Line,
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
     pub front_waiting: Line,
