@@ -9,7 +9,7 @@
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED};
@@ -31,11 +31,17 @@ const SPIN: Duration = Duration::from_micros(50);
 pub struct WorkerEnd {
     region: Region,
     doorbell: Doorbell,
+    /// Set by [`WorkerEnd::stop`]: threads take no more requests.
+    stopped: AtomicBool,
 }
 
 impl WorkerEnd {
     pub fn attach(region: OwnedFd, doorbell: OwnedFd) -> Result<WorkerEnd, HopError> {
-        Ok(WorkerEnd { region: Region::attach(region)?, doorbell: Doorbell::from_fd(doorbell) })
+        Ok(WorkerEnd {
+            region: Region::attach(region)?,
+            doorbell: Doorbell::from_fd(doorbell),
+            stopped: AtomicBool::new(false),
+        })
     }
 
     /// The worker's end of `front`'s region, in the same process: for tests and tools that play
@@ -84,13 +90,15 @@ impl WorkerEnd {
     }
 
     /// Claims the next published request, sleeping (through `sleep`, as for
-    /// [`WorkerSlot::pop_waiting`]) while there is none; `None` once `stopping` says so.
-    pub fn claim_waiting(&self, stopping: impl Fn() -> bool, mut sleep: impl FnMut(&dyn Fn())) -> Option<usize> {
+    /// [`WorkerSlot::pop_waiting`]) while there is none; `None` once [`WorkerEnd::stop`] was
+    /// called.
+    pub fn claim_waiting(&self, mut sleep: impl FnMut(&dyn Fn())) -> Option<usize> {
         loop {
             if let Some(index) = self.try_claim() {
+                self.hand_on();
                 return Some(index);
             }
-            if stopping() {
+            if self.is_stopped() {
                 return None;
             }
             sleep(&|| {
@@ -111,12 +119,24 @@ impl WorkerEnd {
         }
         let until = std::time::Instant::now() + SPIN;
         let mut found = false;
-        while !found && std::time::Instant::now() < until {
+        while !found && !self.is_stopped() && std::time::Instant::now() < until {
             std::thread::yield_now();
             found = self.any_published();
         }
         spinning.store(0, Ordering::SeqCst);
         found
+    }
+
+    /// After a claim: if more requests wait and no thread spins, wakes a sleeping one. The front
+    /// wakes nobody while a thread spins, so a spinner that found work passes the wake-up on.
+    fn hand_on(&self) {
+        let header = self.header();
+        if header.spinning.0.load(Ordering::SeqCst) == 0
+            && header.sleepers.0.load(Ordering::SeqCst) > 0
+            && self.any_published()
+        {
+            futex_wake(&header.work_seq.0, 1);
+        }
     }
 
     fn any_published(&self) -> bool {
@@ -131,17 +151,23 @@ impl WorkerEnd {
         header.sleepers.0.fetch_add(1, Ordering::SeqCst);
         // Published between the failed claim and the count above: the front may not have seen
         // this thread as a sleeper, so look once more before sleeping.
-        if !self.any_published() {
+        if !self.any_published() && !self.is_stopped() {
             futex_wait(&header.work_seq.0, seen, timeout);
         }
         header.sleepers.0.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Wakes every thread in [`WorkerEnd::wait_for_work`] (to stop).
-    pub fn wake_all(&self) {
+    /// Stops taking requests: threads in [`WorkerEnd::claim_waiting`] return (those serving a
+    /// request finish it first).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
         let header = self.header();
         header.work_seq.0.fetch_add(1, Ordering::SeqCst);
         futex_wake(&header.work_seq.0, u32::MAX);
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {

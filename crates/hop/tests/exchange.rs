@@ -4,7 +4,6 @@
 //! size go both ways, so every kind of wait is taken many times.
 
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,9 +30,9 @@ fn answer_to(body: &[u8]) -> Vec<u8> {
     body.iter().rev().copied().collect()
 }
 
-fn serve(end: &WorkerEnd, stop: &AtomicBool) {
+fn serve(end: &WorkerEnd) {
     let mut record = Vec::new();
-    while let Some(index) = end.claim_waiting(|| stop.load(Ordering::Acquire), |wait| wait()) {
+    while let Some(index) = end.claim_waiting(|wait| wait()) {
         let slot = end.slot(index);
         let head_record = slot.pop_waiting(&mut record, |wait| wait()).unwrap();
         assert_eq!(head_record, REQUEST_HEAD);
@@ -159,11 +158,10 @@ fn sleep_on_doorbell(end: &FrontEnd) -> bool {
 fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
     let end = FrontEnd::new(Layout::new(SLOTS as u32, RING)).unwrap();
     let worker = Arc::new(WorkerEnd::beside(&end).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..3)
         .map(|_| {
-            let (worker, stop) = (worker.clone(), stop.clone());
-            std::thread::spawn(move || serve(&worker, &stop))
+            let worker = worker.clone();
+            std::thread::spawn(move || serve(&worker))
         })
         .collect();
     worker.announce_ready();
@@ -188,8 +186,7 @@ fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
         }
         front.end.disarm();
     }
-    stop.store(true, Ordering::Release);
-    worker.wake_all();
+    worker.stop();
     for thread in threads {
         thread.join().unwrap();
     }

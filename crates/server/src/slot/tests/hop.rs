@@ -3,7 +3,6 @@
 //! own requests; one that never takes a request holds nobody else's), and bodies larger than the
 //! rings must travel whole both ways.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
@@ -25,7 +24,6 @@ type Behaviour = fn(&WorkerSlot<'_>, Received);
 /// A fake worker process: threads serving a hop region, stopped when dropped.
 struct HopProcess {
     fake: FakeWorker,
-    stop: Arc<AtomicBool>,
     end: Arc<WorkerEnd>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -33,8 +31,7 @@ struct HopProcess {
 impl HopProcess {
     /// Stops the worker's threads, as if the process stopped taking requests.
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.end.wake_all();
+        self.end.stop();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -50,11 +47,10 @@ impl Drop for HopProcess {
 async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProcess {
     let end = HopLink::prepare(1, 8192).unwrap();
     let worker_end = Arc::new(WorkerEnd::beside(&end).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
     let threads = (0..2)
         .map(|_| {
-            let (end, stop) = (worker_end.clone(), stop.clone());
-            std::thread::spawn(move || serve(&end, &stop, behaviour))
+            let end = worker_end.clone();
+            std::thread::spawn(move || serve(&end, behaviour))
         })
         .collect();
     worker_end.announce_ready();
@@ -65,12 +61,12 @@ async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProce
     let dir = tempfile::tempdir().unwrap();
     let fake =
         FakeWorker::slot(dir.path().join("unused.sock"), Transport::Hop(Mutex::new(Some(link))), request_timeout, dir);
-    HopProcess { fake, stop, end: worker_end, threads }
+    HopProcess { fake, end: worker_end, threads }
 }
 
-fn serve(end: &WorkerEnd, stop: &AtomicBool, behaviour: Behaviour) {
+fn serve(end: &WorkerEnd, behaviour: Behaviour) {
     let mut record = Vec::new();
-    while let Some(index) = end.claim_waiting(|| stop.load(Ordering::Acquire), |wait| wait()) {
+    while let Some(index) = end.claim_waiting(|wait| wait()) {
         let slot = end.slot(index);
         assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), REQUEST_HEAD);
         let head = message::decode_request_head(&record).unwrap();
