@@ -130,7 +130,11 @@ impl Slot {
             }
         };
         self.worker.served.fetch_add(1, Ordering::Relaxed);
-        let timing = Timing { queued: started.saturating_duration_since(complete_at), service: started.elapsed() };
+        let timing = Timing {
+            queued: started.saturating_duration_since(complete_at),
+            service: started.elapsed(),
+            worker: self.worker.index,
+        };
         let (head, mut body) = response.into_parts();
 
         let (pieces, ended) = drain_ready(&mut body).await;
