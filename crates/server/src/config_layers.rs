@@ -155,11 +155,13 @@ pub fn resolve(given: &ArgMatches) -> anyhow::Result<(ServeArgs, Sources)> {
                 check_value(&without_environment, arg, is_switch, value).map_err(|err| anyhow!("{origin}: {err}"))?;
             }
         }
+        // A switch reads `yes`, `on`, `1`... from the environment; it is shown as TOML's bool.
+        let values = if is_switch { values.iter().map(|value| is_true(value).to_string()).collect() } else { values };
         if source != Source::Default && source != Source::Unset {
             if arg.is_positional() {
                 positionals.extend(values.iter().map(OsString::from));
             } else if is_switch {
-                if values.iter().any(|value| is_true(value)) {
+                if values.iter().any(|value| value == "true") {
                     command_line.push(format!("--{key}").into());
                 }
             } else {
@@ -224,13 +226,12 @@ fn table_value<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Value>
 /// A file value as the flag's value or values.
 fn file_values(value: &toml::Value, is_switch: bool, is_list: bool) -> Result<Vec<String>, String> {
     let scalar = |value: &toml::Value| match value {
+        toml::Value::Boolean(b) if is_switch => Ok(b.to_string()),
+        other if is_switch => Err(format!("expected true or false, not {}", other.type_str())),
         toml::Value::String(text) => Ok(text.clone()),
         toml::Value::Integer(n) => Ok(n.to_string()),
         toml::Value::Float(x) => Ok(x.to_string()),
-        toml::Value::Boolean(b) if is_switch => Ok(b.to_string()),
-        other => {
-            Err(format!("expected {}, not {}", if is_switch { "true or false" } else { "a value" }, other.type_str()))
-        }
+        other => Err(format!("expected a value, not {}", other.type_str())),
     };
     match value {
         toml::Value::Array(items) if is_list => items.iter().map(scalar).collect(),
