@@ -45,11 +45,14 @@ def proxy_v1(client, server="127.0.0.1", client_port=56324, server_port=80):
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
 
-def proxy_v2(client, server="127.0.0.1", client_port=56324, server_port=80, local=False):
-    """A binary header (with a NOOP TLV, as balancers pad); `local`: the balancer's own check."""
+def proxy_v2(client, server="127.0.0.1", client_port=56324, server_port=80, local=False, tls=False):
+    """A binary header (with a NOOP TLV, as balancers pad); `local`: the balancer's own check;
+    `tls`: with the SSL TLV saying the client spoke TLS (HAProxy's send-proxy-v2-ssl)."""
     command = 0x20 if local else 0x21
     source, destination = ip_address(client), ip_address(server)
     family = 0x21 if source.version == 6 else 0x11  # AF_INET6 or AF_INET, STREAM
     addresses = source.packed + destination.packed + struct.pack("!HH", client_port, server_port)
     tlv = b"\x04" + struct.pack("!H", 3) + b"pad"
+    if tls:
+        tlv += b"\x20" + struct.pack("!H", 5) + b"\x01" + bytes(4)  # PP2_TYPE_SSL, PP2_CLIENT_SSL
     return V2_SIGNATURE + bytes([command, family]) + struct.pack("!H", len(addresses) + len(tlv)) + addresses + tlv

@@ -96,6 +96,9 @@ def test_proxy_protocol_headers_name_the_client(serve):
     seen = echo(exchange(address, proxy_v2("198.51.100.7") + request_bytes("/echo", ROUTER_SAYS)))
     assert seen["url_scheme"] == "https"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 198.51.100.7"
+    # A balancer that terminated TLS says so in the header itself (send-proxy-v2-ssl).
+    seen = echo(exchange(address, proxy_v2("203.0.113.9", tls=True) + request_bytes("/echo", {"Host": "a"})))
+    assert (seen["remote_addr"], seen["url_scheme"]) == ("203.0.113.9", "https")
     # The balancer's own health check (LOCAL): the connection's own address stays.
     seen = echo(exchange(address, proxy_v2("198.51.100.7", local=True) + request_bytes("/echo", {"Host": "a"})))
     assert seen["remote_addr"] == "127.0.0.1"

@@ -65,7 +65,7 @@ mod tests {
         let request = worker_request(
             head(raw),
             RequestBody::Memory(Bytes::from_static(b"hello")),
-            Peer { ip: Some("192.0.2.7".parse().unwrap()), trusted: true },
+            Peer { ip: Some("192.0.2.7".parse().unwrap()), trusted: true, tls: false },
         );
         let headers = request.headers();
         assert_eq!(request.method(), Method::POST);

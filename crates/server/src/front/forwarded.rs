@@ -75,16 +75,18 @@ pub struct Peer {
     pub ip: Option<IpAddr>,
     /// Whether its forwarding headers are believed.
     pub trusted: bool,
+    /// The client spoke TLS to the balancer, as a PROXY protocol header said.
+    pub tls: bool,
 }
 
 impl Peer {
     pub fn tcp(ip: IpAddr, trusted: &TrustedProxies) -> Peer {
-        Peer { ip: Some(ip), trusted: trusted.trusts(ip) }
+        Peer { ip: Some(ip), trusted: trusted.trusts(ip), tls: false }
     }
 
     /// A process on this machine, connected over a unix socket.
     pub fn local() -> Peer {
-        Peer { ip: None, trusted: true }
+        Peer { ip: None, trusted: true, tls: false }
     }
 }
 
@@ -107,7 +109,8 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: Peer) {
     if !headers.contains_key(&X_FORWARDED_PROTO) {
         // A proxy that speaks only RFC 7239 says the scheme in `Forwarded`; the worker reads
         // `X-Forwarded-Proto`.
-        let proto = forwarded_proto(headers).unwrap_or_else(|| HeaderValue::from_static("http"));
+        let ours = HeaderValue::from_static(if peer.tls { "https" } else { "http" });
+        let proto = forwarded_proto(headers).unwrap_or(ours);
         headers.insert(X_FORWARDED_PROTO.clone(), proto);
     }
 }
@@ -160,7 +163,10 @@ mod tests {
     #[test]
     fn a_trusted_peer_keeps_its_headers_and_is_appended() {
         let mut forwarded = headers(&ROUTER);
-        set_forwarding_headers(&mut forwarded, Peer { ip: Some("10.0.0.2".parse().unwrap()), trusted: true });
+        set_forwarding_headers(
+            &mut forwarded,
+            Peer { ip: Some("10.0.0.2".parse().unwrap()), trusted: true, tls: false },
+        );
         assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9, 10.0.0.2");
         for (name, value) in &ROUTER[1..] {
             assert_eq!(forwarded[*name], value);
@@ -170,12 +176,23 @@ mod tests {
     #[test]
     fn an_untrusted_peer_cannot_claim_anything() {
         let mut forwarded = headers(&ROUTER);
-        set_forwarding_headers(&mut forwarded, Peer { ip: Some("192.0.2.66".parse().unwrap()), trusted: false });
+        set_forwarding_headers(
+            &mut forwarded,
+            Peer { ip: Some("192.0.2.66".parse().unwrap()), trusted: false, tls: false },
+        );
         assert_eq!(forwarded[&X_FORWARDED_FOR], "192.0.2.66");
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "http");
         for gone in [&X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
             assert!(!forwarded.contains_key(gone), "{gone}");
         }
+    }
+
+    #[test]
+    fn a_balancer_that_terminated_tls_says_https_through_the_proxy_protocol() {
+        let mut forwarded = headers(&[("x-forwarded-proto", "http")]);
+        let client = Peer { ip: Some("203.0.113.9".parse().unwrap()), trusted: false, tls: true };
+        set_forwarding_headers(&mut forwarded, client);
+        assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! connection starts with a header, text (v1) or binary (v2), in which the balancer in front
 //! (HAProxy's `send-proxy[-v2]`, an AWS NLB, a router) names the client it accepted. That client
 //! becomes the connection's peer for every purpose: trust, `X-Forwarded-For`, the access log.
+//! A v2 header's SSL TLV (HAProxy's `send-proxy-v2-ssl`) says the client spoke TLS to the
+//! balancer: the front then says `X-Forwarded-Proto: https` itself, since the header, unlike a
+//! client's own `X-Forwarded-Proto`, comes from the balancer.
 //!
 //! The parsing is the `ppp` crate's. A connection whose first bytes are not a complete, valid
 //! header within the header timeout is closed with a log line: the spec forbids guessing, since
@@ -27,11 +30,12 @@ impl<S: ClientStream> Connection<S> {
     pub(super) async fn read_proxy_header(&mut self) -> Result<(), String> {
         let deadline = self.accepted_at + self.front.settings.header_timeout;
         loop {
-            if let Some((used, client)) = parse(&self.buf)? {
+            if let Some((used, named)) = parse(&self.buf)? {
                 let _ = self.buf.split_to(used);
-                if let Some(client) = client {
+                if let Some(client) = named.client {
                     self.peer = Peer::tcp(client, &self.front.settings.trusted_proxies);
                 }
+                self.peer.tls = named.tls;
                 return Ok(());
             }
             if self.buf.len() >= MAX_HEADER {
@@ -48,9 +52,21 @@ impl<S: ClientStream> Connection<S> {
     }
 }
 
-/// A complete header at the start of `bytes`: its length and the client it names (`None`: the
-/// balancer itself). `Ok(None)`: not complete yet.
-fn parse(bytes: &[u8]) -> Result<Option<(usize, Option<IpAddr>)>, String> {
+/// What a header says about the client.
+#[derive(Debug, PartialEq)]
+struct Named {
+    /// `None`: the balancer speaks for itself.
+    client: Option<IpAddr>,
+    /// The client's connection to the balancer was TLS.
+    tls: bool,
+}
+
+/// The SSL TLV's first byte: the client connected over TLS (PP2_CLIENT_SSL).
+const CLIENT_SSL: u8 = 0x01;
+
+/// A complete header at the start of `bytes`: its length and what it names. `Ok(None)`: not
+/// complete yet.
+fn parse(bytes: &[u8]) -> Result<Option<(usize, Named)>, String> {
     let result = HeaderResult::parse(bytes);
     if result.is_incomplete() {
         return Ok(None);
@@ -62,7 +78,7 @@ fn parse(bytes: &[u8]) -> Result<Option<(usize, Option<IpAddr>)>, String> {
                 v1::Addresses::Tcp6(addresses) => Some(IpAddr::V6(addresses.source_address)),
                 v1::Addresses::Unknown => None,
             };
-            Ok(Some((header.header.len(), client)))
+            Ok(Some((header.header.len(), Named { client, tls: false })))
         }
         HeaderResult::V2(Ok(header)) => {
             let client = match (header.command, header.addresses) {
@@ -70,7 +86,10 @@ fn parse(bytes: &[u8]) -> Result<Option<(usize, Option<IpAddr>)>, String> {
                 (v2::Command::Proxy, v2::Addresses::IPv6(addresses)) => Some(IpAddr::V6(addresses.source_address)),
                 _ => None,
             };
-            Ok(Some((header.len(), client)))
+            let tls = header.tlvs().flatten().any(|tlv| {
+                tlv.kind == v2::Type::SSL as u8 && tlv.value.first().is_some_and(|bits| bits & CLIENT_SSL != 0)
+            });
+            Ok(Some((header.len(), Named { client, tls })))
         }
         HeaderResult::V1(Err(err)) => Err(format!("not a PROXY protocol header ({err})")),
         HeaderResult::V2(Err(err)) => Err(format!("bad PROXY protocol v2 header ({err})")),
@@ -80,6 +99,10 @@ fn parse(bytes: &[u8]) -> Result<Option<(usize, Option<IpAddr>)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn named(client: &str) -> Named {
+        Named { client: Some(client.parse().unwrap()), tls: false }
+    }
 
     fn v2_header(source: &str, command: u8) -> Vec<u8> {
         let source: std::net::SocketAddr = source.parse().unwrap();
@@ -97,10 +120,10 @@ mod tests {
         let header = b"PROXY TCP4 203.0.113.9 127.0.0.1 56324 443\r\n";
         let mut bytes = header.to_vec();
         bytes.extend_from_slice(b"GET / HTTP/1.1\r\n");
-        assert_eq!(parse(&bytes), Ok(Some((header.len(), Some("203.0.113.9".parse().unwrap())))));
+        assert_eq!(parse(&bytes), Ok(Some((header.len(), named("203.0.113.9")))));
         let six = b"PROXY TCP6 2001:db8::7 ::1 4000 80\r\n";
-        assert_eq!(parse(six), Ok(Some((six.len(), Some("2001:db8::7".parse().unwrap())))));
-        assert_eq!(parse(b"PROXY UNKNOWN\r\n"), Ok(Some((15, None))));
+        assert_eq!(parse(six), Ok(Some((six.len(), named("2001:db8::7")))));
+        assert_eq!(parse(b"PROXY UNKNOWN\r\n"), Ok(Some((15, Named { client: None, tls: false }))));
         assert_eq!(parse(b"PROXY TCP4 203.0.113.9 127.0"), Ok(None), "partial");
         assert_eq!(parse(b"PRO"), Ok(None), "partial");
     }
@@ -110,12 +133,19 @@ mod tests {
         let header = v2_header("198.51.100.4:61000", v2::Command::Proxy as u8);
         let mut bytes = header.clone();
         bytes.extend_from_slice(b"GET / HTTP/1.1\r\n");
-        assert_eq!(parse(&bytes), Ok(Some((header.len(), Some("198.51.100.4".parse().unwrap())))));
+        assert_eq!(parse(&bytes), Ok(Some((header.len(), named("198.51.100.4")))));
         assert_eq!(parse(&header[..20]), Ok(None), "partial");
         let six = v2_header("[2001:db8::9]:61000", v2::Command::Proxy as u8);
-        assert_eq!(parse(&six), Ok(Some((six.len(), Some("2001:db8::9".parse().unwrap())))));
+        assert_eq!(parse(&six), Ok(Some((six.len(), named("2001:db8::9")))));
         let local = v2_header("198.51.100.4:61000", v2::Command::Local as u8);
-        assert_eq!(parse(&local), Ok(Some((local.len(), None))), "the balancer's own health check");
+        assert_eq!(parse(&local).unwrap().unwrap().1.client, None, "the balancer's own health check");
+        let source = "198.51.100.4:61000".parse::<std::net::SocketAddr>().unwrap();
+        let tls = v2::Builder::with_addresses(0x21, v2::Protocol::Stream, (source, "127.0.0.1:443".parse().unwrap()))
+            .write_tlv(v2::Type::SSL, &[CLIENT_SSL, 0, 0, 0, 0])
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(parse(&tls).unwrap().unwrap().1, Named { tls: true, ..named("198.51.100.4") });
     }
 
     #[test]
