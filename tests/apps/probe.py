@@ -91,6 +91,8 @@ def echo(environ, start_response):
         "path": environ["PATH_INFO"],
         "query": environ["QUERY_STRING"],
         "remote_addr": environ.get("REMOTE_ADDR", ""),
+        "url_scheme": environ["wsgi.url_scheme"],
+        "server": [environ.get("SERVER_NAME", ""), environ.get("SERVER_PORT", "")],
         "headers": {k: v for k, v in environ.items() if k.startswith("HTTP_")},
     })
 

@@ -36,6 +36,22 @@ def test_quick_scenarios_give_tables_and_json():
     assert order and all(row["in_order"] for row in order), "pipelined answers come back in order"
 
 
+def test_scale_out_restarts_a_fleet_behind_haproxy_without_a_failed_request():
+    if not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")):
+        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    result = subprocess.run([headway_binary(), "lab", "run", "scale-out", "--quick", "--servers", "headway", "--json"],
+                            capture_output=True, text=True, timeout=600, env=lab_env())
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["scenarios"][0]["rows"]
+    assert [(row["group"], row["case"]["label"]) for row in rows] == [
+        ("HAProxy maxconn (agent check)", "12 clients, keep-alive on"),
+        ("HAProxy maxconn (agent check)", "rolling restart"),
+        ("HAProxy round-robin", "12 clients, keep-alive on")]
+    for row in rows:
+        assert row["errors"] == 0 and row["status_codes"] == {"200": row["requests"]}, row
+    assert len(rows[0]["worker_share"]["deviation_pct"]) == 3, "every instance served"
+
+
 def test_unknown_scenario_is_one_line_and_exit_2():
     result = subprocess.run([headway_binary(), "lab", "run", "no-such-scenario"], capture_output=True, text=True,
                             timeout=60, env=lab_env())

@@ -20,6 +20,9 @@ pub struct Snapshot {
     /// Responses sent to clients, by status code.
     pub responses: BTreeMap<String, u64>,
     pub abandoned: AbandonedSnapshot,
+    /// Access log lines dropped because the writer fell behind.
+    #[serde(default)]
+    pub access_log_dropped: u64,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
 }

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "headway", version, about = "An application server with one queue", long_about = None)]
@@ -31,9 +31,12 @@ fn main() -> ExitCode {
         // hey's one-dash long flags (-host, -disable-keepalive), so hey command lines work as is.
         args = headway_load::hey_style_args(args);
     }
-    let cli = Cli::parse_from(args);
+    let matches = Cli::command().get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     let result = match cli.command {
-        Command::Serve(args) => headway_server::serve(args),
+        // `serve` takes what clap matched: settings not given as flags come from the environment
+        // and a config file, and only the matches tell which were given.
+        Command::Serve(_) => headway_server::serve(matches.subcommand_matches("serve").expect("serve was matched")),
         Command::Stats(args) => headway_server::stats(args),
         Command::Load(args) => headway_load::run(args),
         Command::Lab(args) => headway_lab::run(args),

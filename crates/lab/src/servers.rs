@@ -285,11 +285,13 @@ pub struct ServerConfig {
     pub queue_timeout: Option<f64>,
     /// headway's WSGI app (module:callable) instead of the demo app (for `recommend`).
     pub app: Option<String>,
+    /// More `headway serve` flags (for `scale-out`: the agent check, health path, shutdown delay).
+    pub headway_flags: Vec<String>,
 }
 
 impl ServerConfig {
     pub fn new(workers: usize, threads: usize) -> ServerConfig {
-        ServerConfig { workers, threads, queue_timeout: None, app: None }
+        ServerConfig { workers, threads, queue_timeout: None, app: None, headway_flags: Vec::new() }
     }
 }
 
@@ -301,6 +303,20 @@ pub fn stop_all_live() {
     let roots: Vec<u32> = LIVE.lock().map(|live| live.iter().copied().collect()).unwrap_or_default();
     for root in roots {
         signal_tree(&tree_of(root), libc::SIGKILL);
+    }
+}
+
+/// Has [`stop_all_live`] stop `pid` too: a process the lab started itself (HAProxy), until
+/// [`forget_live`].
+pub fn watch_live(pid: u32) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.insert(pid);
+    }
+}
+
+pub fn forget_live(pid: u32) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.remove(&pid);
     }
 }
 
@@ -318,7 +334,11 @@ pub struct RunningServer {
 impl Peer {
     /// Starts the server and waits until it is ready (see [`RunningServer::readiness`]).
     pub async fn start(&self, env: &Environment, config: &ServerConfig) -> anyhow::Result<RunningServer> {
-        let port = free_port()?;
+        self.start_on(env, config, free_port()?).await
+    }
+
+    /// [`Peer::start`] on a given port (to restart a server where a balancer expects it).
+    pub async fn start_on(&self, env: &Environment, config: &ServerConfig, port: u16) -> anyhow::Result<RunningServer> {
         let control_port = self.kind.has_control().then(free_port).transpose()?;
         let log = env.twins.log_path(&format!("{}-{}x{}-{port}", self.kind.name(), config.workers, config.threads));
         let mut command = self.command(&Setup { env, config, port, control_port });
@@ -392,6 +412,7 @@ fn headway_args(command: &mut Command, setup: &Setup) {
     if let Some(secs) = setup.config.queue_timeout {
         command.args(["--queue-timeout", &secs.to_string()]);
     }
+    command.args(&setup.config.headway_flags);
 }
 
 fn headway_puma_args(command: &mut Command, setup: &Setup) {
@@ -440,7 +461,7 @@ fn shell_quote(path: &Path) -> String {
 }
 
 /// A port nobody listens on now (the kernel's pick; the server binds it a moment later).
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
 }
@@ -513,6 +534,19 @@ impl RunningServer {
     /// seconds. Returns how long that took.
     pub fn stop(mut self) -> Duration {
         self.stop_now()
+    }
+
+    /// Stops the server as its operator would: SIGTERM to the main process alone, which
+    /// shuts down in its own order (headway: readiness off, serve on for its shutdown delay,
+    /// drain, stop its workers); whatever is left after `limit` is killed.
+    pub async fn stop_gracefully(mut self, limit: Duration) {
+        // SAFETY: kill(2) with a pid this guard owns and has not reaped yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        self.stop_now();
     }
 
     fn stop_now(&mut self) -> Duration {

@@ -1,21 +1,25 @@
 //! The access log: one line per response, in Apache's combined format followed by where the
-//! time went (`queue=` wait before a slot started the request, `service=` time in the worker).
+//! time went (`queue=` wait before a slot started the request, `service=` time in the worker),
+//! or as one JSON object per line (`--access-log-format json`) for log pipelines.
 //!
 //! Lines go through a bounded channel to a thread of their own that writes them with a
 //! buffer, so a slow disk or a full pipe never stalls the front. If the writer falls that far
-//! behind, lines are dropped and counted, rather than held in memory.
+//! behind, lines are dropped and counted, rather than held in memory. SIGUSR1 makes the writer
+//! reopen the file, so logrotate can move it away.
 
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderValue};
+use tracing::warn;
 
+use crate::config::AccessLogFormat;
 use crate::http1::request::RequestHead;
 use crate::job::Timing;
 
@@ -23,8 +27,16 @@ use crate::job::Timing;
 const BACKLOG: usize = 16 * 1024;
 
 pub struct AccessLog {
-    lines: SyncSender<String>,
+    messages: SyncSender<Message>,
+    format: AccessLogFormat,
     dropped: AtomicU64,
+}
+
+/// What the writer thread is told.
+enum Message {
+    Line(String),
+    /// Open the file again at its path (after logrotate moved it).
+    Reopen,
 }
 
 /// What is logged about one response.
@@ -40,25 +52,35 @@ pub struct Entry<'a> {
     /// Time in the queue and in the worker; `None` when no worker was involved.
     pub queued: Option<Duration>,
     pub service: Option<Duration>,
+    /// The worker that answered, if one did.
+    pub worker: Option<usize>,
 }
 
 impl AccessLog {
     /// Opens `path` for appending (`-` is standard output) and starts the writer thread.
-    pub fn open(path: &Path) -> io::Result<AccessLog> {
-        let out: Box<dyn Write + Send> = if path.as_os_str() == "-" {
-            Box::new(io::stdout())
-        } else {
-            Box::new(OpenOptions::new().create(true).append(true).open(path)?)
-        };
-        let (lines, receive) = sync_channel(BACKLOG);
-        std::thread::Builder::new().name("access-log".into()).spawn(move || write_lines(receive, out))?;
-        Ok(AccessLog { lines, dropped: AtomicU64::new(0) })
+    pub fn open(path: &Path, format: AccessLogFormat) -> io::Result<AccessLog> {
+        let out = open_output(path)?;
+        let (messages, receive) = sync_channel(BACKLOG);
+        let path = path.to_owned();
+        std::thread::Builder::new().name("access-log".into()).spawn(move || write_lines(receive, out, path))?;
+        Ok(AccessLog { messages, format, dropped: AtomicU64::new(0) })
     }
 
     pub fn log(&self, entry: &Entry) {
-        if let Err(TrySendError::Full(_)) = self.lines.try_send(entry.format(SystemTime::now())) {
+        let now = SystemTime::now();
+        let line = match self.format {
+            AccessLogFormat::Combined => entry.combined(now),
+            AccessLogFormat::Json => entry.json(now),
+        };
+        if let Err(TrySendError::Full(_)) = self.messages.try_send(Message::Line(line)) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Has the writer open the file again, after the lines already sent. Blocks while the
+    /// writer's backlog is full, so call it off the request path.
+    pub fn reopen(&self) {
+        let _ = self.messages.send(Message::Reopen);
     }
 
     /// Lines dropped because the writer could not keep up.
@@ -109,18 +131,35 @@ impl RequestFields {
             user_agent: self.user_agent.as_deref(),
             queued: timing.map(|timing| timing.queued),
             service: timing.map(|timing| timing.service),
+            worker: timing.map(|timing| timing.worker),
         }
     }
 }
 
-fn write_lines(lines: Receiver<String>, out: Box<dyn Write + Send>) {
+fn open_output(path: &Path) -> io::Result<Box<dyn Write + Send>> {
+    Ok(if path.as_os_str() == "-" {
+        Box::new(io::stdout())
+    } else {
+        Box::new(OpenOptions::new().create(true).append(true).open(path)?)
+    })
+}
+
+fn write_lines(messages: Receiver<Message>, out: Box<dyn Write + Send>, path: PathBuf) {
     let mut out = BufWriter::new(out);
-    while let Ok(line) = lines.recv() {
-        let mut result = out.write_all(line.as_bytes());
+    while let Ok(message) = messages.recv() {
+        let mut next = Some(message);
+        let mut result = Ok(());
         // Write what is waiting in one go; flush when caught up, so the log is never behind
         // for long.
-        while let (Ok(()), Ok(line)) = (&result, lines.try_recv()) {
-            result = out.write_all(line.as_bytes());
+        while let (Ok(()), Some(message)) = (&result, next.take()) {
+            result = match message {
+                Message::Line(line) => out.write_all(line.as_bytes()),
+                Message::Reopen => out.flush().map(|()| match open_output(&path) {
+                    Ok(reopened) => out = BufWriter::new(reopened),
+                    Err(err) => warn!("cannot reopen --access-log {}: {err}; writing on", path.display()),
+                }),
+            };
+            next = messages.try_recv().ok();
         }
         if result.and_then(|()| out.flush()).is_err() {
             return; // the log is gone (disk full, pipe closed); the server goes on
@@ -129,7 +168,7 @@ fn write_lines(lines: Receiver<String>, out: Box<dyn Write + Send>) {
 }
 
 impl Entry<'_> {
-    fn format(&self, now: SystemTime) -> String {
+    fn combined(&self, now: SystemTime) -> String {
         let mut line = String::with_capacity(200);
         let version = if self.version == http::Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" };
         let _ = write!(
@@ -157,6 +196,43 @@ impl Entry<'_> {
         line.push('\n');
         line
     }
+
+    /// One JSON object; times in milliseconds, `null` where no worker was involved.
+    fn json(&self, now: SystemTime) -> String {
+        let millis = |time: Option<Duration>| time.map(|time| (time.as_secs_f64() * 1e6).round() / 1e3);
+        let object = serde_json::json!({
+            "time": rfc3339(now),
+            "client": self.client_ip.map(|ip| ip.to_string()),
+            "method": self.method,
+            "path": self.target,
+            "protocol": if self.version == http::Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" },
+            "status": self.status,
+            "bytes": self.body_bytes,
+            "referer": self.referer,
+            "user_agent": self.user_agent,
+            "queue_ms": millis(self.queued),
+            "service_ms": millis(self.service),
+            "worker": self.worker,
+        });
+        let mut line = object.to_string();
+        line.push('\n');
+        line
+    }
+}
+
+/// `2026-11-22T01:27:55.250Z`.
+fn rfc3339(now: SystemTime) -> String {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let of_day = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60,
+        since.subsec_millis()
+    )
 }
 
 /// `22/Nov/2026:01:27:55 +0000`, the Common Log Format time, in UTC.
@@ -212,12 +288,40 @@ mod tests {
             user_agent: Some("curl/8"),
             queued: Some(Duration::from_micros(1500)),
             service: None,
+            worker: None,
         };
-        let line = entry.format(UNIX_EPOCH + Duration::from_secs(1_795_310_875));
+        let line = entry.combined(UNIX_EPOCH + Duration::from_secs(1_795_310_875));
         assert_eq!(
             line,
             "192.0.2.1 - - [22/Nov/2026:01:27:55 +0000] \"GET /a?b=\\\"c\\\" HTTP/1.1\" 200 14 \"-\" \"curl/8\" \
              queue=1.500ms service=-\n"
         );
+    }
+
+    #[test]
+    fn json_lines_parse_and_carry_every_field() {
+        let entry = Entry {
+            client_ip: Some("2001:db8::1".parse().unwrap()),
+            method: "POST",
+            target: "/a?b=\"c\"\n",
+            version: http::Version::HTTP_11,
+            status: 201,
+            body_bytes: 3,
+            referer: None,
+            user_agent: Some("curl/8 \u{1F600}"),
+            queued: Some(Duration::from_micros(1500)),
+            service: Some(Duration::from_millis(20)),
+            worker: Some(2),
+        };
+        let line = entry.json(UNIX_EPOCH + Duration::from_millis(1_795_310_875_250));
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line}");
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["time"], "2026-11-22T01:27:55.250Z");
+        assert_eq!(value["client"], "2001:db8::1");
+        assert_eq!(value["path"], "/a?b=\"c\"\n");
+        assert_eq!((value["status"].as_u64(), value["bytes"].as_u64()), (Some(201), Some(3)));
+        assert_eq!((value["queue_ms"].as_f64(), value["service_ms"].as_f64()), (Some(1.5), Some(20.0)));
+        assert_eq!(value["worker"], 2);
+        assert!(value["referer"].is_null());
     }
 }

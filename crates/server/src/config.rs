@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use headway_common::python::{find_python, PYTHON_ENV};
 
+use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
@@ -125,6 +126,66 @@ pub struct ServeArgs {
     /// Log level: error, warn, info, debug or trace
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: String,
+
+    /// Peers whose X-Forwarded-* and Forwarded headers are believed: comma-separated addresses
+    /// and CIDR ranges, or * for any. From other peers they are replaced with what the front
+    /// sees. Unix-socket clients are always trusted
+    #[arg(long, env = "FORWARDED_ALLOW_IPS", default_value = "127.0.0.1,::1", value_name = "LIST",
+          value_parser = TrustedProxies::parse)]
+    pub forwarded_allow_ips: TrustedProxies,
+
+    /// TCP connections start with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy,
+    /// an AWS NLB or a router send): its client becomes the peer. Connections without one are
+    /// closed
+    #[arg(long)]
+    pub proxy_protocol: bool,
+
+    /// Answer GET PATH on the public port from the server's readiness (200, or 503 while
+    /// starting or shutting down), without taking a slot: for balancers that probe the traffic
+    /// port
+    #[arg(long, value_name = "PATH", value_parser = parse_health_path)]
+    pub health_path: Option<String>,
+
+    /// Seconds to keep accepting and serving after SIGTERM, with readiness already 503, so that
+    /// load balancers deregister this instance before it stops accepting
+    #[arg(long, default_value = "0", value_name = "SECS", value_parser = parse_secs)]
+    pub shutdown_delay: Duration,
+
+    /// Serve HAProxy's agent-check protocol on this HOST:PORT: `ready maxconn:<slots>`, or
+    /// `drain` while shutting down or reloading
+    #[arg(long, value_name = "ADDR")]
+    pub agent_check: Option<String>,
+
+    /// Format of --access-log lines: combined (Apache's, then queue= and service=) or json
+    #[arg(long, value_enum, default_value = "combined", value_name = "FORMAT")]
+    pub access_log_format: AccessLogFormat,
+
+    /// Format of the server's own log on stderr: text or json
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Read settings from this TOML file: keys are the flags' long names (`workers = 4`,
+    /// `bind = ["127.0.0.1:8000"]`). Flags and HEADWAY_<FLAG> variables override it
+    #[arg(short = 'c', long, env = "HEADWAY_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective settings, and where each comes from, then exit
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// `--access-log-format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    Combined,
+    Json,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Everything `headway serve` runs with, validated.
@@ -139,6 +200,9 @@ pub struct Config {
     pub queue_timeout: Duration,
     pub graceful_timeout: Duration,
     pub access_log: Option<PathBuf>,
+    pub access_log_format: AccessLogFormat,
+    pub shutdown_delay: Duration,
+    pub agent_check: Option<Bind>,
 }
 
 impl Config {
@@ -178,6 +242,14 @@ impl Config {
         if let Some(control) = control.as_ref().filter(|control| binds.contains(control)) {
             bail!("--control {control} is also a public --bind address; give it its own");
         }
+        let agent_check = match args.agent_check {
+            Some(text) => match Bind::parse_all(&text).map_err(|err| anyhow::anyhow!("--agent-check {err}"))?.remove(0)
+            {
+                Bind::Unix(_) => bail!("--agent-check must be HOST:PORT: HAProxy's agent check speaks TCP"),
+                tcp => Some(tcp),
+            },
+            None => None,
+        };
         Ok(Config {
             binds,
             control,
@@ -197,12 +269,18 @@ impl Config {
                 max_requests_per_connection: args.max_requests_per_connection,
                 io_timeout: args.io_timeout,
                 request_buffer: args.request_buffer as usize,
+                trusted_proxies: args.forwarded_allow_ips,
+                proxy_protocol: args.proxy_protocol,
+                health_path: args.health_path,
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
             max_queue: args.max_queue,
             queue_timeout: args.queue_timeout,
             graceful_timeout: args.graceful_timeout,
             access_log: args.access_log,
+            access_log_format: args.access_log_format,
+            shutdown_delay: args.shutdown_delay,
+            agent_check,
         })
     }
 }
@@ -225,6 +303,14 @@ fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let headway = std::env::current_exe().ok();
     find_python(given, headway.as_deref(), &std::env::var_os("PATH").unwrap_or_default())
         .context("no python3 found: give one with --python, or run another server with --cmd")
+}
+
+/// `--health-path`: an absolute path, matched without its query.
+fn parse_health_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') || text.contains(['?', '#', ' ']) {
+        return Err(format!("'{text}' is not a path such as /healthz"));
+    }
+    Ok(text.to_owned())
 }
 
 /// Seconds, fractions allowed: `10`, `0.5`.

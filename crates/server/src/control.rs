@@ -1,12 +1,16 @@
-//! The control address: stats as JSON (`/stats`) and Prometheus text (`/metrics`), on an
-//! address of its own so the public never sees it; and `headway stats`, which reads it.
+//! The control address: stats as JSON (`/stats`) and Prometheus text (`/metrics`), liveness
+//! and readiness for orchestrators (`/health/live`, `/health/ready`), on an address of its own
+//! so the public never sees it; and `headway stats`, which reads it.
 //!
-//! This endpoint is internal and trusted, so it is served with hyper as it comes.
+//! It serves from the moment the server starts, before the workers have booted, so that a
+//! readiness probe can say "not yet" rather than find nothing listening (which Kubernetes and
+//! balancers take for a dead process). This endpoint is internal and trusted, so it is served
+//! with hyper as it comes.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -17,8 +21,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
+use crate::access_log::AccessLog;
 use crate::front::listener::{accept_until, Accepted, Bind, Listener};
 use crate::queue::{Queue, Reader};
+use crate::readiness::Readiness;
 use crate::stats::Stats;
 use crate::worker::Worker;
 
@@ -26,13 +32,19 @@ use crate::worker::Worker;
 pub struct Sources {
     pub stats: Arc<Stats>,
     pub queue: Arc<Queue>,
-    pub workers: Vec<Arc<Worker>>,
+    /// Set once the workers have booted; stats show none before.
+    pub workers: OnceLock<Vec<Arc<Worker>>>,
     pub threads: usize,
+    pub readiness: Arc<Readiness>,
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl Sources {
     fn snapshot(&self, reader: Reader) -> Snapshot {
-        self.stats.snapshot(&self.queue, &self.workers, self.threads, reader)
+        let workers = self.workers.get().map_or(&[][..], Vec::as_slice);
+        let mut snapshot = self.stats.snapshot(&self.queue, workers, self.threads, reader);
+        snapshot.access_log_dropped = self.access_log.as_ref().map_or(0, |log| log.dropped());
+        snapshot
     }
 }
 
@@ -69,7 +81,18 @@ fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<F
         (&http::Method::GET, "/metrics") => {
             (http::StatusCode::OK, "text/plain; version=0.0.4", prometheus(&sources.snapshot(Reader::Prometheus)))
         }
-        _ => (http::StatusCode::NOT_FOUND, "text/plain", "try /stats or /metrics\n".to_owned()),
+        // Alive as long as this process answers at all: a restart would not help a server that
+        // is booting or draining.
+        (&http::Method::GET, "/health/live") => (http::StatusCode::OK, "text/plain", "alive\n".to_owned()),
+        (&http::Method::GET, "/health/ready") => match sources.readiness.check() {
+            Ok(()) => (http::StatusCode::OK, "text/plain", "ready\n".to_owned()),
+            Err(reason) => (http::StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),
+        },
+        _ => (
+            http::StatusCode::NOT_FOUND,
+            "text/plain",
+            "try /stats, /metrics, /health/live or /health/ready\n".to_owned(),
+        ),
     };
     let mut response = http::Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
@@ -156,6 +179,12 @@ fn prometheus(s: &Snapshot) -> String {
         "CPU time of each worker's processes.",
         &per_worker(|w| w.usage.cpu_secs),
     );
+    metric(
+        "access_log_dropped_total",
+        "counter",
+        "Access log lines dropped because the writer fell behind.",
+        &one(s.access_log_dropped as f64),
+    );
     metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
     out
 }
@@ -219,6 +248,9 @@ fn render(s: &Snapshot) -> String {
     let _ =
         writeln!(out, "responses    {}", if responses.is_empty() { "none".to_owned() } else { responses.join("  ") });
     let _ = writeln!(out, "abandoned    {} while queued, {} while running", s.abandoned.queued, s.abandoned.running);
+    if s.access_log_dropped > 0 {
+        let _ = writeln!(out, "access log   {} lines dropped (the writer fell behind)", s.access_log_dropped);
+    }
     let _ = writeln!(out, "front        rss {}  cpu {:.1} s", mib(s.front.rss_bytes), s.front.cpu_secs);
     let _ = writeln!(out, "\nworker  pid       state     busy  requests  restarts  rss         cpu");
     for worker in &s.workers {

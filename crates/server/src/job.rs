@@ -117,6 +117,8 @@ pub struct Timing {
     pub queued: Duration,
     /// From started to the worker's response head.
     pub service: Duration,
+    /// The index of the worker that ran it.
+    pub worker: usize,
 }
 
 pub enum ResponseBody {

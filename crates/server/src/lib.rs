@@ -9,17 +9,21 @@
 //! counts what happens and [`control`] shows it.
 
 pub mod access_log;
+pub mod agent_check;
 pub mod config;
+mod config_layers;
 pub mod control;
 pub mod front;
 pub mod http1;
 pub mod job;
 pub mod queue;
+pub mod readiness;
 mod server;
 pub mod slot;
 pub mod spool;
 pub mod stats;
 pub mod supervisor;
+pub mod systemd;
 pub mod tally;
 pub mod worker;
 
@@ -29,22 +33,37 @@ use std::process::ExitCode;
 pub use config::ServeArgs;
 pub use control::{stats, StatsArgs};
 
-/// Runs `headway serve`.
-pub fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    init_logging(&args.log_level)?;
-    let config = config::Config::from_args(args)?;
+/// Runs `headway serve`. `given` is the command line as clap matched it: the settings it does
+/// not give come from the environment and the config file (see [`config_layers`]).
+pub fn serve(given: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
+    let (args, sources) = config_layers::resolve(given)?;
+    let print_config = args.print_config;
+    if print_config {
+        print!("{}", sources.render());
+    }
+    let (log_level, log_format) = (args.log_level.clone(), args.log_format);
+    let config = config::Config::from_args(args).map_err(|err| match sources.origin_of_flag_in(&err.to_string()) {
+        Some(origin) => anyhow::anyhow!("{err:#} ({origin})"),
+        None => err,
+    })?;
+    if print_config {
+        return Ok(ExitCode::SUCCESS);
+    }
+    init_logging(&log_level, log_format)?;
+    // Both change the environment, which is sound only while this is the only thread.
+    let from_systemd =
+        server::FromSystemd { notifier: systemd::Notifier::from_env(), sockets: systemd::take_listen_fds()? };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(server::run(config))
+    runtime.block_on(server::run(config, from_systemd))
 }
 
-fn init_logging(level: &str) -> anyhow::Result<()> {
+fn init_logging(level: &str, format: config::LogFormat) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(format!("headway_server={level}"))
         .map_err(|_| anyhow::anyhow!("--log-level must be error, warn, info, debug or trace, not '{level}'"))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr);
+    match format {
+        config::LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
+        config::LogFormat::Json => log.json().flatten_event(true).init(),
+    }
     Ok(())
 }

@@ -268,6 +268,11 @@ impl Queue {
         }
     }
 
+    /// Requests waiting now (without touching any reader's high-water mark).
+    pub fn depth(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
     /// Requests whose client left while they ran (their answer was thrown away).
     pub fn abandoned_running(&self) -> u64 {
         self.lock().abandoned_running

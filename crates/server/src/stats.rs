@@ -93,6 +93,7 @@ impl Stats {
                 accepted: load(&self.connections_accepted),
             },
             responses,
+            access_log_dropped: 0, // the access log's own count; the control endpoint adds it
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }

@@ -9,6 +9,7 @@ mod long_tail_sweep;
 mod mixed_tail;
 mod overload;
 mod pipelining;
+mod scale_out;
 mod views;
 
 use std::time::{Duration, Instant};
@@ -62,13 +63,14 @@ pub struct Scenario {
     pub charts: fn(&[Row]) -> Vec<Chart>,
 }
 
-pub const ALL: [&Scenario; 6] = [
+pub const ALL: [&Scenario; 7] = [
     &keepalive_tail::SCENARIO,
     &long_tail_sweep::SCENARIO,
     &concurrency_sweep::SCENARIO,
     &mixed_tail::SCENARIO,
     &overload::SCENARIO,
     &pipelining::SCENARIO,
+    &scale_out::SCENARIO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Scenario> {
@@ -185,6 +187,9 @@ pub fn run(
     runtime: &tokio::runtime::Runtime,
     progress: &Progress,
 ) -> ScenarioResult {
+    if scenario.name == scale_out::SCENARIO.name {
+        return scale_out::run(size, peers, env, runtime, progress); // a fleet, not one server
+    }
     let started = Instant::now();
     let groups = (scenario.plan)(size, env.cores);
     let total: usize = groups.iter().map(|g| g.cases.len()).sum::<usize>() * peers.len();

@@ -12,16 +12,16 @@
 //! While its request waits, the connection keeps reading (up to one head's worth) to notice a
 //! client that goes away: it then drops the request's [`Wait`], which withdraws it.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use http::Version;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::forward::worker_request;
+use super::forwarded::Peer;
 use super::Front;
 use crate::access_log::RequestFields;
 use crate::http1::request::RequestHead;
@@ -50,7 +50,7 @@ impl From<std::io::Error> for End {
 
 pub struct Connection<S> {
     pub(super) io: S,
-    pub(super) client_ip: Option<IpAddr>,
+    pub(super) peer: Peer,
     /// Bytes read and not yet used: the rest of a head, a body, pipelined requests.
     pub(super) buf: BytesMut,
     pub(super) front: Arc<Front>,
@@ -79,13 +79,21 @@ impl ClientStream for tokio::net::UnixStream {
 }
 
 impl<S: ClientStream> Connection<S> {
-    pub fn new(io: S, client_ip: Option<IpAddr>, front: Arc<Front>) -> Self {
-        Connection { io, client_ip, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0 }
+    pub fn new(io: S, peer: Peer, front: Arc<Front>) -> Self {
+        Connection { io, peer, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0 }
     }
 
-    /// Serves the connection until it ends.
-    pub async fn serve(mut self) {
+    /// Serves the connection until it ends. `proxy_header`: it must open with a PROXY protocol
+    /// header naming the client.
+    pub async fn serve(mut self, proxy_header: bool) {
         let _open = self.front.stats.connection_opened();
+        if proxy_header {
+            if let Err(reason) = self.read_proxy_header().await {
+                let from = self.peer.ip.map_or_else(|| "a unix socket".to_owned(), |ip| ip.to_string());
+                warn!("closed a connection from {from}: {reason}");
+                return;
+            }
+        }
         match self.run().await {
             Ok(()) => {}
             Err(End::Gone) => {}
@@ -109,12 +117,21 @@ impl<S: ClientStream> Connection<S> {
             })?;
             self.requests += 1;
             let persistence = self.persistence(&head);
+            if let Some(health) = self.front.health_response(&head, version, persistence) {
+                self.front.stats.response_sent(health.status);
+                self.write(&health.bytes).await?;
+                if persistence == Persistence::Close {
+                    self.linger().await;
+                    return Ok(());
+                }
+                continue;
+            }
             let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let wait = self.front.queue.enqueue(worker_request(head, body, self.client_ip));
+            let wait = self.front.queue.enqueue(worker_request(head, body, self.peer));
             let outcome = self.wait(wait).await?;
             let sent = self.respond(&method, version, outcome, persistence).await?;
             if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
-                log.log(&logged.entry(self.client_ip, sent.status, sent.body_bytes, sent.timing));
+                log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
             }
             if sent.persistence == Persistence::Close {
                 self.linger().await;

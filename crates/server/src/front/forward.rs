@@ -2,27 +2,25 @@
 //! client's hop, with the forwarding headers a server behind a proxy expects.
 //!
 //! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
-//! uploads, `Expect`, or a slow client. `X-Forwarded-For` gets the client's address appended
-//! (the bundled worker takes the last entry as `REMOTE_ADDR`), `X-Forwarded-Proto` says the
-//! client spoke plain HTTP, and `X-Request-Start` (Heroku's and New Relic's convention) says
-//! when the request became complete, so an app can measure its own queue time.
+//! uploads, `Expect`, or a slow client. The forwarding headers say who the client is and how
+//! it came (see [`super::forwarded`]: the bundled worker takes the last `X-Forwarded-For` entry
+//! as `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's convention) says when the
+//! request became complete, so an app can measure its own queue time.
 
-use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
+use super::forwarded::{set_forwarding_headers, Peer};
 use crate::http1::request::RequestHead;
 use crate::http1::strip_hop_by_hop;
 use crate::job::RequestBody;
 
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
 /// Builds the request to send to a worker.
-pub fn worker_request(head: RequestHead, body: RequestBody, client_ip: Option<IpAddr>) -> http::Request<RequestBody> {
+pub fn worker_request(head: RequestHead, body: RequestBody, peer: Peer) -> http::Request<RequestBody> {
     let RequestHead { method, target, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
     headers.remove(header::EXPECT);
@@ -30,15 +28,7 @@ pub fn worker_request(head: RequestHead, body: RequestBody, client_ip: Option<Ip
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
-    if let Some(ip) = client_ip {
-        let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
-        let ip = ip.to_string();
-        chain.push(ip.as_bytes());
-        if let Ok(value) = HeaderValue::from_bytes(&chain.join(&b", "[..])) {
-            headers.insert(X_FORWARDED_FOR.clone(), value);
-        }
-    }
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    set_forwarding_headers(&mut headers, peer);
     let micros = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
     if let Ok(value) = HeaderValue::from_str(&format!("t={micros}")) {
         headers.insert(X_REQUEST_START.clone(), value);
@@ -57,6 +47,9 @@ pub fn worker_request(head: RequestHead, body: RequestBody, client_ip: Option<Ip
 mod tests {
     use super::*;
     use crate::http1::request::{parse_head, Limits};
+
+    static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+    static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
     use bytes::Bytes;
 
     fn head(raw: &str) -> RequestHead {
@@ -72,14 +65,15 @@ mod tests {
         let request = worker_request(
             head(raw),
             RequestBody::Memory(Bytes::from_static(b"hello")),
-            Some("192.0.2.7".parse().unwrap()),
+            Peer { ip: Some("192.0.2.7".parse().unwrap()), trusted: true, tls: false },
         );
         let headers = request.headers();
         assert_eq!(request.method(), Method::POST);
         assert_eq!(request.uri(), "/p?q=1");
         assert_eq!(headers[header::CONTENT_LENGTH], "5");
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 192.0.2.7");
-        assert_eq!(headers[&X_FORWARDED_PROTO], "http");
+        // A trusted router's scheme is kept (it used to be overwritten with http: issue 8).
+        assert_eq!(headers[&X_FORWARDED_PROTO], "https");
         assert!(headers[&X_REQUEST_START].to_str().unwrap().starts_with("t="));
         assert_eq!(headers[header::ACCEPT], "*/*");
         for gone in ["connection", "x-hop", "transfer-encoding", "expect"] {
@@ -90,10 +84,14 @@ mod tests {
     #[test]
     fn bodiless_get_has_no_content_length() {
         let request =
-            worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), None);
+            worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), Peer::local());
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));
-        let post = worker_request(head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), None);
+        let post = worker_request(
+            head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            RequestBody::Memory(Bytes::new()),
+            Peer::local(),
+        );
         assert_eq!(post.headers()[header::CONTENT_LENGTH], "0");
     }
 }

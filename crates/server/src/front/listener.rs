@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
@@ -21,11 +21,14 @@ const LAST_PAUSE: Duration = Duration::from_secs(1);
 
 pub use headway_common::bind::Bind;
 
+use crate::systemd::Activated;
+
 /// A bound listening socket.
 pub enum Listener {
     Tcp(TcpListener),
-    /// Removes its socket file when dropped.
-    Unix(UnixListener, PathBuf),
+    /// With the socket file to remove when dropped: `None` for a socket systemd passed, whose
+    /// file is systemd's.
+    Unix(UnixListener, Option<PathBuf>),
 }
 
 /// An accepted connection and who is on the other end.
@@ -57,7 +60,21 @@ impl Listener {
                     }
                     std::fs::remove_file(path)?;
                 }
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+                Ok(Listener::Unix(UnixListener::bind(path)?, Some(path.clone())))
+            }
+        }
+    }
+
+    /// A socket passed by systemd's socket activation.
+    pub fn activated(socket: Activated) -> io::Result<Listener> {
+        match socket {
+            Activated::Tcp(listener) => {
+                listener.set_nonblocking(true)?;
+                Ok(Listener::Tcp(TcpListener::from_std(listener)?))
+            }
+            Activated::Unix(listener) => {
+                listener.set_nonblocking(true)?;
+                Ok(Listener::Unix(UnixListener::from_std(listener)?, None))
             }
         }
     }
@@ -75,16 +92,40 @@ impl Listener {
         }
     }
 
+    /// A connection the kernel has already completed, if any, without waiting for one.
+    fn accept_waiting(&self) -> Option<Accepted> {
+        // Straight to accept(2): tokio would answer from readiness it may not have polled yet.
+        let (socket, peer) = match self {
+            Listener::Tcp(listener) => socket2::SockRef::from(listener).accept(),
+            Listener::Unix(listener, _) => socket2::SockRef::from(listener).accept(),
+        }
+        .ok()?;
+        socket.set_nonblocking(true).ok()?;
+        match (self, peer.as_socket()) {
+            (Listener::Tcp(_), Some(peer)) => {
+                let _ = socket.set_tcp_nodelay(true);
+                Some(Accepted::Tcp(TcpStream::from_std(socket.into()).ok()?, peer))
+            }
+            (Listener::Unix(..), _) => Some(Accepted::Unix(UnixStream::from_std(socket.into()).ok()?)),
+            (Listener::Tcp(_), None) => None,
+        }
+    }
+
     /// The address actually bound (a port of 0 becomes the port the kernel chose).
     pub fn local_bind(&self) -> io::Result<Bind> {
         match self {
             Listener::Tcp(listener) => Ok(Bind::Tcp(listener.local_addr()?)),
-            Listener::Unix(_, path) => Ok(Bind::Unix(path.clone())),
+            Listener::Unix(listener, _) => {
+                let address = listener.local_addr()?;
+                Ok(Bind::Unix(address.as_pathname().map_or_else(PathBuf::new, Path::to_path_buf)))
+            }
         }
     }
 }
 
-/// Accepts connections on `listener` until `stop` resolves, handing each to `serve`.
+/// Accepts connections on `listener` until `stop` resolves, handing each to `serve`; then
+/// accepts, without waiting, the connections already in the kernel's backlog, so that closing
+/// the listener afterwards resets none that a client made while we were still listening.
 ///
 /// Every listener runs this loop. When the process is out of file descriptors (or the kernel out
 /// of memory for sockets), the listener stays readable and accept keeps failing: the loop then
@@ -96,7 +137,12 @@ pub async fn accept_until(listener: &Listener, stop: impl Future<Output = ()>, m
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = &mut stop => return,
+            () = &mut stop => {
+                while let Some(connection) = listener.accept_waiting() {
+                    serve(connection);
+                }
+                return;
+            }
         };
         match accepted {
             Ok(connection) => {
@@ -122,7 +168,7 @@ fn is_out_of_resources(err: &io::Error) -> bool {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Listener::Unix(_, path) = self {
+        if let Listener::Unix(_, Some(path)) = self {
             let _ = std::fs::remove_file(path);
         }
     }

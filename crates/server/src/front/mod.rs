@@ -6,7 +6,10 @@
 
 mod conn;
 pub mod forward;
+pub mod forwarded;
+mod health;
 pub mod listener;
+mod proxy_protocol;
 mod read;
 mod relay;
 
@@ -18,8 +21,10 @@ use tokio::sync::watch;
 use crate::access_log::AccessLog;
 use crate::http1::request::Limits;
 use crate::queue::Queue;
+use crate::readiness::Readiness;
 use crate::stats::Stats;
 use conn::Connection;
+use forwarded::{Peer, TrustedProxies};
 use listener::{accept_until, Accepted, Listener};
 
 /// How the front treats clients.
@@ -37,6 +42,12 @@ pub struct FrontSettings {
     pub io_timeout: Duration,
     /// Request body bytes held in memory per request; the rest goes to a temporary file.
     pub request_buffer: usize,
+    /// Peers whose forwarding headers are believed (`--forwarded-allow-ips`).
+    pub trusted_proxies: TrustedProxies,
+    /// TCP connections open with a PROXY protocol header (`--proxy-protocol`).
+    pub proxy_protocol: bool,
+    /// A path the front answers itself from the readiness (`--health-path`).
+    pub health_path: Option<String>,
 }
 
 /// What every connection task shares.
@@ -44,15 +55,17 @@ pub struct Front {
     pub settings: FrontSettings,
     pub queue: Arc<Queue>,
     pub stats: Arc<Stats>,
-    pub access_log: Option<AccessLog>,
+    pub access_log: Option<Arc<AccessLog>>,
+    pub readiness: Arc<Readiness>,
     /// Becomes true when the server starts shutting down: idle connections close, busy ones
     /// close after their current response.
     pub shutdown: watch::Receiver<bool>,
 }
 
 impl Front {
-    /// Accepts connections until shutdown starts, then drops the listener (so new
-    /// connections are refused by the kernel) and returns.
+    /// Accepts connections until shutdown starts, and those already waiting in the kernel's
+    /// backlog then; then drops the listener (so new connections are refused by the kernel)
+    /// and returns.
     pub async fn accept_loop(self: Arc<Self>, listener: Listener) {
         let mut shutdown = self.shutdown.clone();
         let stopping = async move {
@@ -60,10 +73,12 @@ impl Front {
         };
         accept_until(&listener, stopping, |accepted| match accepted {
             Accepted::Tcp(stream, peer) => {
-                tokio::spawn(Connection::new(stream, Some(peer.ip()), self.clone()).serve());
+                let peer = Peer::tcp(peer.ip(), &self.settings.trusted_proxies);
+                let proxy_header = self.settings.proxy_protocol;
+                tokio::spawn(Connection::new(stream, peer, self.clone()).serve(proxy_header));
             }
             Accepted::Unix(stream) => {
-                tokio::spawn(Connection::new(stream, None, self.clone()).serve());
+                tokio::spawn(Connection::new(stream, Peer::local(), self.clone()).serve(false));
             }
         })
         .await;

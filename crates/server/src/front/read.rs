@@ -20,7 +20,9 @@ use crate::spool;
 
 impl<S: ClientStream> Connection<S> {
     /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
-    /// server is shutting down, while no request was under way.
+    /// server is shutting down, while no request was under way. A new connection's first
+    /// request is read even while shutting down: it may have waited in the kernel's backlog
+    /// while the server was still listening, and its client has not had a chance yet.
     pub(super) async fn read_head(&mut self) -> Result<Option<RequestHead>, End> {
         let settings = &self.front.settings;
         let first = self.requests == 0;
@@ -44,7 +46,7 @@ impl<S: ClientStream> Connection<S> {
             tokio::select! {
                 read = next_bytes => if read? == 0 { return Ok(None) },
                 () = sleep_until(idle_until) => return Ok(None),
-                _ = shutdown.wait_for(|stopping| *stopping) => return Ok(None),
+                _ = shutdown.wait_for(|stopping| *stopping), if !first => return Ok(None),
             }
         }
         let deadline = if first { first_deadline } else { Instant::now() + settings.header_timeout };

@@ -12,10 +12,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream
 use tokio::sync::watch;
 
 use super::conn::{ClientStream, Connection};
+use super::forwarded::{Peer, TrustedProxies};
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
 use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse};
 use crate::queue::{Queue, Reader};
+use crate::readiness::Readiness;
 use crate::stats::Stats;
 use crate::tally::Tally;
 
@@ -80,6 +82,9 @@ impl Harness {
             max_requests_per_connection: 0,
             io_timeout: Duration::from_secs(60),
             request_buffer: 64 * 1024,
+            trusted_proxies: TrustedProxies::parse("127.0.0.1").unwrap(),
+            proxy_protocol: false,
+            health_path: None,
         };
         let queue = Arc::new(Queue::new(100, Duration::from_secs(30), 1));
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -88,6 +93,7 @@ impl Harness {
             queue: queue.clone(),
             stats: Arc::new(Stats::default()),
             access_log: None,
+            readiness: Arc::new(Readiness::default()),
             shutdown: shutdown_rx,
         });
         Harness { front, queue, busy: Arc::new(Tally::default()), _shutdown: shutdown }
@@ -97,7 +103,7 @@ impl Harness {
     fn connect(&self) -> DuplexStream {
         let (client, server) = tokio::io::duplex(64 * 1024);
         let stream = MemoryStream { inner: server, ahead: None };
-        tokio::spawn(Connection::new(stream, None, self.front.clone()).serve());
+        tokio::spawn(Connection::new(stream, Peer::local(), self.front.clone()).serve(false));
         client
     }
 
@@ -108,7 +114,7 @@ impl Harness {
         let mut head = http::Response::new(()).into_parts().0;
         head.headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
         let body = ResponseBody::Complete(Bytes::from(path.clone()));
-        let timing = Timing { queued: Duration::ZERO, service: Duration::ZERO };
+        let timing = Timing { queued: Duration::ZERO, service: Duration::ZERO, worker: 1 };
         job.answer(Outcome::Response(WorkerResponse { head, body, timing }));
         self.busy.down();
         path

@@ -168,7 +168,11 @@ impl Slot {
             }
         };
         self.worker.served.fetch_add(1, Ordering::Relaxed);
-        let timing = Timing { queued: started.saturating_duration_since(complete_at), service: started.elapsed() };
+        let timing = Timing {
+            queued: started.saturating_duration_since(complete_at),
+            service: started.elapsed(),
+            worker: self.worker.index,
+        };
         self.deliver(reply, head, body, timing).await
     }
 

@@ -1,0 +1,216 @@
+//! Who the client is and how it reached us, when a router stands in front: which peers may say
+//! so (`--forwarded-allow-ips`), and the forwarding headers a worker gets from each.
+//!
+//! A router that terminates TLS (Heroku's, an ALB, nginx) tells the app the client's scheme
+//! and address in `X-Forwarded-Proto`, `X-Forwarded-For` and friends, or RFC 7239 `Forwarded`.
+//! Anyone can send those headers, so they are believed only from a trusted peer: from it they
+//! pass unchanged (the peer's address appended to `X-Forwarded-For`, as every proxy does); from
+//! any other peer they are dropped and the front says what it saw itself. The worker then
+//! reads them without knowing about trust: the last `X-Forwarded-For` entry is the address
+//! the front received the request from, `X-Forwarded-Proto` is the client's scheme.
+//!
+//! The peer is the TCP peer, or the client named by a PROXY protocol header (then the real
+//! client, as HAProxy or an NLB saw it). A unix socket's peer is a process on this machine (a
+//! local router), so it is trusted and appends nothing: the last `X-Forwarded-For` entry is
+//! the client as the router saw it.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use ipnet::IpNet;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+
+/// `--forwarded-allow-ips`: the peers whose forwarding headers are believed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TrustedProxies {
+    any: bool,
+    networks: Vec<IpNet>,
+}
+
+impl TrustedProxies {
+    /// Parses a comma-separated list of addresses and CIDR ranges; `*` trusts every peer.
+    pub fn parse(list: &str) -> Result<TrustedProxies, String> {
+        let mut trusted = TrustedProxies { any: false, networks: Vec::new() };
+        for item in list.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+            if item == "*" {
+                trusted.any = true;
+            } else if let Ok(network) = item.parse::<IpNet>() {
+                trusted.networks.push(network);
+            } else if let Ok(ip) = item.parse::<IpAddr>() {
+                trusted.networks.push(IpNet::from(ip));
+            } else {
+                return Err(format!("'{item}' is not an IP address, a CIDR range such as 10.0.0.0/8, or *"));
+            }
+        }
+        Ok(trusted)
+    }
+
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        // An IPv4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
+        let ip = ip.to_canonical();
+        self.any || self.networks.iter().any(|network| network.contains(&ip))
+    }
+}
+
+impl fmt::Debug for TrustedProxies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = self.networks.iter().map(ToString::to_string).collect();
+        if self.any {
+            items.insert(0, "*".to_owned());
+        }
+        write!(f, "{}", items.join(","))
+    }
+}
+
+/// The other end of a client connection, as far as the front can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// `None` on a unix socket.
+    pub ip: Option<IpAddr>,
+    /// Whether its forwarding headers are believed.
+    pub trusted: bool,
+    /// The client spoke TLS to the balancer, as a PROXY protocol header said.
+    pub tls: bool,
+}
+
+impl Peer {
+    pub fn tcp(ip: IpAddr, trusted: &TrustedProxies) -> Peer {
+        Peer { ip: Some(ip), trusted: trusted.trusts(ip), tls: false }
+    }
+
+    /// A process on this machine, connected over a unix socket.
+    pub fn local() -> Peer {
+        Peer { ip: None, trusted: true, tls: false }
+    }
+}
+
+/// Makes the forwarding headers of a request say what is true for `peer`; see the module
+/// comment.
+pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: Peer) {
+    if !peer.trusted {
+        for name in [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
+            headers.remove(name);
+        }
+    }
+    if let Some(ip) = peer.ip {
+        let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
+        let ip = ip.to_canonical().to_string();
+        chain.push(ip.as_bytes());
+        if let Ok(value) = HeaderValue::from_bytes(&chain.join(&b", "[..])) {
+            headers.insert(X_FORWARDED_FOR.clone(), value);
+        }
+    }
+    if !headers.contains_key(&X_FORWARDED_PROTO) {
+        // A proxy that speaks only RFC 7239 says the scheme in `Forwarded`; the worker reads
+        // `X-Forwarded-Proto`.
+        let ours = HeaderValue::from_static(if peer.tls { "https" } else { "http" });
+        let proto = forwarded_proto(headers).unwrap_or(ours);
+        headers.insert(X_FORWARDED_PROTO.clone(), proto);
+    }
+}
+
+/// The `proto` of the last element of `Forwarded` (the proxy nearest to us), if any.
+fn forwarded_proto(headers: &HeaderMap) -> Option<HeaderValue> {
+    let last_value = headers.get_all(&FORWARDED).iter().next_back()?.to_str().ok()?;
+    let last_element = last_value.rsplit(',').next()?;
+    last_element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("proto") {
+            return None;
+        }
+        let value = value.trim().trim_matches('"');
+        let is_scheme = !value.is_empty() && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+        is_scheme.then(|| HeaderValue::from_str(&value.to_ascii_lowercase()).ok()).flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs.iter().map(|(name, value)| (HeaderName::from_static(name), HeaderValue::from_static(value))).collect()
+    }
+
+    const ROUTER: [(&str, &str); 5] = [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("x-forwarded-proto", "https"),
+        ("x-forwarded-host", "app.example"),
+        ("x-forwarded-port", "443"),
+        ("forwarded", "for=203.0.113.9;proto=https"),
+    ];
+
+    #[test]
+    fn parses_addresses_ranges_and_any() {
+        let trusted = TrustedProxies::parse("127.0.0.1, ::1,10.0.0.0/8").unwrap();
+        assert!(trusted.trusts("10.1.2.3".parse().unwrap()));
+        assert!(trusted.trusts("::ffff:127.0.0.1".parse().unwrap()), "IPv4-mapped");
+        assert!(trusted.trusts("::1".parse().unwrap()));
+        assert!(!trusted.trusts("192.0.2.1".parse().unwrap()));
+        assert!(TrustedProxies::parse("*").unwrap().trusts("192.0.2.1".parse().unwrap()));
+        assert!(!TrustedProxies::parse("").unwrap().trusts("127.0.0.1".parse().unwrap()));
+        assert!(TrustedProxies::parse("10.0.0.0/33").is_err());
+        assert!(TrustedProxies::parse("router.local").is_err());
+        assert_eq!(format!("{trusted:?}"), "127.0.0.1/32,::1/128,10.0.0.0/8");
+    }
+
+    #[test]
+    fn a_trusted_peer_keeps_its_headers_and_is_appended() {
+        let mut forwarded = headers(&ROUTER);
+        set_forwarding_headers(
+            &mut forwarded,
+            Peer { ip: Some("10.0.0.2".parse().unwrap()), trusted: true, tls: false },
+        );
+        assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9, 10.0.0.2");
+        for (name, value) in &ROUTER[1..] {
+            assert_eq!(forwarded[*name], value);
+        }
+    }
+
+    #[test]
+    fn an_untrusted_peer_cannot_claim_anything() {
+        let mut forwarded = headers(&ROUTER);
+        set_forwarding_headers(
+            &mut forwarded,
+            Peer { ip: Some("192.0.2.66".parse().unwrap()), trusted: false, tls: false },
+        );
+        assert_eq!(forwarded[&X_FORWARDED_FOR], "192.0.2.66");
+        assert_eq!(forwarded[&X_FORWARDED_PROTO], "http");
+        for gone in [&X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
+            assert!(!forwarded.contains_key(gone), "{gone}");
+        }
+    }
+
+    #[test]
+    fn a_balancer_that_terminated_tls_says_https_through_the_proxy_protocol() {
+        let mut forwarded = headers(&[("x-forwarded-proto", "http")]);
+        let client = Peer { ip: Some("203.0.113.9".parse().unwrap()), trusted: false, tls: true };
+        set_forwarding_headers(&mut forwarded, client);
+        assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
+    }
+
+    #[test]
+    fn a_local_router_names_the_client_last() {
+        let mut forwarded = headers(&ROUTER[..2]);
+        set_forwarding_headers(&mut forwarded, Peer::local());
+        assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9");
+        assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
+    }
+
+    #[test]
+    fn the_scheme_of_rfc_7239_alone() {
+        let mut forwarded =
+            headers(&[("forwarded", "for=192.0.2.1;proto=http, for=\"[2001:db8::1]\";Proto=\"HTTPS\"")]);
+        set_forwarding_headers(&mut forwarded, Peer::local());
+        assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
+        let mut odd = headers(&[("forwarded", "for=192.0.2.1;proto=\"ht tp\"")]);
+        set_forwarding_headers(&mut odd, Peer::local());
+        assert_eq!(odd[&X_FORWARDED_PROTO], "http");
+    }
+}
