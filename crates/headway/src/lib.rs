@@ -1,0 +1,77 @@
+//! The `headway` command line, defined once. The standalone binary (`src/main.rs`) and the
+//! Python extension of a pip install (`crates/worker`, whose `main` the `headway` script calls)
+//! both hand their arguments to [`run`], so `headway --help` is the same however it was built.
+//! Each subcommand lives in its own crate; this file only parses the command line and hands
+//! over, so the whole product shows in one place.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "headway", version, about = "An application server with one queue", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a WSGI app (or any HTTP server given with --cmd) behind one FIFO queue.
+    Serve(headway_server::ServeArgs),
+    /// Print the stats of a running server, read from its --control address.
+    Stats(headway_server::StatsArgs),
+    /// Generate HTTP load and report latency percentiles (hey-compatible output).
+    Load(headway_load::LoadArgs),
+    /// Run the seed experiments against headway and the peer servers.
+    Lab(headway_lab::LabArgs),
+}
+
+/// How this process was started, for the subcommands that start headway or its worker again.
+pub struct Invocation {
+    /// The command that runs headway: this binary, or the `headway` script of a pip install.
+    pub program: PathBuf,
+    /// The interpreter that has the `headway` package, when it is known for sure (inside it);
+    /// otherwise `serve` looks for one (`--python`, `$HEADWAY_PYTHON`, next to the program).
+    pub python: Option<PathBuf>,
+}
+
+/// Runs the command line `args` (the program name first) and returns the exit status. Nothing
+/// here exits the process: a usage error or `--help` is printed and its status returned.
+pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
+    if args.get(1).is_some_and(|command| command == "load") {
+        // hey's one-dash long flags (-host, -disable-keepalive), so hey command lines work as is.
+        args = headway_load::hey_style_args(args);
+    }
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return u8::try_from(err.exit_code()).unwrap_or(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Serve(mut args) => {
+            args.python = args.python.or(invocation.python);
+            headway_server::serve(args)
+        }
+        Command::Stats(args) => headway_server::stats(args),
+        Command::Load(args) => headway_load::run(args),
+        Command::Lab(args) => headway_lab::run(args, &invocation.program),
+    };
+    match result {
+        Ok(code) => status_of(code),
+        Err(err) => {
+            eprintln!("headway: {err:#}");
+            1
+        }
+    }
+}
+
+/// The number behind an [`ExitCode`] (the subcommands return one; a caller such as the Python
+/// extension needs the number).
+fn status_of(code: ExitCode) -> u8 {
+    (0..=u8::MAX).find(|&n| ExitCode::from(n) == code).unwrap_or(1)
+}
