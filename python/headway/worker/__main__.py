@@ -12,8 +12,9 @@ import os
 import sys
 import traceback
 
+from headway import _native
+
 from . import log
-from .server import Server, StartupError
 
 DEMO_APP = "headway.demo:app"
 
@@ -85,8 +86,8 @@ def main(argv=None):
         log("cannot import %s: %s" % (args.app, error))
         return 1
     try:
-        return Server(app, args.socket, args.threads, args.workers).run(args.app)
-    except StartupError as error:
+        return _native.serve(app, args.socket, args.threads, args.workers, args.app)
+    except _native.StartupError as error:
         log(str(error))
         return 1
 
