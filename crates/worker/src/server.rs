@@ -13,6 +13,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -64,7 +65,15 @@ pub fn serve(
     for (number, state) in states.iter().enumerate() {
         let (shared, state, app) = (shared.clone(), state.clone(), app.clone());
         let handle = std::thread::Builder::new().name(format!("headway-slot-{number}")).spawn(move || {
-            Python::attach(|py| run_slot(py, &shared, &state, &mut |py, transport| app.serve(py, transport)))
+            Python::attach(|py| {
+                run_slot(py, &shared, &state, &mut |py, transport| {
+                    // A bug must cost one connection, not the slot.
+                    catch_unwind(AssertUnwindSafe(|| app.serve(py, transport))).unwrap_or_else(|_| {
+                        log(py, "unexpected error on a connection; closing it");
+                        None
+                    })
+                })
+            })
         });
         handles.push(handle.map_err(|error| StartupError::new_err(format!("cannot start a slot thread: {error}")))?);
     }

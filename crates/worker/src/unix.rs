@@ -60,8 +60,9 @@ pub struct Shared {
     pub stopping: AtomicBool,
 }
 
-/// Serves the requests of one connection until it ends, and gives the connection back.
-pub type ServeConnection<'a> = dyn FnMut(Python<'_>, Box<dyn Transport>) -> Box<dyn Transport> + 'a;
+/// Serves the requests of one connection until it ends, and gives the connection back (None:
+/// it was lost on the way, and closed).
+pub type ServeConnection<'a> = dyn FnMut(Python<'_>, Box<dyn Transport>) -> Option<Box<dyn Transport>> + 'a;
 
 /// A slot's life: accept a connection when it has none, serve it to the end, until stopping.
 pub fn run_slot(py: Python<'_>, shared: &Arc<Shared>, state: &Arc<SlotState>, serve: &mut ServeConnection<'_>) {

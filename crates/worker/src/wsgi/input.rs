@@ -35,7 +35,7 @@ impl Input {
 
     /// Appends up to `limit` bytes of the body to the buffer; 0 at its end.
     fn read_some(&mut self, py: Python<'_>, limit: usize) -> PyResult<usize> {
-        let mut response = self.response.borrow_mut(py);
+        let mut response = self.response.try_borrow_mut(py)?;
         if !self.wanted {
             self.wanted = true;
             response.body_wanted(py)?;

@@ -12,7 +12,7 @@ mod tests;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3::{intern, Py};
+use pyo3::{intern, Py, PyRefMut};
 
 use crate::http::request::Request;
 use crate::http::HttpError;
@@ -29,20 +29,21 @@ pub struct App {
 }
 
 impl App {
-    /// Serves the requests that come through `transport` until it ends or must be closed.
-    pub fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Box<dyn Transport> {
+    /// Serves the requests that come through `transport` until it ends or must be closed; gives
+    /// the transport back, unless it was lost with a Python object that could not be made.
+    pub fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
         loop {
             match transport.next_request(py) {
-                Next::Closed => return transport,
+                Next::Closed => return Some(transport),
                 Next::Refused(error) => {
                     transport.send_error(py, &error, false);
-                    return transport;
+                    return Some(transport);
                 }
                 Next::Request(request) => {
                     let keep;
-                    (transport, keep) = self.handle(py, transport, request);
+                    (transport, keep) = self.handle(py, transport, request)?;
                     if !keep {
-                        return transport;
+                        return Some(transport);
                     }
                 }
             }
@@ -50,17 +51,24 @@ impl App {
     }
 
     /// Runs the app for one request; returns the transport and whether it can carry another.
-    fn handle(&self, py: Python<'_>, transport: Box<dyn Transport>, request: Request) -> (Box<dyn Transport>, bool) {
+    fn handle(
+        &self,
+        py: Python<'_>,
+        transport: Box<dyn Transport>,
+        request: Request,
+    ) -> Option<(Box<dyn Transport>, bool)> {
         let is_head = request.is_head();
         let response = match Py::new(py, Response::new(transport)) {
             Ok(response) => response,
-            Err(error) => unreachable_transport(py, error),
+            Err(error) => {
+                log(py, "cannot make the request's objects; closing the connection:");
+                print_traceback(py, &error);
+                return None;
+            }
         };
         let outcome = self.run_app(py, &response, &request);
-        let mut state = response.borrow_mut(py);
-        let Some(mut transport) = state.take_transport() else {
-            unreachable_transport(py, PyException::new_err("the transport went missing"))
-        };
+        let mut state = state(py, &response);
+        let mut transport = state.take_transport()?;
         let keep = match outcome {
             Ok(()) => transport.finish(py),
             Err(error) => {
@@ -68,7 +76,7 @@ impl App {
                 false
             }
         };
-        (transport, keep)
+        Some((transport, keep))
     }
 
     fn run_app(&self, py: Python<'_>, response: &Py<Response>, request: &Request) -> PyResult<()> {
@@ -81,28 +89,33 @@ impl App {
     }
 }
 
-/// A Python object could not even be made (out of memory): nothing sensible is left to do.
-fn unreachable_transport(py: Python<'_>, error: PyErr) -> ! {
-    print_traceback(py, &error);
-    std::process::abort()
+/// The response's state. An app thread that kept `start_response` or `wsgi.input` may hold it
+/// while it waits inside a send or a read (without the GIL): wait for it, without the GIL too.
+fn state<'py>(py: Python<'py>, response: &'py Py<Response>) -> PyRefMut<'py, Response> {
+    loop {
+        if let Ok(state) = response.try_borrow_mut(py) {
+            return state;
+        }
+        py.detach(std::thread::yield_now);
+    }
 }
 
 /// Sends the iterable the app returned, then ends the response.
 fn send_result(py: Python<'_>, response: &Py<Response>, result: &Bound<'_, PyAny>) -> PyResult<()> {
-    let headers_sent = response.borrow(py).headers_sent();
+    let headers_sent = state(py, response).headers_sent();
     if !headers_sent && (result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>()) {
-        return response.borrow_mut(py).send_sequence(py, result);
+        return state(py, response).send_sequence(py, result);
     }
     if let Ok(wrapper) = result.cast_exact::<FileWrapper>() {
-        if response.borrow_mut(py).send_file(py, &wrapper.borrow())? {
-            return response.borrow_mut(py).end(py);
+        if state(py, response).send_file(py, &wrapper.borrow())? {
+            return state(py, response).end(py);
         }
     }
     for data in result.try_iter()? {
         let data = data?;
-        response.borrow_mut(py).write_bytes(py, &data)?;
+        state(py, response).write_bytes(py, &data)?;
     }
-    response.borrow_mut(py).end(py)
+    state(py, response).end(py)
 }
 
 /// PEP 3333: `close()` is called on the app's iterable whatever happened; an error in it is
