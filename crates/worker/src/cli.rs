@@ -18,18 +18,20 @@ pub fn main(py: Python<'_>, argv: Vec<OsString>) -> PyResult<u8> {
     let signal = py.import("signal")?;
     signal.call_method1("signal", (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?))?;
     let python: Option<PathBuf> = py.import("sys")?.getattr("executable")?.extract::<Option<PathBuf>>()?;
-    let invocation = headway::Invocation {
-        program: this_program(argv.first().map(Path::new)),
-        python: python.filter(|path| !path.as_os_str().is_empty()),
-    };
+    let python = python.filter(|path| !path.as_os_str().is_empty());
+    let invocation =
+        headway::Invocation { program: this_program(argv.first().map(Path::new), python.as_deref()), python };
     Ok(py.detach(move || headway::run(argv, invocation)))
 }
 
-/// The command that runs headway again: the script we were started as, when it is one.
-fn this_program(argv0: Option<&Path>) -> PathBuf {
-    argv0
-        .filter(|path| path.is_file() && path.extension().is_none_or(|ext| ext != "py"))
+/// The command that runs headway again: the script we were started as, else (`python -m
+/// headway`) the `headway` script installed next to the interpreter.
+fn this_program(argv0: Option<&Path>, python: Option<&Path>) -> PathBuf {
+    let script = argv0.filter(|path| path.is_file() && path.extension().is_none_or(|ext| ext != "py"));
+    let beside_python = python.and_then(Path::parent).map(|dir| dir.join("headway")).filter(|path| path.is_file());
+    script
         .and_then(|path| std::path::absolute(path).ok())
+        .or(beside_python)
         .or_else(|| std::env::current_exe().ok())
         .unwrap_or_else(|| "headway".into())
 }

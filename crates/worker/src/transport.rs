@@ -27,6 +27,8 @@ pub enum Next {
     Closed,
 }
 
+/// `Send + Sync` because, while its request runs, the transport lives inside the Python object
+/// the app gets as `start_response` (pyo3 requires both); it is only ever used under the GIL.
 pub trait Transport: Send + Sync {
     /// Waits for the next request.
     fn next_request(&mut self, py: Python<'_>) -> Next;

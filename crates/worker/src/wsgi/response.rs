@@ -30,6 +30,9 @@ const HOP_BY_HOP: [&str; 9] = [
     "upgrade",
 ];
 
+const NO_START: &str = "the app returned without calling start_response";
+const OVER: &str = "the request this belongs to is over";
+
 #[pyclass(module = "headway._native", name = "StartResponse")]
 pub struct Response {
     /// Some while the request runs.
@@ -110,7 +113,7 @@ impl Response {
     }
 
     fn transport(&mut self) -> PyResult<&mut Box<dyn Transport>> {
-        self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err("the request this belongs to is over"))
+        self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err(OVER))
     }
 
     /// Runs a send; a failure means the client is gone.
@@ -126,34 +129,46 @@ impl Response {
         })
     }
 
-    fn head(&self, when: &'static str) -> PyResult<ResponseHead> {
-        self.head.clone().ok_or_else(|| PyRuntimeError::new_err(when))
+    /// Sends the head with the first body bytes `data`, then runs `then`; `missing` is the
+    /// error when start_response was not called.
+    fn send_head(
+        &mut self,
+        py: Python<'_>,
+        missing: &'static str,
+        body_length: Option<u64>,
+        data: &[u8],
+        then: impl FnOnce(&mut dyn Transport, Python<'_>) -> io::Result<()>,
+    ) -> PyResult<()> {
+        let Some(head) = self.head.as_ref() else { return Err(PyRuntimeError::new_err(missing)) };
+        let transport = self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err(OVER))?;
+        self.headers_sent = true;
+        let result = transport.send_head(py, head, body_length, data).and_then(|()| then(transport.as_mut(), py));
+        result.map_err(|error| {
+            self.broken = true;
+            PyErr::from(error)
+        })
     }
 
     /// Sends one piece of body: the head goes with the first non-empty one (PEP 3333).
     pub fn write_bytes(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let data = body_bytes(data)?;
-        let head = match &self.head {
-            Some(_) if self.headers_sent => None,
-            Some(head) => Some(head.clone()),
-            None => return Err(PyRuntimeError::new_err("the app sent body bytes before calling start_response")),
-        };
-        let bytes = data.as_bytes();
-        if bytes.is_empty() {
-            return Ok(());
+        let bytes = body_bytes(data)?.as_bytes();
+        if self.head.is_none() {
+            return Err(PyRuntimeError::new_err("the app sent body bytes before calling start_response"));
         }
-        match head {
-            None => self.sending(py, |transport, py| transport.send_body(py, bytes)),
-            Some(head) => {
-                self.headers_sent = true;
-                self.sending(py, |transport, py| transport.send_head(py, &head, None, bytes))
-            }
+        if bytes.is_empty() {
+            Ok(())
+        } else if self.headers_sent {
+            self.sending(py, |transport, py| transport.send_body(py, bytes))
+        } else {
+            self.send_head(py, "", None, bytes, |_, _| Ok(()))
         }
     }
 
     /// A list or tuple of bytes: its size is known, so it gets a Content-Length and one send.
     pub fn send_sequence(&mut self, py: Python<'_>, result: &Bound<'_, PyAny>) -> PyResult<()> {
-        let head = self.head("the app returned without calling start_response")?;
+        if self.head.is_none() {
+            return Err(PyRuntimeError::new_err(NO_START));
+        }
         let items: Vec<Bound<'_, PyBytes>> = match result.cast_exact::<PyList>() {
             Ok(list) => list.iter().map(|item| body_bytes(&item).cloned()).collect::<PyResult<_>>()?,
             Err(_) => result
@@ -172,18 +187,16 @@ impl Response {
                 &joined
             }
         };
-        self.headers_sent = true;
-        self.sending(py, |transport, py| transport.send_head(py, &head, Some(total as u64), body))?;
+        self.send_head(py, NO_START, Some(total as u64), body, |_, _| Ok(()))?;
         self.end(py)
     }
 
     /// Sends a `wsgi.file_wrapper` with sendfile; false if that is not possible (no
     /// Content-Length, or a file-like object without a real file behind it).
     pub fn send_file(&mut self, py: Python<'_>, wrapper: &FileWrapper) -> PyResult<bool> {
-        let head = match &self.head {
-            Some(head) if !self.headers_sent && head.content_length.is_some() => head.clone(),
-            _ => return Ok(false),
-        };
+        if self.headers_sent || self.head.as_ref().is_none_or(|head| head.content_length.is_none()) {
+            return Ok(false);
+        }
         let filelike = wrapper.filelike().bind(py);
         let position = (|| -> PyResult<(i32, u64)> {
             let fd = filelike.call_method0(intern!(py, "fileno"))?.extract()?;
@@ -201,20 +214,14 @@ impl Response {
             }
             Err(error) => return Err(error),
         };
-        self.headers_sent = true;
-        self.sending(py, |transport, py| {
-            transport.send_head(py, &head, None, b"")?;
-            transport.send_file(py, fd, offset)
-        })?;
+        self.send_head(py, NO_START, None, b"", |transport, py| transport.send_file(py, fd, offset))?;
         Ok(true)
     }
 
     /// Ends the response: the head if nothing was sent yet, then what ends the body.
     pub fn end(&mut self, py: Python<'_>) -> PyResult<()> {
         if !self.headers_sent {
-            let head = self.head("the app returned without calling start_response")?;
-            self.headers_sent = true;
-            self.sending(py, |transport, py| transport.send_head(py, &head, Some(0), b""))?;
+            self.send_head(py, NO_START, Some(0), b"", |_, _| Ok(()))?;
         }
         self.sending(py, |transport, py| transport.end_response(py))
     }
