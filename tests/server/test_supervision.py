@@ -109,7 +109,8 @@ def test_reload_stops_at_a_worker_that_cannot_start(serve, tmp_path):
     assert server.get("/")[2] == b"v1"
 
 
-def test_graceful_shutdown_finishes_queued_and_running_requests(serve):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_graceful_shutdown_finishes_queued_and_running_requests(serve, signum):
     server = serve("-w", "1", "-t", "2")
     socks = []
     for _ in range(5):  # 2 run, 3 wait in the queue
@@ -117,7 +118,7 @@ def test_graceful_shutdown_finishes_queued_and_running_requests(serve):
         send_request(sock, "GET", "/sleep/700")
         socks.append(sock)
     wait_until(lambda: server.stats()["queue"]["depth"] == 3, message="3 queued requests")
-    server.signal(signal.SIGTERM)
+    server.signal(signum)
     statuses = [read_response(sock.makefile("rb"))[0] for sock in socks]
     assert statuses == [200] * 5
     assert server.wait(timeout=60) == 0

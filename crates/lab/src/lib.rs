@@ -63,17 +63,15 @@ struct ListArgs {
 
 #[derive(clap::Args, Debug)]
 struct HeadwayBinary {
-    /// The headway binary to run as the headway server [default: this program]
+    /// The headway command to run as the headway server [default: this program]
     #[arg(long, value_name = "PATH")]
     headway_bin: Option<PathBuf>,
 }
 
 impl HeadwayBinary {
-    fn environment(&self) -> anyhow::Result<Environment> {
-        let headway = match &self.headway_bin {
-            Some(path) => path.clone(),
-            None => std::env::current_exe().context("cannot find this program's path")?,
-        };
+    /// `this_program` runs headway again: the binary, or the `headway` script of a pip install.
+    fn environment(&self, this_program: &Path) -> anyhow::Result<Environment> {
+        let headway = self.headway_bin.clone().unwrap_or_else(|| this_program.to_owned());
         Environment::new(headway)
     }
 }
@@ -111,11 +109,12 @@ struct RunArgs {
 
 /// `headway lab`. A wrong scenario or server name prints one line and exits with 2; a run in
 /// which a server did not start or a case failed exits with 1 after printing what it measured.
-pub fn run(args: LabArgs) -> anyhow::Result<ExitCode> {
+/// `this_program` is the command that runs headway again (what `headway serve` is started with).
+pub fn run(args: LabArgs, this_program: &Path) -> anyhow::Result<ExitCode> {
     let outcome = match args.command {
-        LabCommand::List(args) => list(&args),
-        LabCommand::Run(args) => run_scenarios(&args),
-        LabCommand::Recommend(args) => recommend::run(&args),
+        LabCommand::List(args) => list(&args, this_program),
+        LabCommand::Run(args) => run_scenarios(&args, this_program),
+        LabCommand::Recommend(args) => recommend::run(&args, this_program),
     };
     match outcome {
         Ok(code) => Ok(code),
@@ -139,8 +138,8 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let env = args.binary.environment()?;
+fn list(args: &ListArgs, this_program: &Path) -> anyhow::Result<ExitCode> {
+    let env = args.binary.environment(this_program)?;
     let mut out = String::from("Scenarios (headway lab run NAME):\n");
     for scenario in scenarios::ALL {
         let seed = if scenario.seed.is_empty() { String::new() } else { format!(" (seed {})", scenario.seed) };
@@ -203,14 +202,14 @@ fn installed(kinds: &[ServerKind], env: &Environment) -> (Vec<Peer>, Vec<servers
     (peers, skipped)
 }
 
-fn run_scenarios(args: &RunArgs) -> anyhow::Result<ExitCode> {
+fn run_scenarios(args: &RunArgs, this_program: &Path) -> anyhow::Result<ExitCode> {
     let chosen = chosen_scenarios(&args.scenarios)?;
     let kinds = chosen_servers(&args.servers)?;
     if !(args.scale.is_finite() && args.scale > 0.0) {
         return Err(UsageError(format!("--scale must be a positive number, not {}", args.scale)).into());
     }
     let started = Instant::now();
-    let env = args.binary.environment()?;
+    let env = args.binary.environment(this_program)?;
     let machine = Machine::here(env.cores);
     let (peers, skipped) = installed(&kinds, &env);
     if peers.is_empty() {

@@ -95,11 +95,11 @@ pub struct Recommendation {
     pub sweep: Vec<SweepPoint>,
 }
 
-pub fn run(args: &RecommendArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &RecommendArgs, this_program: &std::path::Path) -> anyhow::Result<ExitCode> {
     if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 600.0) {
         return Err(crate::UsageError(format!("--seconds must be between 0 and 600, not {}", args.seconds)).into());
     }
-    let env = args.binary.environment()?;
+    let env = args.binary.environment(this_program)?;
     let peer = detect(ServerKind::Headway, &env).map_err(|skip| anyhow::anyhow!("{skip}"))?;
     let paths = if args.paths.is_empty() {
         vec!["/fake_work?cpu_ms=50&iowait_ms=250&bytes=20000".to_owned()]

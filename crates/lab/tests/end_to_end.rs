@@ -216,9 +216,13 @@ fn served_latency_and_latency_per_path_reach_the_tables() {
 
 #[test]
 fn a_missing_peer_is_skipped_with_one_line() {
-    // PATH without puma (an empty directory); the worker's Python given explicitly.
-    let python = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().expect("python3");
-    let python = String::from_utf8(python.stdout).expect("utf-8").trim().to_owned();
+    // PATH without puma (an empty directory); the worker's Python given explicitly: the one the
+    // tests were given (it has headway's native core installed), else python3's.
+    let python = std::env::var("HEADWAY_PYTHON").ok().filter(|python| !python.is_empty()).unwrap_or_else(|| {
+        let python =
+            Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().expect("python3");
+        String::from_utf8(python.stdout).expect("utf-8").trim().to_owned()
+    });
     let empty = tempfile::tempdir().expect("temp dir");
     let output = run(lab(&["run", "keepalive-tail", "--quick", "--servers", "puma,headway"])
         .env("PATH", empty.path())

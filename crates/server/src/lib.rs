@@ -28,6 +28,7 @@ pub mod tally;
 pub mod worker;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub use config::ServeArgs;
@@ -35,8 +36,11 @@ pub use control::{stats, StatsArgs};
 
 /// Runs `headway serve`. `given` is the command line as clap matched it: the settings it does
 /// not give come from the environment and the config file (see [`config_layers`]).
-pub fn serve(given: &clap::ArgMatches) -> anyhow::Result<ExitCode> {
-    let (args, sources) = config_layers::resolve(given)?;
+/// Runs `headway serve` with what clap matched. `python`: the interpreter that runs this code
+/// (when headway was started from Python), the worker's interpreter unless another is set.
+pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let (mut args, sources) = config_layers::resolve(given)?;
+    args.python = args.python.or(python);
     let print_config = args.print_config;
     if print_config {
         print!("{}", sources.render());

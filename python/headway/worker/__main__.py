@@ -13,7 +13,12 @@ import sys
 import traceback
 
 from . import log
-from .server import Server, StartupError
+
+try:
+    from headway import _native
+except ImportError as error:  # this source tree on PYTHONPATH, but headway not installed here
+    _native = None
+    _NATIVE_MISSING = str(error)
 
 DEMO_APP = "headway.demo:app"
 
@@ -74,6 +79,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    if _native is None:
+        log("the native core is missing (%s): install headway (pip install .) for %s, or run the worker"
+            " with a Python that has it (headway serve --python)" % (_NATIVE_MISSING, sys.executable))
+        return 1
     cwd = os.getcwd()
     if sys.path[:1] != [cwd]:  # like gunicorn: the app's own directory is importable
         sys.path.insert(0, cwd)
@@ -85,8 +94,8 @@ def main(argv=None):
         log(f"cannot import {args.app}: {error}")
         return 1
     try:
-        return Server(app, args.socket, args.threads, args.workers).run(args.app)
-    except StartupError as error:
+        return _native.serve(app, args.socket, args.threads, args.workers, args.app)
+    except _native.StartupError as error:
         log(str(error))
         return 1
 

@@ -104,7 +104,7 @@ pub fn put_chunk(out: &mut BytesMut, data: &[u8]) {
 /// Runs `f` with the current date in IMF-fixdate form. Formatting a date for every response
 /// is measurable at tens of thousands of responses a second, so each thread keeps the string
 /// for the second it was made in.
-fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
+pub fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
     thread_local! {
         static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }

@@ -1,0 +1,32 @@
+//! `headway._native`: the native core of headway's bundled Python worker, and the `headway`
+//! command for pip installs.
+//!
+//! The worker's request path, in the order a request meets it: [`server`] starts T slot
+//! threads; each accepts a connection ([`unix`]) and reads requests through the [`transport`]
+//! trait, whose HTTP/1.1 rules are in [`http`] (no I/O) and whose GIL-aware socket calls are in
+//! [`socket`]; [`wsgi`] builds the environ, calls the app and hands the response back to the
+//! transport. [`cli`] is the `headway` command (the front; it runs no Python).
+
+pub mod cli;
+pub mod http;
+pub mod log;
+pub mod server;
+pub mod socket;
+pub mod transport;
+pub mod unix;
+pub mod wsgi;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(cli::main, m)?)?;
+    m.add_function(wrap_pyfunction!(server::serve, m)?)?;
+    m.add("StartupError", py.get_type::<server::StartupError>())?;
+    m.add("PeerClosed", py.get_type::<wsgi::input::PeerClosed>())?;
+    m.add("HttpBodyError", py.get_type::<wsgi::input::HttpBodyError>())?;
+    m.add_class::<wsgi::file_wrapper::FileWrapper>()?;
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! How a slot receives a request and sends its response, whatever carries them.
+//!
+//! The WSGI layer (`wsgi/`) knows only this trait: it asks for the next request, reads the
+//! body when the app does, and hands over the response head and body bytes. HTTP/1.1 on a unix
+//! socket (`unix.rs`) is the first implementation; a transport through shared memory with the
+//! front can be another without touching the WSGI code.
+//!
+//! Every method gets the GIL token: an implementation keeps the GIL while an operation can
+//! complete at once and lets it go only while it has to wait (see `unix.rs`).
+
+use std::io;
+use std::os::fd::RawFd;
+
+use pyo3::Python;
+
+use crate::http::reader::ReadError;
+use crate::http::request::Request;
+use crate::http::response::ResponseHead;
+use crate::http::HttpError;
+
+/// What waiting for the next request gave.
+pub enum Next {
+    Request(Request),
+    /// A malformed request: answer it with [`Transport::send_error`], then stop.
+    Refused(HttpError),
+    /// No more requests come this way.
+    Closed,
+}
+
+/// `Send + Sync` because, while its request runs, the transport lives inside the Python object
+/// the app gets as `start_response` (pyo3 requires both); it is only ever used under the GIL.
+pub trait Transport: Send + Sync {
+    /// Waits for the next request.
+    fn next_request(&mut self, py: Python<'_>) -> Next;
+
+    /// Called once before the app first reads the body (HTTP sends `100 Continue` if the
+    /// client waits for it).
+    fn body_wanted(&mut self, py: Python<'_>) -> io::Result<()>;
+
+    /// Appends up to `limit` bytes of the request body to `out`; returns how many, 0 at its end.
+    fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError>;
+
+    /// Sends the response head and the first body bytes. `body_length` is the whole body's size
+    /// when it is known now.
+    fn send_head(
+        &mut self,
+        py: Python<'_>,
+        head: &ResponseHead,
+        body_length: Option<u64>,
+        data: &[u8],
+    ) -> io::Result<()>;
+
+    /// Sends more body bytes.
+    fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()>;
+
+    /// Sends the rest of the body (as much as the head's `Content-Length` announced) from the
+    /// file `fd`, starting at `offset`, without copying it through user space.
+    fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()>;
+
+    /// Ends the response body.
+    fn end_response(&mut self, py: Python<'_>) -> io::Result<()>;
+
+    /// Answers a request with an error of the worker's own (the channel is closed after it).
+    fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool);
+
+    /// After the response: whether another request can come this way (the rest of an unread
+    /// body is dropped first when that is cheap).
+    fn finish(&mut self, py: Python<'_>) -> bool;
+}

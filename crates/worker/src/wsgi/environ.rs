@@ -1,0 +1,157 @@
+//! The WSGI environ: a base dict made once per worker with the keys that never change, copied
+//! for each request and completed from the request head. Keys are interned strings made once.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::{intern, Py};
+
+use super::file_wrapper::FileWrapper;
+use super::input::Input;
+use crate::http::request::{latin1, Request};
+
+/// Header keys kept interned per slot thread; a peer sending endless new names cannot grow it
+/// past this.
+const CACHE_ENTRIES: usize = 512;
+
+/// The environ keys that are the same for every request of this worker.
+pub fn base(py: Python<'_>, threads: usize, workers: usize) -> PyResult<Bound<'_, PyDict>> {
+    let environ = PyDict::new(py);
+    environ.set_item(intern!(py, "SCRIPT_NAME"), "")?;
+    environ.set_item(intern!(py, "SERVER_NAME"), "localhost")?;
+    environ.set_item(intern!(py, "SERVER_PORT"), "80")?;
+    environ.set_item(intern!(py, "SERVER_SOFTWARE"), "headway")?;
+    environ.set_item(intern!(py, "REMOTE_ADDR"), "")?;
+    environ.set_item(intern!(py, "wsgi.version"), PyTuple::new(py, [1, 0])?)?;
+    environ.set_item(intern!(py, "wsgi.url_scheme"), "http")?;
+    environ.set_item(intern!(py, "wsgi.errors"), py.import("sys")?.getattr("stderr")?)?;
+    environ.set_item(intern!(py, "wsgi.multithread"), threads > 1)?;
+    environ.set_item(intern!(py, "wsgi.multiprocess"), workers > 1)?;
+    environ.set_item(intern!(py, "wsgi.run_once"), false)?;
+    environ.set_item(intern!(py, "wsgi.input_terminated"), true)?;
+    environ.set_item(intern!(py, "wsgi.file_wrapper"), py.get_type::<FileWrapper>())?;
+    Ok(environ)
+}
+
+thread_local! {
+    static KEYS: RefCell<HashMap<String, Py<PyString>>> = RefCell::new(HashMap::new());
+}
+
+/// The interned str of an environ key.
+fn key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
+    KEYS.with(|keys| {
+        if let Some(key) = keys.borrow().get(name) {
+            return key.bind(py).clone();
+        }
+        let key = PyString::intern(py, name);
+        let mut keys = keys.borrow_mut();
+        if keys.len() < CACHE_ENTRIES {
+            keys.insert(name.to_owned(), key.clone().unbind());
+        }
+        key
+    })
+}
+
+/// The environ of one request: `base` plus what the request head says.
+pub fn build<'py>(
+    py: Python<'py>,
+    base: &Bound<'py, PyDict>,
+    request: &Request,
+    input: Py<Input>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let environ = base.copy()?;
+    for (name, value) in &request.headers {
+        environ.set_item(key(py, name), value)?;
+    }
+    environ.set_item(intern!(py, "REQUEST_METHOD"), &request.method)?;
+    environ.set_item(intern!(py, "PATH_INFO"), path_info(&request.path))?;
+    environ.set_item(intern!(py, "QUERY_STRING"), &request.query)?;
+    environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.version.as_str())?;
+    environ.set_item(intern!(py, "wsgi.input"), input)?;
+
+    // The front appends the client address last: whatever came before it is the client's claim.
+    if let Some(forwarded_for) = request.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()) {
+        environ.set_item(intern!(py, "REMOTE_ADDR"), last_item(forwarded_for))?;
+    }
+    if let Some(proto) = request.header("HTTP_X_FORWARDED_PROTO") {
+        if proto != "http" && last_item(proto).eq_ignore_ascii_case("https") {
+            environ.set_item(intern!(py, "wsgi.url_scheme"), "https")?;
+            environ.set_item(intern!(py, "SERVER_PORT"), "443")?;
+        }
+    }
+    if let Some(host) = request.header("HTTP_HOST").filter(|host| !host.is_empty()) {
+        let (name, port) = server_of_host(host);
+        if !name.is_empty() {
+            environ.set_item(intern!(py, "SERVER_NAME"), name)?;
+        }
+        if !port.is_empty() {
+            environ.set_item(intern!(py, "SERVER_PORT"), port)?;
+        }
+    }
+    Ok(environ)
+}
+
+/// The last entry of a comma-separated list, trimmed.
+fn last_item(list: &str) -> &str {
+    list.rsplit(',').next().unwrap_or(list).trim_matches([' ', '\t'])
+}
+
+/// PATH_INFO: the path percent-decoded, the bytes read as latin-1 (PEP 3333).
+pub fn path_info(path: &str) -> String {
+    if !path.contains('%') {
+        return path.to_owned();
+    }
+    // Like Python's unquote_to_bytes, which decodes the UTF-8 encoding of the str.
+    let mut decoded = Vec::with_capacity(path.len());
+    let mut rest = path.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match tail {
+            [high, low, after @ ..] if byte == b'%' && hex(*high).is_some() && hex(*low).is_some() => {
+                decoded.push((hex(*high).unwrap_or(0) * 16 + hex(*low).unwrap_or(0)) as u8);
+                rest = after;
+            }
+            _ => {
+                decoded.push(byte);
+                rest = tail;
+            }
+        }
+    }
+    latin1(&decoded)
+}
+
+/// (SERVER_NAME, SERVER_PORT) from a Host header; either may be empty.
+pub fn server_of_host(host: &str) -> (&str, &str) {
+    let (name, port) = match host.strip_prefix('[') {
+        Some(bracketed) => {
+            let (name, rest) = bracketed.split_once(']').unwrap_or((bracketed, ""));
+            (name, rest.strip_prefix(':').unwrap_or(""))
+        }
+        None => host.split_once(':').unwrap_or((host, "")),
+    };
+    let port = if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) { port } else { "" };
+    (name, port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_info_is_percent_decoded_as_latin_1() {
+        assert_eq!(path_info("/plain"), "/plain");
+        assert_eq!(path_info("/envir%6Fn"), "/environ");
+        assert_eq!(path_info("/caf%C3%A9"), "/caf\u{c3}\u{a9}");
+        assert_eq!(path_info("/100%/%zz/%4"), "/100%/%zz/%4");
+    }
+
+    #[test]
+    fn host_gives_server_name_and_port() {
+        assert_eq!(server_of_host("example.com:8080"), ("example.com", "8080"));
+        assert_eq!(server_of_host("[::1]:9000"), ("::1", "9000"));
+        assert_eq!(server_of_host("example.org"), ("example.org", ""));
+        assert_eq!(server_of_host("h:port"), ("h", ""));
+    }
+}
