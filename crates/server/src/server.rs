@@ -47,7 +47,7 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
 
     let stats = Arc::new(Stats::default());
     let slots = config.supervisor.workers * config.supervisor.threads;
-    let queue = Arc::new(Queue::new(config.max_queue, config.queue_timeout, slots));
+    let queue = Arc::new(Queue::with_settings(config.queue.clone(), slots));
     let threads = config.supervisor.threads;
     let what = match &config.supervisor.launch {
         Launch::Python { app, .. } => app.clone().unwrap_or_else(|| "the demo app".to_owned()),
