@@ -26,8 +26,8 @@
 //! recognised, get their 503 then, newest first; newcomers beyond it get theirs at the door. At
 //! least one request always may wait, so the slots stay busy and the server serves its full
 //! capacity; each served request waits about the target; the excess is refused at once. An
-//! overload back as soon as a hold ends is held twice as long (up to eight times); a slot with
-//! nothing to do ends the hold. A burst into an idle server drains and a closed loop of N
+//! overload back as soon as a hold ends is held twice as long (up to eight times); slots with
+//! nothing to do for an interval end the hold. A burst into an idle server drains and a closed loop of N
 //! clients stays N deep, so neither grows a standing queue: both are absorbed up to the deadline
 //! as before (see [`controlled_delay`]). The queue timeout stays the hard bound for everyone.
 //!
@@ -284,7 +284,7 @@ impl Queue {
             worker_busy.up();
             return NextJob { queue: self.clone(), ready: Some(job), waiting: None };
         }
-        state.delay.drained();
+        state.delay.drained(Instant::now());
         let (hand, receive) = oneshot::channel();
         // Slots that stopped waiting leave closed entries behind; clear them here so the list
         // stays as long as the number of slots.

@@ -47,13 +47,23 @@ pub struct ControlledDelay {
     standing_len: Option<usize>,
     /// The current or last hold: until when, and how long it was.
     hold: Option<(Instant, Duration)>,
+    /// Since when slots have found nothing to start, with no request started since.
+    idle_since: Option<Instant>,
     /// Holds begun: sustained overloads found.
     pub overloads: u64,
 }
 
 impl ControlledDelay {
     pub fn new(target: Target, interval: Duration) -> Self {
-        ControlledDelay { target, interval, above_since: None, standing_len: None, hold: None, overloads: 0 }
+        ControlledDelay {
+            target,
+            interval,
+            above_since: None,
+            standing_len: None,
+            hold: None,
+            idle_since: None,
+            overloads: 0,
+        }
     }
 
     /// The target wait for requests whose service time is `service`; `None` when switched off.
@@ -71,9 +81,14 @@ impl ControlledDelay {
         self.interval
     }
 
-    /// Whether arrivals are held to the target now.
+    /// Whether arrivals are held to the target now. Slots that found nothing to do for a whole
+    /// interval end a hold: the overload is over, and a burst into the idle server is absorbed.
     pub fn holding(&self, now: Instant) -> bool {
-        self.hold.is_some_and(|(until, _)| now < until)
+        self.hold.is_some_and(|(until, _)| now < until) && !self.idle_for_an_interval(now)
+    }
+
+    fn idle_for_an_interval(&self, now: Instant) -> bool {
+        self.idle_since.is_some_and(|since| now >= since + self.interval)
     }
 
     /// While holding: how many requests may wait, those that `slots` slots start within the
@@ -99,6 +114,10 @@ impl ControlledDelay {
         service: Option<Duration>,
     ) -> bool {
         let Some(target) = self.target(service) else { return false };
+        if self.idle_for_an_interval(now) {
+            self.hold = None; // over, and not to be doubled
+        }
+        self.idle_since = None;
         // While holding, the queue is kept short on purpose; afterwards the evidence is gathered
         // afresh, so clients that flood back the moment a hold ends (a closed loop that was
         // refused) are seen for what they are: a deep queue that does not grow.
@@ -122,11 +141,13 @@ impl ControlledDelay {
         false
     }
 
-    /// A slot found nothing to start: whatever was standing is gone, and so is any overload.
-    pub fn drained(&mut self) {
+    /// A slot found nothing to start: whatever was standing is gone. (With fewer requests
+    /// allowed to wait than there are slots, that happens now and then during an overload too,
+    /// so only an interval of it ends a hold.)
+    pub fn drained(&mut self, now: Instant) {
         self.above_since = None;
         self.standing_len = None;
-        self.hold = None;
+        self.idle_since.get_or_insert(now);
     }
 
     fn begin_hold(&mut self, now: Instant) {
@@ -223,13 +244,13 @@ mod tests {
         assert!(!delay.started(start + every * 12, 10 * MS, 32, SLOTS, SERVICE));
         feed(&mut delay, start + every * 13, 12, every, 200 * MS, |step| 33 + step as usize);
         assert_eq!(delay.overloads, 0);
-        delay.drained();
+        delay.drained(start + every * 25);
         feed(&mut delay, start + every * 25, 12, every, 200 * MS, |step| 45 + step as usize);
         assert_eq!(delay.overloads, 0);
     }
 
     #[test]
-    fn an_overload_back_right_after_a_hold_is_held_twice_as_long_and_an_idle_slot_ends_it() {
+    fn an_overload_back_right_after_a_hold_is_held_twice_as_long_and_an_idle_interval_ends_it() {
         let mut delay = delay();
         let every = 12500 * MS / 1000;
         feed(&mut delay, Instant::now(), 24, every, 200 * MS, |step| 20 + step as usize);
@@ -242,9 +263,13 @@ mod tests {
         assert_eq!(delay.overloads, 2);
         let (second_end, second_length) = delay.hold.expect("held again");
         assert_eq!(second_length, 2000 * MS);
-        assert!(delay.holding(second_end - MS));
-        delay.drained();
-        assert!(!delay.holding(second_end - MS));
+        let idle = second_end - second_length / 2;
+        delay.drained(idle);
+        assert!(delay.holding(idle + 99 * MS), "a moment without work is not the end of it");
+        assert!(!delay.holding(idle + 100 * MS), "an interval is");
+        // The next overload is a new one, held for the base length again.
+        feed(&mut delay, idle + 200 * MS, 24, every, 200 * MS, |step| 4 + step as usize);
+        assert_eq!(delay.hold.expect("held once more").1, 1000 * MS);
     }
 
     #[test]
