@@ -219,3 +219,19 @@ async fn a_closed_loop_deeper_than_the_target_is_never_refused() {
     assert!(percentile(&waits, 50) >= 250 * MS);
     assert_eq!(queue.snapshot(Reader::Json).overloads, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn once_an_overload_is_over_a_burst_is_absorbed_again() {
+    let queue = simulated(Target::Auto, 1950 * MS);
+    run_slots(&queue).await;
+    // Twice the capacity for 1 s: held from about 0.3 s, for 1 s.
+    let overload = open_loop(&queue, 160, Duration::from_secs(1) / 160).await;
+    assert!(refused(&overload, Failure::StandingQueue) > 0);
+    assert!(queue.snapshot(Reader::Json).overloaded, "still held as the last answers come");
+    // The hold would last a while yet, but the slots have had nothing to do for an interval.
+    tokio::time::sleep(100 * MS).await;
+    assert!(!queue.snapshot(Reader::Json).overloaded);
+    let fates = burst(&queue, 400).await;
+    assert_eq!(refused(&fates, Failure::StandingQueue), 0);
+    assert_eq!(served_waits(&fates).len(), 160, "up to the deadline, as into any idle server");
+}
