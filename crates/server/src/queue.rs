@@ -27,9 +27,10 @@
 //! least one request always may wait, so the slots stay busy and the server serves its full
 //! capacity; each served request waits about the target; the excess is refused at once. An
 //! overload back as soon as a hold ends is held twice as long (up to eight times); slots with
-//! nothing to do for an interval end the hold. A burst into an idle server drains and a closed loop of N
-//! clients stays N deep, so neither grows a standing queue: both are absorbed up to the deadline
-//! as before (see [`controlled_delay`]). The queue timeout stays the hard bound for everyone.
+//! nothing to do for an interval end the hold. A burst into an idle server drains and a closed
+//! loop of N clients stays N deep, so neither grows a standing queue: both are absorbed up to the
+//! deadline as before (see [`controlled_delay`]). The queue timeout stays the hard bound for
+//! everyone.
 //!
 //! Why refuse at the door, and why stay first-in-first-out:
 //! - Arrival drop, not head drop (CoDel in routers drops the oldest packet): an HTTP client or a
@@ -150,6 +151,7 @@ struct State {
     /// Not started by the deadline, or certain not to be.
     shed_timeout: u64,
     shed_at_arrival: u64,
+    /// Refused while an overload was held: at the door, or cut from the back as the hold began.
     shed_standing_queue: u64,
     /// Requests whose client left while they waited: taken out, never run.
     withdrawn: u64,
@@ -407,8 +409,8 @@ impl State {
             return;
         }
         let room = self.delay.room(slots, service);
-        while self.waiting.len() > room {
-            if let Some(job) = self.waiting.pop_back() {
+        if self.waiting.len() > room {
+            for job in self.waiting.split_off(room) {
                 self.shed_standing_queue += 1;
                 job.answer(Outcome::Failed(Failure::StandingQueue));
             }
