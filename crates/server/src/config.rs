@@ -55,7 +55,7 @@ pub struct ServeArgs {
     pub max_queue: usize,
 
     /// Seconds a request may wait in the queue before it gets 503 with Retry-After (at once,
-    /// if recent service times say it cannot start in time). Shorter than the 30 s of routers
+    /// if the service time says it cannot start in time). Shorter than the 30 s of routers
     /// such as Heroku's, so clients learn of overload from us, fast
     #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs)]
     pub queue_timeout: Duration,
