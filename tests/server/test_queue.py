@@ -2,10 +2,12 @@
 requests whose client left."""
 
 import json
+import subprocess
 import threading
 import time
+import urllib.request
 
-from conftest import read_response, request_bytes, send_request, wait_until
+from conftest import headway_binary, read_response, request_bytes, send_request, wait_until
 
 
 def service_log(server):
@@ -181,3 +183,85 @@ def test_queue_stats_report_depth_high_water_and_waits(serve):
     worker = stats["workers"][0]
     assert worker["state"] == "ready" and worker["pid"] > 0 and worker["requests"] >= 4
     assert worker["rss_bytes"] > 0
+
+
+def load_report(*args):
+    """`headway load ARGS -o json`: the whole report."""
+    result = subprocess.run([headway_binary(), "load", "-o", "json", *args], capture_output=True, text=True,
+                            timeout=120, check=True)
+    return json.loads(result.stdout)
+
+
+def served_percentile(report, percent):
+    return next(p["secs"] for p in report["latency_by_class"]["2xx"]["percentiles"] if p["percent"] == percent)
+
+
+def test_sustained_overload_is_served_near_the_target_not_at_the_deadline(serve):
+    """The demo's /sleep/50 on 4 slots serves 80 requests per second; an open loop sends 200 per
+    second for 4 s against a 2 s queue timeout. With controlled delay (the default) the queue
+    stops letting requests wait toward the deadline once it is standing and growing, and refuses
+    the excess at once; switched off (--queue-target 0), the served requests wait close to the
+    deadline. The bounds are generous: this tells the two behaviours apart, not speed."""
+    runs = {}
+    for target in ("auto", "0"):
+        server = serve("-w", "1", "-t", "4", "--queue-timeout", "2", "--queue-target", target)
+        url = f"http://127.0.0.1:{server.port}/sleep/50"
+        report = load_report("--rate", "200", "-z", "4s", "-c", "400", "-t", "10", url)
+        runs[target] = (report, server.stats()["queue"])
+        server.stop()
+
+    report, queue = runs["auto"]
+    assert report["errors"] == 0
+    served, refused = report["status_codes"].get("200", 0), report["status_codes"].get("503", 0)
+    assert served >= 160 and refused > 0, "at least half of the capacity served, the excess refused"
+    assert queue["overloads"] >= 1 and queue["shed_standing_queue"] > 0
+    assert queue["target_ms"] > 0
+
+    off_report, off_queue = runs["0"]
+    assert (off_queue["overloads"], off_queue["shed_standing_queue"], off_queue["target_ms"]) == (0, 0, 0)
+    off_p50 = served_percentile(off_report, 50)
+    assert off_p50 > 1.0, "switched off, the served wait out most of the 2 s deadline"
+    assert served_percentile(report, 50) < off_p50 / 2
+
+
+def test_a_fresh_server_given_a_service_time_hint_refuses_a_burst_on_arrival(serve):
+    """No request of 100 ms has finished yet, but --service-time-hint says that is what they take:
+    of 8 sent at once to one slot with a 0.35 s queue timeout, one runs, three can start in time
+    and four are refused as they arrive, as by a server that had measured it."""
+    server = serve("-w", "1", "-t", "1", "--queue-timeout", "0.35", "--service-time-hint", "0.1", "probe:app")
+    assert service_log(server) == [], "the worker answers (one fast request: not yet a measurement)"
+    socks = []
+    for n in range(8):
+        sock = server.connect()
+        send_request(sock, "GET", f"/record?id=burst{n}&ms=100")
+        socks.append(sock)
+    statuses = [read_response(sock.makefile("rb"))[0] for sock in socks]
+    assert (statuses.count(200), statuses.count(503)) == (4, 4)
+    stats = server.stats()["queue"]
+    assert (stats["shed_at_arrival"], stats["shed_queue_timeout"], stats["shed_standing_queue"]) == (4, 0, 0)
+
+
+def test_retry_after_says_when_a_slot_is_likely_free(serve):
+    """Requests take 1 s (by the hint) on one slot, one runs and three wait: a fourth would start
+    after 4 s, past the 3.5 s queue timeout. It is refused on arrival and told to come back in
+    4 s; the refusal is counted by its cause in /stats, /metrics and `headway stats`."""
+    server = serve("-w", "1", "-t", "1", "--queue-timeout", "3.5", "--service-time-hint", "1", "probe:app")
+    blocker = start_blocker(server, 1500)
+    queued = enqueue(server, ["q0", "q1", "q2"])
+    status, headers, body = server.get("/record?id=refused")
+    assert (status, headers["retry-after"]) == (503, "4")
+    assert b"in time" in body
+    assert read_response(blocker.makefile("rb"))[0] == 200
+    assert [read_response(sock.makefile("rb"))[0] for sock in queued] == [200, 200, 200]
+
+    queue = server.stats()["queue"]
+    shed = {cause: queue[f"shed_{cause}"] for cause in ("queue_full", "queue_timeout", "at_arrival", "standing_queue")}
+    assert shed == {"queue_full": 0, "queue_timeout": 0, "at_arrival": 1, "standing_queue": 0}
+    with urllib.request.urlopen(f"http://{server.control}/metrics", timeout=10) as response:
+        prometheus = response.read().decode()
+    assert 'headway_shed_total{reason="would_time_out"} 1' in prometheus
+    assert 'headway_shed_total{reason="standing_queue"} 0' in prometheus
+    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
+                          capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "1 at arrival (would not start in time), 0 standing queue" in text
+    assert "overload     controlled delay: target" in text

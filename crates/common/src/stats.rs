@@ -38,11 +38,21 @@ pub struct QueueSnapshot {
     pub wait_ms: WaitPercentiles,
     pub shed_queue_full: u64,
     pub shed_queue_timeout: u64,
-    /// Refused on arrival: by the mean service time, they would not have started in time.
+    /// Refused on arrival: by the service time, they would not have started in time.
     pub shed_at_arrival: u64,
+    /// Refused on arrival while a sustained overload was held to the target wait.
+    pub shed_standing_queue: u64,
     pub withdrawn: u64,
     /// Moving mean of recent requests' service time (0 until enough have finished).
     pub mean_service_ms: f64,
+    /// Controlled delay: the target wait now (0 when switched off) and the interval over which
+    /// a queue above it is judged standing.
+    pub target_ms: f64,
+    pub interval_ms: f64,
+    /// Whether a sustained overload is being held to the target now.
+    pub overloaded: bool,
+    /// How many times a sustained overload was found.
+    pub overloads: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -14,6 +14,7 @@ use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
+use crate::queue::{QueueSettings, Target};
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
 use crate::worker::Launch;
@@ -55,10 +56,26 @@ pub struct ServeArgs {
     pub max_queue: usize,
 
     /// Seconds a request may wait in the queue before it gets 503 with Retry-After (at once,
-    /// if recent service times say it cannot start in time). Shorter than the 30 s of routers
+    /// if the service time says it cannot start in time). Shorter than the 30 s of routers
     /// such as Heroku's, so clients learn of overload from us, fast
     #[arg(long, default_value = "10", value_name = "SECS", value_parser = parse_secs)]
     pub queue_timeout: Duration,
+
+    /// Controlled delay: when the queue has stood above this wait for a whole interval and kept
+    /// growing (a sustained overload, not a burst), requests beyond it get 503 at once, so the
+    /// ones served wait about this long. auto: 3 x the mean service time, within 5-50 ms.
+    /// 0 switches it off: requests may then wait up to --queue-timeout whatever the load
+    #[arg(long, default_value = "auto", value_name = "SECS|auto", value_parser = parse_target)]
+    pub queue_target: Target,
+
+    /// Seconds over which a queue above --queue-target is judged to be standing
+    #[arg(long, default_value = "0.1", value_name = "SECS", value_parser = parse_secs)]
+    pub queue_interval: Duration,
+
+    /// Seconds a request is assumed to take until enough have finished to measure it, so that a
+    /// fresh server refuses on arrival what it cannot start within --queue-timeout [default: none]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub service_time_hint: Option<Duration>,
 
     /// Seconds a worker may take to answer (or stay silent mid-body) before the request gets
     /// 504 and the worker is replaced
@@ -196,8 +213,7 @@ pub struct Config {
     pub supervisor: SupervisorConfig,
     pub front: FrontSettings,
     pub slots: SlotSettings,
-    pub max_queue: usize,
-    pub queue_timeout: Duration,
+    pub queue: QueueSettings,
     pub graceful_timeout: Duration,
     pub access_log: Option<PathBuf>,
     pub access_log_format: AccessLogFormat,
@@ -219,6 +235,14 @@ impl Config {
         }
         if args.max_queue == 0 {
             bail!("--max-queue must be at least 1");
+        }
+        if !(Duration::from_millis(1)..=Duration::from_secs(60)).contains(&args.queue_interval) {
+            bail!("--queue-interval must be between 0.001 and 60 seconds");
+        }
+        if let Target::Fixed(target) = args.queue_target {
+            if target >= args.queue_timeout {
+                bail!("--queue-target must be shorter than --queue-timeout (or 0 to switch it off)");
+            }
         }
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
@@ -274,8 +298,13 @@ impl Config {
                 health_path: args.health_path,
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
-            max_queue: args.max_queue,
-            queue_timeout: args.queue_timeout,
+            queue: QueueSettings {
+                max_len: args.max_queue,
+                timeout: args.queue_timeout,
+                target: args.queue_target,
+                interval: args.queue_interval,
+                service_hint: args.service_time_hint.filter(|hint| !hint.is_zero()),
+            },
             graceful_timeout: args.graceful_timeout,
             access_log: args.access_log,
             access_log_format: args.access_log_format,
@@ -322,6 +351,15 @@ pub fn parse_secs(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// `--queue-target`: `auto`, or seconds where 0 means off.
+pub fn parse_target(text: &str) -> Result<Target, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(Target::Auto);
+    }
+    let secs = parse_secs(text).map_err(|_| format!("'{text}' is not a number of seconds or auto"))?;
+    Ok(if secs.is_zero() { Target::Off } else { Target::Fixed(secs) })
+}
+
 /// A byte count, with an optional binary unit: `4096`, `32KiB`, `100MiB`, `1G` (K, M and G
 /// are 1024-based too, as in nginx).
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -364,6 +402,14 @@ mod tests {
         assert_eq!(default_binds(vec![], Some("5000".into())), ["0.0.0.0:5000"]);
         assert_eq!(default_binds(vec![], None), ["127.0.0.1:8000"]);
         assert_eq!(default_binds(vec![], Some(String::new())), ["127.0.0.1:8000"]);
+    }
+
+    #[test]
+    fn queue_targets() {
+        assert_eq!(parse_target("auto"), Ok(Target::Auto));
+        assert_eq!(parse_target("0"), Ok(Target::Off));
+        assert_eq!(parse_target("0.02"), Ok(Target::Fixed(Duration::from_millis(20))));
+        assert_eq!(parse_target("soon"), Err("'soon' is not a number of seconds or auto".to_owned()));
     }
 
     #[test]

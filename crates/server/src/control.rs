@@ -130,8 +130,22 @@ fn prometheus(s: &Snapshot) -> String {
         ("{reason=\"queue_full\"}".to_owned(), q.shed_queue_full as f64),
         ("{reason=\"queue_timeout\"}".to_owned(), q.shed_queue_timeout as f64),
         ("{reason=\"would_time_out\"}".to_owned(), q.shed_at_arrival as f64),
+        ("{reason=\"standing_queue\"}".to_owned(), q.shed_standing_queue as f64),
     ];
     metric("shed_total", "counter", "Requests refused with 503.", &shed);
+    metric(
+        "queue_target_seconds",
+        "gauge",
+        "Controlled delay's target wait (0 when switched off).",
+        &one(q.target_ms / 1000.0),
+    );
+    metric(
+        "queue_overloaded",
+        "gauge",
+        "1 while a sustained overload is held to the target wait.",
+        &one(f64::from(u8::from(q.overloaded))),
+    );
+    metric("queue_overloads_total", "counter", "Sustained overloads found.", &one(q.overloads as f64));
     let abandoned = vec![
         ("{while=\"queued\"}".to_owned(), s.abandoned.queued as f64),
         ("{while=\"running\"}".to_owned(), s.abandoned.running as f64),
@@ -234,10 +248,22 @@ fn render(s: &Snapshot) -> String {
     let _ = writeln!(out, "service      mean {:.1} ms (recent requests)", q.mean_service_ms);
     let _ = writeln!(
         out,
-        "shed (503)   {} queue full, {} queue timeout, {} at arrival (would not start in time); {} withdrawn \
-         (client left while queued)",
-        q.shed_queue_full, q.shed_queue_timeout, q.shed_at_arrival, q.withdrawn
+        "shed (503)   {} queue full, {} queue timeout, {} at arrival (would not start in time), {} standing queue \
+         (overload held to the target); {} withdrawn (client left while queued)",
+        q.shed_queue_full, q.shed_queue_timeout, q.shed_at_arrival, q.shed_standing_queue, q.withdrawn
     );
+    let overload = if q.target_ms > 0.0 {
+        format!(
+            "controlled delay: target {:.1} ms, interval {:.0} ms; {} now, {} found so far",
+            q.target_ms,
+            q.interval_ms,
+            if q.overloaded { "holding one" } else { "none" },
+            q.overloads
+        )
+    } else {
+        "controlled delay off: requests may wait up to the queue timeout".to_owned()
+    };
+    let _ = writeln!(out, "overload     {overload}");
     let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
     let _ = writeln!(
         out,

@@ -134,8 +134,10 @@ pub enum ResponseBody {
 pub enum Failure {
     /// The queue was at its length limit when the request arrived.
     QueueFull,
-    /// No slot started the request within the queue timeout.
+    /// No slot started the request within the queue timeout, or none could have.
     QueueTimeout,
+    /// Refused on arrival while a sustained overload was held to the queue's target wait.
+    StandingQueue,
     /// The worker died or broke the connection before answering.
     WorkerFailed,
     /// The worker did not answer within the request timeout.
@@ -145,7 +147,7 @@ pub enum Failure {
 impl Failure {
     pub fn status(self) -> StatusCode {
         match self {
-            Failure::QueueFull | Failure::QueueTimeout => StatusCode::SERVICE_UNAVAILABLE,
+            Failure::QueueFull | Failure::QueueTimeout | Failure::StandingQueue => StatusCode::SERVICE_UNAVAILABLE,
             Failure::WorkerFailed => StatusCode::BAD_GATEWAY,
             Failure::WorkerTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -155,16 +157,18 @@ impl Failure {
         match self {
             Failure::QueueFull => "server busy: the request queue is full",
             Failure::QueueTimeout => "server busy: no worker could start the request in time",
+            Failure::StandingQueue => "server busy: more requests arrive than it can serve, try again later",
             Failure::WorkerFailed => "the worker failed before answering",
             Failure::WorkerTimeout => "the worker did not answer in time",
         }
     }
 
-    /// Shed requests tell the client when to try again; the other failures are not about load.
-    pub fn retry_after_secs(self) -> Option<u32> {
+    /// Whether the queue shed the request for load: the client is told when to try again
+    /// (`Retry-After`); the other failures are not about load.
+    pub fn is_load_shed(self) -> bool {
         match self {
-            Failure::QueueFull | Failure::QueueTimeout => Some(1),
-            Failure::WorkerFailed | Failure::WorkerTimeout => None,
+            Failure::QueueFull | Failure::QueueTimeout | Failure::StandingQueue => true,
+            Failure::WorkerFailed | Failure::WorkerTimeout => false,
         }
     }
 }

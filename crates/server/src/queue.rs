@@ -7,18 +7,58 @@
 //!
 //! A request's whole wait is one object, [`Wait`], which its connection holds: everything that
 //! can end a wait is decided in this file.
-//! - Refused at the door: the queue is at its length limit, or, from the mean service time of
-//!   recent requests, its turn would come only after the queue timeout (so under overload a
-//!   client learns it in microseconds, not after waiting out the deadline). 503 at once.
-//! - The deadline: a request not started within the queue timeout is withdrawn and gets 503,
-//!   rather than being left to a router's timeout. A slot never starts an expired request.
+//! - Refused at the door, 503 at once: the queue is at its length limit; or, by the service time
+//!   (see [`service`]), its turn would come only after the queue timeout; or the queue is holding
+//!   a sustained overload to its target wait and enough requests already wait (below). Under
+//!   overload a client learns it in microseconds, not after waiting out the deadline.
+//! - The deadline: a request not started within the queue timeout gets 503, rather than being
+//!   left to a router's timeout. A slot never starts an expired request, and once the service
+//!   time shows that the newest requests cannot start by their deadline, they get their 503 then.
 //! - The client leaves: dropping the [`Wait`] withdraws the request, which then never runs.
 //! - A slot starts it: from then on the wait is for the worker's answer.
+//!
+//! Controlled delay. Under sustained overload a queue with only a deadline stays full to the
+//! deadline: every request it serves has waited the whole timeout, and it serves no more than a
+//! short queue would. So when the queue is standing (every request started for an interval had
+//! waited longer than the target, as in CoDel) and keeps growing by more than a round of slots,
+//! it holds itself to the target for ten intervals: it may hold as many waiting requests as the
+//! slots start within the target. Those beyond that, which arrived while the overload was being
+//! recognised, get their 503 then, newest first; newcomers beyond it get theirs at the door. At
+//! least one request always may wait, so the slots stay busy and the server serves its full
+//! capacity; each served request waits about the target; the excess is refused at once. An
+//! overload back as soon as a hold ends is held twice as long (up to eight times); slots with
+//! nothing to do for an interval end the hold. A burst into an idle server drains and a closed
+//! loop of N clients stays N deep, so neither grows a standing queue: both are absorbed up to the
+//! deadline as before (see [`controlled_delay`]). The queue timeout stays the hard bound for
+//! everyone.
+//!
+//! Why refuse at the door, and why stay first-in-first-out:
+//! - Arrival drop, not head drop (CoDel in routers drops the oldest packet): an HTTP client or a
+//!   load balancer learns of a refusal only from the 503 itself, so the most useful one comes at
+//!   once, before the client has spent any of its own timeout, and a balancer that retries
+//!   elsewhere (nginx's `proxy_next_upstream`, HAProxy's `redispatch`) keeps its whole budget for
+//!   it. A head drop answers 503 to the request that has already waited longest, after its wait,
+//!   and makes the one behind it, about to start, wait longer. When a hold begins, the backlog
+//!   of the last interval or so is cut from the back for the same reason: those are the requests
+//!   the door would have refused had it known, and they have waited least.
+//! - Refused outright, not dropped gently (CoDel's one drop, then more at interval/sqrt(count)):
+//!   that pace is tuned for TCP senders that halve their rate after a drop; clients arriving at
+//!   their own pace do not slow down for a 503, and a gentle queue would grow meanwhile.
+//! - FIFO, not adaptive LIFO (Facebook's answer: newest first under load): with the door keeping
+//!   the queue at the target, LIFO would shorten no served wait; it would let a client that
+//!   retries at once overtake one waiting its turn (rewarding retry storms), leave the oldest
+//!   requests to wait out the whole deadline for their 503, and undo the arrival order that
+//!   keep-alive and pipelined connections rely on for their fair share.
 //!
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
 //! single-threaded worker needs); when a slot becomes free and requests wait, it takes the
 //! oldest. Both happen under one short mutex.
+
+mod controlled_delay;
+mod service;
+#[cfg(test)]
+mod simulation;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,14 +71,20 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};
 use crate::tally::Tally;
+use controlled_delay::ControlledDelay;
+use service::{expected_start, retry_after_secs, ServiceTime};
+
+pub use controlled_delay::Target;
 
 /// Why a request was refused at the door.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
     /// The queue is at its length limit.
     Full,
-    /// Its turn would come after the queue timeout, judging by recent service times.
+    /// Its turn would come after the queue timeout, judging by the service time.
     WouldTimeOut,
+    /// A sustained overload is held to the target wait, and as many as that allows already wait.
+    StandingQueue,
 }
 
 impl Refused {
@@ -46,14 +92,35 @@ impl Refused {
         match self {
             Refused::Full => Failure::QueueFull,
             Refused::WouldTimeOut => Failure::QueueTimeout,
+            Refused::StandingQueue => Failure::StandingQueue,
         }
     }
 }
 
-/// Finished requests needed before the mean service time is trusted to refuse anyone.
-const SERVICE_SAMPLES_NEEDED: u64 = 20;
-/// Weight of the newest service time in the moving mean: about the last 20 requests count.
-const SERVICE_WEIGHT: f64 = 0.05;
+/// The controlled delay's interval when none is given: CoDel's, and long enough for a burst to
+/// show whether it drains.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How the queue is run: `headway serve`'s queue flags.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// Longest queue (`--max-queue`).
+    pub max_len: usize,
+    /// Longest wait (`--queue-timeout`).
+    pub timeout: Duration,
+    /// Controlled delay (`--queue-target`, `--queue-interval`).
+    pub target: Target,
+    pub interval: Duration,
+    /// The service time to go by until requests have been measured (`--service-time-hint`).
+    pub service_hint: Option<Duration>,
+}
+
+impl QueueSettings {
+    /// A length limit and a deadline, with controlled delay on and the rest by default.
+    pub fn new(max_len: usize, timeout: Duration) -> Self {
+        QueueSettings { max_len, timeout, target: Target::Auto, interval: DEFAULT_INTERVAL, service_hint: None }
+    }
+}
 
 /// Who reads the high-water mark. Each reader gets the maximum depth since its own last read,
 /// so a Prometheus scrape does not hide a peak from `headway stats`.
@@ -66,7 +133,7 @@ pub enum Reader {
 pub struct Queue {
     max_len: usize,
     timeout: Duration,
-    /// Slots of all workers together: how many requests finish in one mean service time.
+    /// Slots of all workers together: how many requests finish in one service time.
     slots: usize,
     state: Mutex<State>,
 }
@@ -78,16 +145,18 @@ struct State {
     high_water: [usize; 2],
     /// Time from entering the queue to being handed to a slot, in microseconds.
     waits: Histogram<u64>,
+    service: ServiceTime,
+    delay: ControlledDelay,
     shed_full: u64,
+    /// Not started by the deadline, or certain not to be.
     shed_timeout: u64,
     shed_at_arrival: u64,
+    /// Refused while an overload was held: at the door, or cut from the back as the hold began.
+    shed_standing_queue: u64,
     /// Requests whose client left while they waited: taken out, never run.
     withdrawn: u64,
     /// Requests whose client left while they ran.
     abandoned_running: u64,
-    /// Moving mean of how long requests ran, in seconds, and how many fed it.
-    mean_service_secs: f64,
-    service_samples: u64,
 }
 
 struct IdleSlot {
@@ -97,7 +166,13 @@ struct IdleSlot {
 }
 
 impl Queue {
+    /// A queue with controlled delay on and the other settings by default.
     pub fn new(max_len: usize, timeout: Duration, slots: usize) -> Self {
+        Queue::with_settings(QueueSettings::new(max_len, timeout), slots)
+    }
+
+    pub fn with_settings(settings: QueueSettings, slots: usize) -> Self {
+        let QueueSettings { max_len, timeout, target, interval, service_hint } = settings;
         let waits =
             Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
         Queue {
@@ -109,13 +184,14 @@ impl Queue {
                 idle: VecDeque::new(),
                 high_water: [0; 2],
                 waits,
+                service: ServiceTime::new(service_hint),
+                delay: ControlledDelay::new(target, interval),
                 shed_full: 0,
                 shed_timeout: 0,
                 shed_at_arrival: 0,
+                shed_standing_queue: 0,
                 withdrawn: 0,
                 abandoned_running: 0,
-                mean_service_secs: 0.0,
-                service_samples: 0,
             }),
         }
     }
@@ -135,11 +211,12 @@ impl Queue {
 
     fn push(&self, job: Job) -> Result<(), Refused> {
         let mut state = self.lock();
+        let now = Instant::now();
+        let waited = now.saturating_duration_since(job.complete_at);
         let job = if state.waiting.is_empty() {
-            let waited = job.complete_at.elapsed();
             match state.hand_to_idle(job) {
                 Ok(()) => {
-                    state.record_wait(waited);
+                    state.started(now, waited, self.slots);
                     return Ok(());
                 }
                 Err(job) => job,
@@ -147,16 +224,20 @@ impl Queue {
         } else {
             job
         };
-        if state.waiting.len() >= self.max_len {
+        let waiting = state.waiting.len();
+        if waiting >= self.max_len {
             state.shed_full += 1;
             return Err(Refused::Full);
         }
-        if self
-            .expected_start(&state)
-            .is_some_and(|start| start > self.timeout.saturating_sub(job.complete_at.elapsed()))
-        {
+        let service = state.service.estimate(self.slots);
+        let time_left = self.timeout.saturating_sub(waited);
+        if service.is_some_and(|service| expected_start(waiting, self.slots, service) > time_left) {
             state.shed_at_arrival += 1;
             return Err(Refused::WouldTimeOut);
+        }
+        if state.delay.holding(now) && waiting >= state.delay.room(self.slots, service) {
+            state.shed_standing_queue += 1;
+            return Err(Refused::StandingQueue);
         }
         state.waiting.push_back(job);
         let depth = state.waiting.len();
@@ -166,29 +247,16 @@ impl Queue {
         Ok(())
     }
 
-    /// How long a request joining the queue now may wait for its turn: everyone ahead of it
-    /// and itself must get a slot, and each slot frees up once per mean service time. The
-    /// rounds are counted whole: when the slots run in step (a burst of like requests), one
-    /// arriving just after they all started waits every round in full, and a request admitted
-    /// only to be shed at the deadline would wait the whole timeout for nothing. `None` until
-    /// enough requests have finished to know the mean.
-    fn expected_start(&self, state: &State) -> Option<Duration> {
-        if state.service_samples < SERVICE_SAMPLES_NEEDED {
-            return None;
-        }
-        let rounds = (state.waiting.len() + 1).div_ceil(self.slots);
-        Some(Duration::from_secs_f64(rounds as f64 * state.mean_service_secs))
-    }
-
     /// Learns from a finished request how long service takes.
     pub fn record_service(&self, took: Duration) {
-        let mut state = self.lock();
-        let took = took.as_secs_f64();
-        state.mean_service_secs = match state.service_samples {
-            0 => took,
-            _ => state.mean_service_secs + SERVICE_WEIGHT * (took - state.mean_service_secs),
-        };
-        state.service_samples += 1;
+        self.lock().service.record(took);
+    }
+
+    /// `Retry-After` for a request refused now: how long one joining the queue now would likely
+    /// wait for a slot, in whole seconds, at least 1 and at most the queue timeout.
+    pub fn retry_after_secs(&self) -> u32 {
+        let state = self.lock();
+        retry_after_secs(state.waiting.len(), self.slots, state.service.estimate(self.slots), self.timeout)
     }
 
     /// Takes a request out of the queue if it has not started: its deadline passed, or its
@@ -214,10 +282,11 @@ impl Queue {
     /// when handing it over, and the slot takes it out when the job is done.
     pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<Tally>) -> NextJob {
         let mut state = self.lock();
-        if let Some(job) = state.pop_startable(self.timeout) {
+        if let Some(job) = state.pop_startable(self.timeout, self.slots) {
             worker_busy.up();
             return NextJob { queue: self.clone(), ready: Some(job), waiting: None };
         }
+        state.delay.drained(Instant::now());
         let (hand, receive) = oneshot::channel();
         // Slots that stopped waiting leave closed entries behind; clear them here so the list
         // stays as long as the number of slots.
@@ -242,6 +311,7 @@ impl Queue {
         let high_water = std::mem::replace(&mut state.high_water[reader as usize], depth);
         let ms = |micros: u64| micros as f64 / 1000.0;
         let waits = &state.waits;
+        let target = state.delay.target(state.service.estimate(self.slots));
         QueueSnapshot {
             depth,
             high_water: high_water.max(depth),
@@ -259,12 +329,13 @@ impl Queue {
             shed_queue_full: state.shed_full,
             shed_queue_timeout: state.shed_timeout,
             shed_at_arrival: state.shed_at_arrival,
+            shed_standing_queue: state.shed_standing_queue,
             withdrawn: state.withdrawn,
-            mean_service_ms: if state.service_samples >= SERVICE_SAMPLES_NEEDED {
-                state.mean_service_secs * 1000.0
-            } else {
-                0.0
-            },
+            mean_service_ms: state.service.mean_ms(),
+            target_ms: target.map_or(0.0, |target| target.as_secs_f64() * 1000.0),
+            interval_ms: state.delay.interval().as_secs_f64() * 1000.0,
+            overloaded: state.delay.holding(Instant::now()),
+            overloads: state.delay.overloads,
         }
     }
 
@@ -314,7 +385,7 @@ impl State {
 
     /// The oldest request that can still start. Requests past their deadline are answered
     /// with 503 here, so none starts late even if its connection has not noticed yet.
-    fn pop_startable(&mut self, timeout: Duration) -> Option<Job> {
+    fn pop_startable(&mut self, timeout: Duration, slots: usize) -> Option<Job> {
         let now = Instant::now();
         while let Some(job) = self.waiting.pop_front() {
             let waited = now.saturating_duration_since(job.complete_at);
@@ -324,16 +395,53 @@ impl State {
                 self.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             } else {
-                self.record_wait(waited);
+                self.started(now, waited, slots);
+                self.shed_hopeless(now, timeout, slots);
                 return Some(job);
             }
         }
         None
     }
 
-    fn record_wait(&mut self, waited: Duration) {
-        let micros = waited.as_micros() as u64;
-        self.waits.saturating_record(micros);
+    /// A slot starts a request that waited `waited`. If that shows a sustained overload, the
+    /// requests that arrived while it was being recognised, beyond those the slots start within
+    /// the target, are refused now, newest first: the door would have refused them had it known,
+    /// and the newest have waited least.
+    fn started(&mut self, now: Instant, waited: Duration, slots: usize) {
+        self.waits.saturating_record(waited.as_micros() as u64);
+        let service = self.service.estimate(slots);
+        if !self.delay.started(now, waited, self.waiting.len(), slots, service) {
+            return;
+        }
+        let room = self.delay.room(slots, service);
+        if self.waiting.len() > room {
+            for job in self.waiting.split_off(room) {
+                self.shed_standing_queue += 1;
+                job.answer(Outcome::Failed(Failure::StandingQueue));
+            }
+        }
+    }
+
+    /// Answers 503 now, not at their deadline, the newest requests that cannot start by it even
+    /// if the other slots all freed up this instant and every later round took no longer than
+    /// the service time. They are at the back when the queue grew faster than it drains (a burst
+    /// into a server that did not know its service time yet), so looking there costs nothing the
+    /// rest of the time. Called as a slot starts a request, which is when the evidence changes.
+    fn shed_hopeless(&mut self, now: Instant, timeout: Duration, slots: usize) {
+        let Some(service) = self.service.estimate(slots) else { return };
+        while let Some(newest) = self.waiting.back() {
+            // The slot that just started a request frees up last: only the requests beyond
+            // the other slots' worth wait a round for it, and so on.
+            let rounds_ahead = u32::try_from(self.waiting.len() / slots).unwrap_or(u32::MAX);
+            let earliest_start = now.checked_add(service.saturating_mul(rounds_ahead));
+            if earliest_start.is_some_and(|start| start <= newest.complete_at + timeout) {
+                return;
+            }
+            if let Some(job) = self.waiting.pop_back() {
+                self.shed_timeout += 1;
+                job.answer(Outcome::Failed(Failure::QueueTimeout));
+            }
+        }
     }
 }
 
@@ -510,7 +618,7 @@ mod tests {
         // Until the service time is known, nobody is refused for it.
         let early: Vec<Wait> = (0..5).map(|n| queue.enqueue(request(&format!("/early{n}")))).collect();
         assert!(early.iter().all(|wait| wait.stage == Stage::Queued));
-        for _ in 0..SERVICE_SAMPLES_NEEDED {
+        for _ in 0..service::SAMPLES_FOR_MEAN {
             queue.record_service(Duration::from_millis(100));
         }
         // 5 are waiting on 1 slot at 100 ms each: the next would start after 600 ms.
@@ -525,7 +633,7 @@ mod tests {
     #[tokio::test]
     async fn more_slots_let_more_requests_wait() {
         let queue = queue(100, Duration::from_millis(370), 4);
-        for _ in 0..SERVICE_SAMPLES_NEEDED {
+        for _ in 0..service::SAMPLES_FOR_MEAN {
             queue.record_service(Duration::from_millis(100));
         }
         // With 4 slots at 100 ms, the 12th in line gets a slot within 3 rounds, 300 ms: in time.
@@ -623,5 +731,41 @@ mod tests {
         assert_eq!(busy.get(), 0);
         assert_eq!(queue.snapshot(Reader::Json).depth, 1);
         assert_eq!(path(&queue.next_job(&busy).recv().await), "/a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_service_time_hint_answers_a_fresh_servers_first_burst_on_arrival() {
+        let hinted = |hint| {
+            let settings =
+                QueueSettings { service_hint: Some(hint), ..QueueSettings::new(100, Duration::from_millis(350)) };
+            Arc::new(Queue::with_settings(settings, 1))
+        };
+        let queue = hinted(Duration::from_millis(100));
+        let busy = Arc::new(Tally::default());
+        let _slot = queue.next_job(&busy);
+        let waits: Vec<Wait> = (0..8).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
+        // One runs at once, three start within 350 ms (after 100, 200, 300 ms), four cannot.
+        let refused = waits.iter().filter(|wait| wait.stage == Stage::Refused(Refused::WouldTimeOut)).count();
+        assert_eq!(refused, 4);
+        assert_eq!(queue.snapshot(Reader::Json).shed_at_arrival, 4);
+
+        // A hint far off is overruled by the first requests measured: with one slot, two.
+        let queue = hinted(Duration::from_secs(1));
+        queue.record_service(Duration::from_millis(10));
+        queue.record_service(Duration::from_millis(12));
+        let waits: Vec<Wait> = (0..8).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
+        assert!(waits.iter().all(|wait| wait.stage == Stage::Queued));
+    }
+
+    #[tokio::test]
+    async fn retry_after_follows_the_queue() {
+        let queue = queue(100, Duration::from_secs(10), 1);
+        assert_eq!(queue.retry_after_secs(), 1, "the service time is not known yet");
+        for _ in 0..service::SAMPLES_FOR_MEAN {
+            queue.record_service(Duration::from_millis(100));
+        }
+        let _waits: Vec<Wait> = (0..25).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
+        // A newcomer would start after 26 rounds of 100 ms.
+        assert_eq!(queue.retry_after_secs(), 3);
     }
 }

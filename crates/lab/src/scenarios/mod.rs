@@ -82,12 +82,15 @@ pub struct Group {
     pub label: String,
     pub config: ServerConfig,
     pub cases: Vec<Case>,
+    /// Run the cases on the server as it starts, without the warm-up requests: a server that has
+    /// served nothing yet (and, for headway, measured no service time).
+    pub fresh: bool,
 }
 
 impl Group {
     pub fn new(config: ServerConfig) -> Group {
         let label = format!("{} x {} slots", plural(config.workers, "worker"), config.threads);
-        Group { label, config, cases: Vec::new() }
+        Group { label, config, cases: Vec::new(), fresh: false }
     }
 
     pub fn capacity(&self, cores: usize) -> Capacity {
@@ -177,8 +180,8 @@ pub struct ScenarioResult {
     pub elapsed_secs: f64,
 }
 
-/// Runs `scenario` against each peer: per group, start the server, warm it up, run the cases,
-/// stop it.
+/// Runs `scenario` against each peer: per group, start the server, warm it up (unless the group
+/// wants it fresh), run the cases, stop it.
 pub fn run(
     scenario: &Scenario,
     size: Size,
@@ -213,7 +216,9 @@ pub fn run(
                     continue;
                 }
             };
-            if let Err(err) = runtime.block_on(warm_up(&server)) {
+            // A fresh server is only ready by its own account (see `RunningServer::readiness`).
+            let warmed = if group.fresh { Ok(()) } else { runtime.block_on(warm_up(&server)) };
+            if let Err(err) = warmed {
                 fail(format!("{}: {name} ({}): warm-up failed: {err:#}", scenario.name, group.label));
             }
             for case in &group.cases {

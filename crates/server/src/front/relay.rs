@@ -47,7 +47,9 @@ impl<S: ClientStream> Connection<S> {
     ) -> Result<Sent, End> {
         match outcome {
             Outcome::Failed(failure) => {
-                let retry_after = failure.retry_after_secs().map(|secs| (header::RETRY_AFTER, HeaderValue::from(secs)));
+                let retry_after = failure
+                    .is_load_shed()
+                    .then(|| (header::RETRY_AFTER, HeaderValue::from(self.front.queue.retry_after_secs())));
                 let message = failure.message();
                 let response = plain_response(version, failure.status(), message, retry_after.as_slice(), persistence);
                 self.front.stats.response_sent(failure.status());

@@ -15,7 +15,7 @@ use super::conn::{ClientStream, Connection};
 use super::forwarded::{Peer, TrustedProxies};
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
-use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse};
+use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::{Queue, Reader};
 use crate::readiness::Readiness;
 use crate::stats::Stats;
@@ -246,4 +246,22 @@ async fn a_request_no_slot_starts_in_time_gets_503_with_retry_after() {
     assert!(head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{head}");
     assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
     assert_eq!(harness.queue.snapshot(Reader::Json).shed_queue_timeout, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
+    let harness = Harness::new();
+    for _ in 0..20 {
+        harness.queue.record_service(Duration::from_millis(2500));
+    }
+    let request = || http::Request::new(RequestBody::Memory(Bytes::new()));
+    let _ahead: Vec<_> = (0..4).map(|_| harness.queue.enqueue(request())).collect();
+    let mut client = harness.connect();
+    client.write_all(b"GET /late HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    let responses = read_responses(&mut client, 1).await;
+    // Shed at its 30 s deadline behind four that never started: a newcomer would wait five
+    // services of 2.5 s for the one slot.
+    let head = &responses[0].0;
+    assert!(head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{head}");
+    assert!(head.contains("\r\nretry-after: 13\r\n"), "{head}");
 }
