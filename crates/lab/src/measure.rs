@@ -1,12 +1,14 @@
 //! One measured case as a [`Row`]: what was asked, the ideal for it, and what the server did
 //! (throughput, latency percentiles and their ratio to the ideal — over every answer, per status
-//! class and per path — the long tail, errors, peak memory, each worker's share of the requests).
+//! class and per path — the long tail, errors, peak memory, CPU time per request, each worker's
+//! share of the requests).
 
 use std::collections::BTreeMap;
 
 use headway_load::{LatencyStats, Report, TargetReport};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu::CpuUse;
 use crate::ideal::{Ideal, Service};
 
 /// The percentiles of the tables (those of Puma PR #3678): 10 % to 100 %.
@@ -123,6 +125,8 @@ pub struct Row {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Peak of the RSS summed over all the server's processes during the case.
     pub peak_rss_bytes: u64,
+    /// CPU time of all the server's processes during the case (none when nothing was answered).
+    pub cpu: Option<CpuUse>,
     pub worker_share: Option<WorkerShare>,
     /// hey's response-time histogram: (upper mark in seconds, count).
     pub histogram: Vec<(f64, u64)>,
@@ -194,6 +198,7 @@ impl Row {
             status_codes: BTreeMap::new(),
             errors_by_kind: BTreeMap::new(),
             peak_rss_bytes: context.peak_rss_bytes,
+            cpu: None,
             worker_share: None,
             histogram: Vec::new(),
             queue_high_water: None,

@@ -450,6 +450,11 @@ impl RunningServer {
         self.kind.name()
     }
 
+    /// The process the lab started: the root of the server's process tree.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -13,13 +13,16 @@ mod views;
 
 use std::time::{Duration, Instant};
 
+use headway_common::stats::Snapshot;
 use headway_load::{LoadConfig, Target};
 use serde::Serialize;
 
 use crate::chart::Chart;
+use crate::cpu::{CpuSample, CpuUse};
 use crate::ideal::{Capacity, Ideal, Service};
 use crate::measure::{CaseParams, Row, RowContext};
 use crate::pipeline::{self, PipelineSpec};
+use crate::process_tree::tree_of;
 use crate::progress::Progress;
 use crate::servers::{Environment, Peer, RunningServer, ServerConfig};
 use crate::table::Table;
@@ -247,7 +250,10 @@ fn run_case(
     server: &RunningServer,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Row> {
-    runtime.block_on(server.stats())?; // resets headway's queue high-water mark for this case
+    // The CPU the server has used so far, with headway's own split; reading its stats also
+    // resets its queue high-water mark for this case.
+    let cpu_so_far = |stats: Option<&Snapshot>| CpuSample::of(server.pid(), &tree_of(server.pid()), stats);
+    let cpu_before = cpu_so_far(runtime.block_on(server.stats())?.as_ref());
     server.memory.take_peak();
     let context = |peak_rss_bytes| RowContext {
         scenario: scenario.name,
@@ -270,7 +276,9 @@ fn run_case(
             pipeline::row(context(server.memory.take_peak()), &outcome)
         }
     };
-    row.queue_high_water = runtime.block_on(server.stats())?.map(|stats| stats.queue.high_water as u64);
+    let stats = runtime.block_on(server.stats())?;
+    row.queue_high_water = stats.as_ref().map(|stats| stats.queue.high_water as u64);
+    row.cpu = CpuUse::between(&cpu_before, &cpu_so_far(stats.as_ref()), row.requests);
     Ok(row)
 }
 
