@@ -27,6 +27,8 @@ const FILES: [(&str, &str); 9] = [
 pub const WSGI_APP: &str = "headway.demo:app";
 /// ASGI callable of the twin, for uvicorn.
 pub const ASGI_APP: &str = "headway.twins.demo_asgi:app";
+/// The Flask app of the throughput scenario, for headway, gunicorn and granian.
+pub const FLASK_APP: &str = "headway.twins.flask_bench:app";
 
 /// The written files; removed when dropped.
 pub struct Twins {

@@ -261,6 +261,7 @@ fn run_case(
         group: &group.label,
         workers: group.config.workers,
         threads: group.config.threads,
+        app: &server.app,
         case: &case.params,
         service: case.service,
         ideal: case.ideal,
