@@ -9,6 +9,7 @@ mod long_tail_sweep;
 mod mixed_tail;
 mod overload;
 mod pipelining;
+mod throughput;
 mod views;
 
 use std::time::{Duration, Instant};
@@ -65,13 +66,14 @@ pub struct Scenario {
     pub charts: fn(&[Row]) -> Vec<Chart>,
 }
 
-pub const ALL: [&Scenario; 6] = [
+pub const ALL: [&Scenario; 7] = [
     &keepalive_tail::SCENARIO,
     &long_tail_sweep::SCENARIO,
     &concurrency_sweep::SCENARIO,
     &mixed_tail::SCENARIO,
     &overload::SCENARIO,
     &pipelining::SCENARIO,
+    &throughput::SCENARIO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Scenario> {
@@ -114,6 +116,12 @@ pub struct Case {
 pub enum Work {
     Load(LoadSpec),
     Pipeline(PipelineSpec),
+    /// The load, after the same load for `warm_up` that is not measured: a fresh server's first
+    /// second (connections, JIT, caches, thread pools) is not its pace.
+    WarmedLoad {
+        warm_up: Duration,
+        load: LoadSpec,
+    },
 }
 
 /// A `headway load` run, without the server's address.
@@ -250,6 +258,10 @@ fn run_case(
     server: &RunningServer,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Row> {
+    if let Work::WarmedLoad { warm_up, load } = &case.work {
+        let warming = LoadSpec { requests: None, duration: Some(*warm_up), ..load.clone() };
+        runtime.block_on(headway_load::run_load(warming.to_config(server)))?;
+    }
     // The CPU the server has used so far, with headway's own split; reading its stats also
     // resets its queue high-water mark for this case.
     let cpu_so_far = |stats: Option<&Snapshot>| CpuSample::of(server.pid(), &tree_of(server.pid()), stats);
@@ -268,7 +280,7 @@ fn run_case(
         peak_rss_bytes,
     };
     let mut row = match &case.work {
-        Work::Load(spec) => {
+        Work::Load(spec) | Work::WarmedLoad { load: spec, .. } => {
             let report = runtime.block_on(headway_load::run_load(spec.to_config(server)))?;
             Row::from_report(context(server.memory.take_peak()), &report)
         }
