@@ -101,12 +101,19 @@ def json_message(params):
     return ok(json.dumps({"message": "Hello, World!"}, separators=(",", ":")).encode() + b"\n", content_type=JSON_TYPE)
 
 
-# The fortunes database: in memory, made at import, one connection shared by the threads of
-# this process (a lock keeps one query at a time on it).
-_database = sqlite3.connect(":memory:", check_same_thread=False)
-_database.execute("CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL)")
-_database.executemany("INSERT INTO fortune VALUES (?, ?)", enumerate(FORTUNES, 1))
-_database_lock = threading.Lock()
+def _open_fortunes():
+    """The fortunes database: in memory, one connection shared by the threads of this process (a
+    lock keeps one query at a time on it). Made at import, and again in a child forked after it
+    (a server that preloads the app): SQLite forbids using a connection across fork."""
+    global _database, _database_lock
+    _database = sqlite3.connect(":memory:", check_same_thread=False)
+    _database.execute("CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL)")
+    _database.executemany("INSERT INTO fortune VALUES (?, ?)", enumerate(FORTUNES, 1))
+    _database_lock = threading.Lock()
+
+
+_open_fortunes()
+os.register_at_fork(after_in_child=_open_fortunes)
 
 
 def fortune_rows():
