@@ -2,15 +2,20 @@
 
 Its endpoints are the workloads of the seed experiments: /fixed (a 200 ms endpoint, seed
 000), /fake_work (CPU then I/O wait then a body of a given size, seed 001), /random (a
-random wait, seed 002), plus /hello and /sleep/<ms>. Every response carries X-Worker-Pid
-so the lab can count each worker's share of the requests.
+random wait, seed 002), plus /hello and /sleep/<ms>; and for the lab's throughput scenario
+TechEmpower's "json" (/json: a small object serialized per request) and "fortunes"
+(/fortunes: a sqlite query, sorted, rendered through a template, HTML-escaped). Every
+response carries X-Worker-Pid so the lab can count each worker's share of the requests.
 
 The routes only decide what to do (a Reply); the WSGI app here and the ASGI twin in
 twins/demo_asgi.py do it, with a blocking or an awaited sleep.
 """
 
+import json
 import os
 import random
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -18,30 +23,35 @@ from urllib.parse import parse_qs
 MAX_MS = 600_000
 MAX_BYTES = 10 * 1024 * 1024
 CONTENT_TYPE = "text/plain; charset=utf-8"
+JSON_TYPE = "application/json"
+HTML_TYPE = "text/html; charset=utf-8"
 
-# The index page, shared with the twins (they read the same file).
+# The index page and TechEmpower's fortunes (one a line, the id is the line number), shared
+# with the twins (they read the same files).
 INDEX = (Path(__file__).parent / "demo_index.txt").read_bytes()
+FORTUNES = (Path(__file__).parent / "demo_fortunes.txt").read_text(encoding="utf-8").splitlines()
 
 
 class Reply:
     """What a route asks for: burn `cpu_ms` of CPU, wait `wait_ms`, then answer."""
 
-    __slots__ = ("code", "status", "body", "cpu_ms", "wait_ms")
+    __slots__ = ("code", "status", "body", "cpu_ms", "wait_ms", "content_type")
 
-    def __init__(self, code, status, body, cpu_ms=0, wait_ms=0):
+    def __init__(self, code, status, body, cpu_ms=0, wait_ms=0, content_type=CONTENT_TYPE):
         self.code = code
         self.status = status
         self.body = body
         self.cpu_ms = cpu_ms
         self.wait_ms = wait_ms
+        self.content_type = content_type
 
 
 class BadParameter(Exception):
     """A parameter that is not an integer in its range; the message is the 400 body."""
 
 
-def ok(body, cpu_ms=0, wait_ms=0):
-    return Reply(200, "200 OK", body, cpu_ms, wait_ms)
+def ok(body, cpu_ms=0, wait_ms=0, content_type=CONTENT_TYPE):
+    return Reply(200, "200 OK", body, cpu_ms, wait_ms, content_type)
 
 
 def integer(name, text, maximum):
@@ -86,7 +96,63 @@ def random_wait(params):
     return slept(random.randint(0, parameter(params, "max_ms", 1000, MAX_MS)))
 
 
-ROUTES = {"/": index, "/hello": hello, "/fixed": fixed, "/fake_work": fake_work, "/random": random_wait}
+def json_message(params):
+    # Compact, with a final newline: the bytes Flask's jsonify and the twins' serializers give.
+    return ok(json.dumps({"message": "Hello, World!"}, separators=(",", ":")).encode() + b"\n", content_type=JSON_TYPE)
+
+
+def _open_fortunes():
+    """The fortunes database: in memory, one connection shared by the threads of this process (a
+    lock keeps one query at a time on it). Made at import, and again in a child forked after it
+    (a server that preloads the app): SQLite forbids using a connection across fork."""
+    global _database, _database_lock
+    _database = sqlite3.connect(":memory:", check_same_thread=False)
+    _database.execute("CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL)")
+    _database.executemany("INSERT INTO fortune VALUES (?, ?)", enumerate(FORTUNES, 1))
+    _database_lock = threading.Lock()
+
+
+_open_fortunes()
+os.register_at_fork(after_in_child=_open_fortunes)
+
+
+def fortune_rows():
+    """(id, message) of every fortune in the database and one added at request time, sorted by
+    message: TechEmpower's fortunes test up to the template."""
+    with _database_lock:
+        rows = _database.execute("SELECT id, message FROM fortune").fetchall()
+    rows.append((0, "Additional fortune added at request time."))
+    rows.sort(key=lambda row: row[1])
+    return rows
+
+
+# What Jinja (MarkupSafe) escapes, spelt as it spells it: the demo, its twins and the Flask app
+# render the same bytes.
+HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;"})
+FORTUNES_PAGE = (
+    "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>"
+    "<table><tr><th>id</th><th>message</th></tr>{rows}</table></body></html>"
+)
+FORTUNE_ROW = "<tr><td>{id}</td><td>{message}</td></tr>"
+
+
+def fortunes(params):
+    rows = "".join(
+        FORTUNE_ROW.format(id=fortune_id, message=message.translate(HTML_ESCAPES))
+        for fortune_id, message in fortune_rows()
+    )
+    return ok(FORTUNES_PAGE.format(rows=rows).encode(), content_type=HTML_TYPE)
+
+
+ROUTES = {
+    "/": index,
+    "/hello": hello,
+    "/fixed": fixed,
+    "/fake_work": fake_work,
+    "/random": random_wait,
+    "/json": json_message,
+    "/fortunes": fortunes,
+}
 
 
 def route(path, query):
@@ -113,7 +179,7 @@ os.register_at_fork(after_in_child=_remember_pid)  # a forked worker names itsel
 
 def headers(reply):
     return [
-        ("Content-Type", CONTENT_TYPE),
+        ("Content-Type", reply.content_type),
         ("Content-Length", str(len(reply.body))),
         ("X-Worker-Pid", _pid),
     ]

@@ -2,7 +2,8 @@
 
 Each twin runs on the server the lab uses for it (Puma, Node, uvicorn, granian) on a unix
 socket; every route is asked once of the twin and of the headway worker serving the WSGI
-demo, and the answers must match. A server that is not installed skips its case.
+demo, and the answers must match. A server that is not installed skips its case. The Flask
+app of the lab's throughput scenario must answer its three routes like the demo too.
 """
 
 import importlib.util
@@ -22,7 +23,7 @@ TARGETS = [
     "/", "/hello", "/fixed", "/sleep/20", "/sleep/%32%30", "/sleep/600001", "/sleep/abc",
     "/fake_work?cpu_ms=5&iowait_ms=5&bytes=1234", "/fake_work?cpu_ms=1&iowait_ms=0&bytes=0",
     "/fake_work?cpu_ms=x", "/fake_work?iowait_ms=", "/fake_work?bytes=10485761",
-    "/random?max_ms=abc", "/nowhere", "/hello/",
+    "/random?max_ms=abc", "/nowhere", "/hello/", "/json", "/json?indent=2", "/fortunes",
 ]
 
 
@@ -113,6 +114,16 @@ def test_twin_answers_like_the_wsgi_demo(name, run_server, start_worker, socket_
     assert slept.startswith(b"slept ") and slept.endswith(b" ms\n") and 0 <= int(slept.split()[1]) <= 20
     if not name.startswith("granian"):  # granian serves from a child process
         assert twin["/hello"].header("X-Worker-Pid") == str(server.proc.pid)
+
+
+@pytest.mark.skipif(not _python_module("flask"), reason="flask is not installed here")
+def test_flask_app_answers_like_the_wsgi_demo(start_worker):
+    flask = answers(start_worker("headway.twins.flask_bench:app", 1).socket_path)
+    demo = answers(start_worker(None, 1).socket_path)
+    for target in ["/hello", "/json", "/fortunes"]:
+        assert comparable(flask[target]) == comparable(demo[target]), target
+        assert flask[target].header("X-Worker-Pid").isdigit(), target
+    assert b"&lt;script&gt;" in flask["/fortunes"].body, "the template escapes the fortunes"
 
 
 def free_port():

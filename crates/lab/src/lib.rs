@@ -7,6 +7,7 @@
 //! The `headway` binary calls [`run`] with the parsed [`LabArgs`].
 
 mod chart;
+mod cpu;
 mod html;
 mod ideal;
 mod measure;

@@ -1,12 +1,14 @@
 //! One measured case as a [`Row`]: what was asked, the ideal for it, and what the server did
 //! (throughput, latency percentiles and their ratio to the ideal — over every answer, per status
-//! class and per path — the long tail, errors, peak memory, each worker's share of the requests).
+//! class and per path — the long tail, errors, peak memory, CPU time per request, each worker's
+//! share of the requests).
 
 use std::collections::BTreeMap;
 
 use headway_load::{LatencyStats, Report, TargetReport};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu::CpuUse;
 use crate::ideal::{Ideal, Service};
 
 /// The percentiles of the tables (those of Puma PR #3678): 10 % to 100 %.
@@ -102,6 +104,8 @@ pub struct Row {
     pub group: String,
     pub workers: usize,
     pub threads: usize,
+    /// The app the server ran: the demo app, another WSGI app (Flask), or the demo's twin.
+    pub app: String,
     pub case: CaseParams,
     pub service: Service,
     pub ideal: Ideal,
@@ -123,6 +127,8 @@ pub struct Row {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Peak of the RSS summed over all the server's processes during the case.
     pub peak_rss_bytes: u64,
+    /// CPU time of all the server's processes during the case (none when nothing was answered).
+    pub cpu: Option<CpuUse>,
     pub worker_share: Option<WorkerShare>,
     /// hey's response-time histogram: (upper mark in seconds, count).
     pub histogram: Vec<(f64, u64)>,
@@ -143,6 +149,7 @@ pub struct RowContext<'a> {
     pub group: &'a str,
     pub workers: usize,
     pub threads: usize,
+    pub app: &'a str,
     pub case: &'a CaseParams,
     pub service: Service,
     pub ideal: Ideal,
@@ -180,6 +187,7 @@ impl Row {
             group: context.group.to_owned(),
             workers: context.workers,
             threads: context.threads,
+            app: context.app.to_owned(),
             case: context.case.clone(),
             service: context.service,
             ideal: context.ideal,
@@ -194,6 +202,7 @@ impl Row {
             status_codes: BTreeMap::new(),
             errors_by_kind: BTreeMap::new(),
             peak_rss_bytes: context.peak_rss_bytes,
+            cpu: None,
             worker_share: None,
             histogram: Vec::new(),
             queue_high_water: None,
@@ -316,6 +325,7 @@ mod tests {
             group: "g",
             workers: 1,
             threads: 1,
+            app: "demo",
             case: &case,
             service: Service::waiting_ms(20.0),
             ideal: Ideal { rps: 1.0, latency_secs: 1.0 },

@@ -1,9 +1,10 @@
 //! A server as a tree of processes: the one the lab started and every descendant (workers,
-//! a shell's children, the Puma that `headway serve --cmd` runs). Used to sum their memory and
-//! to signal all of them when the server is stopped, whatever process groups they made.
+//! a shell's children, the Puma that `headway serve --cmd` runs). Used to sum their memory, to
+//! read their CPU time, and to signal all of them when the server is stopped, whatever process
+//! groups they made.
 //! `/proc` is read by the parser the server uses too ([`headway_common::procfs`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -20,6 +21,8 @@ pub struct Tree {
     pub pids: BTreeSet<u32>,
     pub groups: BTreeSet<u32>,
     pub rss_bytes: u64,
+    /// Each process's CPU time so far (user + system, all its threads), in seconds.
+    pub cpu_secs: BTreeMap<u32, f64>,
 }
 
 /// `root` and its descendants, now.
@@ -33,7 +36,9 @@ pub fn tree_of(root: u32) -> Tree {
             continue;
         }
         tree.groups.insert(info.pgrp);
-        tree.rss_bytes += info.usage().rss_bytes;
+        let usage = info.usage();
+        tree.rss_bytes += usage.rss_bytes;
+        tree.cpu_secs.insert(pid, usage.cpu_secs);
         frontier.extend(all.iter().filter(|(_, p)| p.ppid == pid).map(|(child, _)| *child));
     }
     tree

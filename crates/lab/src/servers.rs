@@ -1,7 +1,7 @@
 //! The servers the lab compares, one entry each in [`PEERS`]: how to tell it is installed (and
 //! how to install it when it is not), and how to start it with W processes x T request slots
-//! serving the demo app (or its twin) on 127.0.0.1; then, for all of them alike, when a started
-//! one is ready and how to stop it.
+//! serving the demo app (or its twin, or another WSGI app such as Flask) on 127.0.0.1; then, for
+//! all of them alike, when a started one is ready and how to stop it.
 //!
 //! A started server is a [`RunningServer`]: a guard that stops the whole process tree when it is
 //! dropped, also on an error, and that is registered so Ctrl-C stops it too ([`stop_all_live`]).
@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -25,7 +25,7 @@ use headway_common::stats::{Snapshot, WorkerState};
 use serde::Serialize;
 
 use crate::process_tree::{signal_tree, tree_of, MemorySampler, Tree};
-use crate::twins::{Twins, ASGI_APP, WSGI_APP};
+use crate::twins::{Twins, ASGI_APP, FLASK_APP, WSGI_APP};
 
 /// Longest a server may take to be ready.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -59,6 +59,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::Headway { worker: None },
         install_hint: "build headway with cargo build --release",
         configuration: "headway serve -w W -t T (the demo app, Python WSGI worker)",
+        twin: None,
         args: headway_args,
     },
     PeerSpec {
@@ -67,6 +68,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::Headway { worker: Some("puma") },
         install_hint: "apt-get install puma ruby-rack",
         configuration: "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
+        twin: Some("demo.ru (Rack)"),
         args: headway_puma_args,
     },
     PeerSpec {
@@ -75,6 +77,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::Program { program: "puma", version_prefix: "" },
         install_hint: "apt-get install puma ruby-rack",
         configuration: "puma -t T:T [-w W] demo.ru (single mode when W = 1)",
+        twin: Some("demo.ru (Rack)"),
         args: puma_args,
     },
     PeerSpec {
@@ -83,6 +86,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::PythonModule("gunicorn"),
         install_hint: "pip install gunicorn",
         configuration: "gunicorn -k gthread -w W --threads T headway.demo:app",
+        twin: None,
         args: gunicorn_args,
     },
     PeerSpec {
@@ -91,6 +95,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::PythonModule("granian"),
         install_hint: "pip install granian",
         configuration: "granian --interface wsgi --workers W --blocking-threads T headway.demo:app",
+        twin: None,
         args: granian_args,
     },
     PeerSpec {
@@ -99,6 +104,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::PythonModule("uvicorn"),
         install_hint: "pip install 'uvicorn[standard]'",
         configuration: "uvicorn --workers W headway.twins.demo_asgi:app (async: no slots)",
+        twin: Some("demo_asgi (ASGI)"),
         args: uvicorn_args,
     },
     PeerSpec {
@@ -107,6 +113,7 @@ static PEERS: [PeerSpec; 7] = [
         find: Find::Program { program: "node", version_prefix: "node " },
         install_hint: "apt-get install nodejs",
         configuration: "WEB_CONCURRENCY=W node demo.js (cluster when W > 1; async: no slots)",
+        twin: Some("demo.js"),
         args: node_args,
     },
 ];
@@ -120,6 +127,9 @@ struct PeerSpec {
     install_hint: &'static str,
     /// How it is configured for W x T, for the tables' footnotes.
     configuration: &'static str,
+    /// The demo's twin it runs, as the tables name it; `None` for a WSGI server, which runs the
+    /// demo app or the WSGI app its configuration names.
+    twin: Option<&'static str>,
     /// Its command line for W x T on a port, after the program (or `python -m MODULE`).
     args: fn(&mut Command, &Setup),
 }
@@ -176,6 +186,8 @@ pub struct Environment {
     pub twins: Twins,
     /// CPU cores of this machine, for the ideal.
     pub cores: usize,
+    /// Flask's version where `python` imports it; asked the first time it is needed.
+    flask: OnceLock<Option<String>>,
 }
 
 impl Environment {
@@ -183,7 +195,13 @@ impl Environment {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let python = find_python(python_from_env(), Some(&headway), &path);
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Ok(Environment { headway, path, python, twins: Twins::write()?, cores })
+        Ok(Environment { headway, path, python, twins: Twins::write()?, cores, flask: OnceLock::new() })
+    }
+
+    /// Flask's version, if the interpreter the lab runs the Python servers with has it.
+    fn flask(&self) -> Option<&str> {
+        let probe = "import importlib.metadata, flask; print(importlib.metadata.version('flask'))";
+        self.flask.get_or_init(|| first_line_of(Command::new(self.python.as_ref()?).args(["-c", probe]))).as_deref()
     }
 }
 
@@ -283,7 +301,9 @@ pub struct ServerConfig {
     pub threads: usize,
     /// headway's --queue-timeout (seconds), when the scenario sets one.
     pub queue_timeout: Option<f64>,
-    /// headway's WSGI app (module:callable) instead of the demo app (for `recommend`).
+    /// The WSGI app (module:callable) that headway, gunicorn and granian serve instead of the demo
+    /// app: the app under `recommend`; [`FLASK_APP`] for `throughput`, which falls back to the demo
+    /// app where Flask is not installed. The other servers run the demo's twins whatever it says.
     pub app: Option<String>,
     /// More `headway serve` flags (for `scale-out`: the agent check, health path, shutdown delay).
     pub headway_flags: Vec<String>,
@@ -326,6 +346,8 @@ pub struct RunningServer {
     pub port: u16,
     pub control_port: Option<u16>,
     pub config: ServerConfig,
+    /// The app it serves, as the tables name it.
+    pub app: String,
     child: Child,
     log: PathBuf,
     pub memory: MemorySampler,
@@ -341,7 +363,8 @@ impl Peer {
     pub async fn start_on(&self, env: &Environment, config: &ServerConfig, port: u16) -> anyhow::Result<RunningServer> {
         let control_port = self.kind.has_control().then(free_port).transpose()?;
         let log = env.twins.log_path(&format!("{}-{}x{}-{port}", self.kind.name(), config.workers, config.threads));
-        let mut command = self.command(&Setup { env, config, port, control_port });
+        let (wsgi_app, app) = self.app(env, config);
+        let mut command = self.command(&Setup { env, config, port, control_port, wsgi_app: wsgi_app.as_deref() });
         let config = config.clone();
         let output = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
         command.stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output).process_group(0);
@@ -350,9 +373,25 @@ impl Peer {
             live.insert(child.id());
         }
         let memory = MemorySampler::start(child.id());
-        let mut server = RunningServer { kind: self.kind, port, control_port, config, child, log, memory };
+        let mut server = RunningServer { kind: self.kind, port, control_port, config, app, child, log, memory };
         server.wait_ready().await?;
         Ok(server)
+    }
+
+    /// The WSGI app it is to serve for `config` (`None`: the demo app), and the name of what it
+    /// serves.
+    fn app(&self, env: &Environment, config: &ServerConfig) -> (Option<String>, String) {
+        if let Some(twin) = self.kind.spec().twin {
+            return (None, twin.to_owned());
+        }
+        match config.app.as_deref() {
+            None => (None, "demo".to_owned()),
+            Some(FLASK_APP) => match env.flask() {
+                Some(version) => (Some(FLASK_APP.to_owned()), format!("Flask {version}")),
+                None => (None, "demo (no Flask)".to_owned()),
+            },
+            Some(app) => (Some(app.to_owned()), app.to_owned()),
+        }
     }
 
     fn command(&self, setup: &Setup) -> Command {
@@ -386,6 +425,8 @@ struct Setup<'a> {
     port: u16,
     /// headway's control port.
     control_port: Option<u16>,
+    /// The WSGI app to serve instead of the demo app.
+    wsgi_app: Option<&'a str>,
 }
 
 impl Setup<'_> {
@@ -404,7 +445,7 @@ impl Setup<'_> {
 
 fn headway_args(command: &mut Command, setup: &Setup) {
     let (w, t, bind) = (setup.workers(), setup.threads(), setup.host_port());
-    command.arg("serve").args(&setup.config.app);
+    command.arg("serve").args(setup.wsgi_app);
     command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
     if let Some(control) = setup.control_port {
         command.args(["--control", &format!("127.0.0.1:{control}")]);
@@ -438,12 +479,13 @@ fn puma_args(command: &mut Command, setup: &Setup) {
 
 fn gunicorn_args(command: &mut Command, setup: &Setup) {
     command.args(["-k", "gthread", "-w", &setup.workers(), "--threads", &setup.threads(), "-b", &setup.host_port()]);
-    command.args(["--log-level", "warning", "--graceful-timeout", "1", WSGI_APP]);
+    command.args(["--log-level", "warning", "--graceful-timeout", "1", setup.wsgi_app.unwrap_or(WSGI_APP)]);
 }
 
 fn granian_args(command: &mut Command, setup: &Setup) {
     command.args(["--interface", "wsgi", "--workers", &setup.workers(), "--blocking-threads", &setup.threads()]);
-    command.args(["--host", "127.0.0.1", "--port", &setup.port.to_string(), "--log-level", "warning", WSGI_APP]);
+    command.args(["--host", "127.0.0.1", "--port", &setup.port.to_string(), "--log-level", "warning"]);
+    command.arg(setup.wsgi_app.unwrap_or(WSGI_APP));
 }
 
 fn uvicorn_args(command: &mut Command, setup: &Setup) {
@@ -469,6 +511,11 @@ pub fn free_port() -> anyhow::Result<u16> {
 impl RunningServer {
     pub fn name(&self) -> &'static str {
         self.kind.name()
+    }
+
+    /// The process the lab started: the root of the server's process tree.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -612,6 +659,7 @@ mod tests {
             python: None,
             twins: Twins::write().expect("temp dir"),
             cores: 2,
+            flask: OnceLock::new(),
         }
     }
 

@@ -1,29 +1,34 @@
 //! The demo app and its twins for the peers, shipped inside the binary and written to a
 //! temporary directory at run time, so the lab runs the same app wherever `headway` is installed.
 //!
-//! The directory mirrors the package's layout (the twins read `../demo_index.txt`):
-//! `headway/demo.py` (WSGI) and `headway/twins/demo_asgi.py` (ASGI, imports `headway.demo`) are
-//! importable with PYTHONPATH set to the directory; `headway/twins/demo.ru` (Rack, Puma) and
+//! The directory mirrors the package's layout (the twins read `../demo_index.txt` and
+//! `../demo_fortunes.txt`): `headway/demo.py` (WSGI), `headway/twins/demo_asgi.py` (ASGI) and
+//! `headway/twins/flask_bench.py` (Flask; both import `headway.demo`) are importable with
+//! PYTHONPATH set to the directory; `headway/twins/demo.ru` (Rack, Puma) and
 //! `headway/twins/demo.js` (Node) are run as files.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-const FILES: [(&str, &str); 7] = [
+const FILES: [(&str, &str); 9] = [
     ("headway/__init__.py", "\"\"\"The headway demo app and its twins, as shipped by headway lab.\"\"\"\n"),
     ("headway/demo.py", include_str!("../../../python/headway/demo.py")),
     ("headway/demo_index.txt", include_str!("../../../python/headway/demo_index.txt")),
+    ("headway/demo_fortunes.txt", include_str!("../../../python/headway/demo_fortunes.txt")),
     ("headway/twins/__init__.py", ""),
     ("headway/twins/demo_asgi.py", include_str!("../../../python/headway/twins/demo_asgi.py")),
     ("headway/twins/demo.ru", include_str!("../../../python/headway/twins/demo.ru")),
     ("headway/twins/demo.js", include_str!("../../../python/headway/twins/demo.js")),
+    ("headway/twins/flask_bench.py", include_str!("../../../python/headway/twins/flask_bench.py")),
 ];
 
 /// WSGI callable of the demo app, for gunicorn and granian.
 pub const WSGI_APP: &str = "headway.demo:app";
 /// ASGI callable of the twin, for uvicorn.
 pub const ASGI_APP: &str = "headway.twins.demo_asgi:app";
+/// The Flask app of the throughput scenario, for headway, gunicorn and granian.
+pub const FLASK_APP: &str = "headway.twins.flask_bench:app";
 
 /// The written files; removed when dropped.
 pub struct Twins {

@@ -215,6 +215,43 @@ fn served_latency_and_latency_per_path_reach_the_tables() {
 }
 
 #[test]
+fn throughput_rows_carry_the_cpu_per_request() {
+    let output = run(&mut lab(&["run", "throughput", "--quick", "--servers", "headway", "--json"]));
+    assert!(output.status.success(), "exit status {}", output.status);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    let throughput = &json["scenarios"][0];
+    assert_eq!(throughput["failures"].as_array().map(Vec::len), Some(0));
+    let rows = throughput["rows"].as_array().expect("rows");
+    let cases: Vec<(u64, &str)> =
+        rows.iter().map(|row| (row["workers"].as_u64().unwrap(), row["case"]["workload"].as_str().unwrap())).collect();
+    let paths = ["/hello", "/json", "/fortunes"];
+    let expected: Vec<(u64, &str)> = [1, 2].into_iter().flat_map(|workers| paths.map(|path| (workers, path))).collect();
+    assert_eq!(cases, expected, "1 and 2 workers, three paths each");
+    for row in rows {
+        let requests = row["requests"].as_u64().expect("requests");
+        assert!(requests > 0 && row["errors"] == 0, "{row}");
+        assert_eq!(row["status_codes"]["200"].as_u64(), Some(requests), "every answer a 200");
+        let app = row["app"].as_str().expect("the app is named");
+        assert!(app.starts_with("Flask ") || app == "demo (no Flask)", "{app}");
+        assert!(row["ideal"]["rps"].is_null(), "no ideal is known before a throughput run");
+        let cpu = &row["cpu"];
+        let figure = |name: &str| cpu[name].as_f64().unwrap_or_else(|| panic!("no cpu.{name} in {cpu}"));
+        assert!(figure("server_secs") > 0.0, "the server's processes used CPU: {cpu}");
+        assert!(figure("main_secs") >= 0.0 && figure("workers_secs") >= 0.0, "{cpu}");
+        for part in ["server", "main", "workers"] {
+            let per_request = figure(&format!("{part}_secs")) * 1e6 / requests as f64;
+            assert!((figure(&format!("{part}_us_per_request")) - per_request).abs() < 1e-6, "{part}: {cpu}");
+        }
+    }
+    let tables = throughput["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 2, "a table per worker count");
+    for table in tables {
+        assert_eq!(column(table, "path"), paths);
+        assert!(column(table, "CPU µs/req").iter().all(|cell| cell.parse::<f64>().is_ok()), "{table}");
+    }
+}
+
+#[test]
 fn a_missing_peer_is_skipped_with_one_line() {
     // PATH without puma (an empty directory); the worker's Python given explicitly: the one the
     // tests were given (it has headway's native core installed), else python3's.

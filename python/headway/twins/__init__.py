@@ -1,5 +1,6 @@
 """The demo app's twins: the same routes, bodies and X-Worker-Pid header for other servers.
 
 The lab runs these on the peers it compares headway with: `demo_asgi.py` (uvicorn, granian
---interface asgi), `demo.ru` (Puma, Rack 2) and `demo.js` (Node's http module).
+--interface asgi), `demo.ru` (Puma, Rack 2) and `demo.js` (Node's http module); and, for its
+throughput scenario, `flask_bench.py`: the demo's /hello, /json and /fortunes as a Flask app.
 """

@@ -4,6 +4,10 @@
 // Listens on the unix socket named by HEADWAY_SOCKET when it is set (as a headway worker),
 // else on 127.0.0.1:PORT (default 8000); with WEB_CONCURRENCY=N > 1 on TCP, the cluster
 // module runs N processes sharing the port.
+//
+// /fortunes needs sql.js (SQLite compiled to WebAssembly: Node 20 has no SQLite of its own),
+// from a node_modules next to this file or npm's global folder (npm install -g sql.js);
+// without it, it answers 501 and every other route works.
 "use strict";
 
 const cluster = require("node:cluster");
@@ -14,11 +18,18 @@ const path = require("node:path");
 const MAX_MS = 600000;
 const MAX_BYTES = 10 * 1024 * 1024;
 const INDEX = fs.readFileSync(path.join(__dirname, "..", "demo_index.txt"), "utf8");
+const FORTUNES = fs.readFileSync(path.join(__dirname, "..", "demo_fortunes.txt"), "utf8").split("\n").filter(Boolean);
+// What Jinja (MarkupSafe) escapes, spelt as it spells it, as in headway/demo.py.
+const HTML_ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;" };
+const TEXT = "text/plain; charset=utf-8";
+
+// The prepared query of the fortunes database, once it is made (see openFortunes).
+let selectFortunes = null;
 
 class BadParameter extends Error {}
 
-function ok(body, cpuMs = 0, waitMs = 0) {
-  return { code: 200, body, cpuMs, waitMs };
+function ok(body, cpuMs = 0, waitMs = 0, contentType = TEXT) {
+  return { code: 200, body, cpuMs, waitMs, contentType };
 }
 
 function integer(name, text, maximum) {
@@ -37,6 +48,30 @@ function slept(ms) {
   return ok(`slept ${ms} ms\n`, 0, ms);
 }
 
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]);
+}
+
+function fortunesPage(fortunes) {
+  const rows = fortunes.map(([id, message]) => `<tr><td>${id}</td><td>${escapeHtml(message)}</td></tr>`).join("");
+  return (
+    "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>" +
+    `<table><tr><th>id</th><th>message</th></tr>${rows}</table></body></html>`
+  );
+}
+
+function fortunes() {
+  if (!selectFortunes) {
+    return { code: 501, body: "/fortunes needs sql.js (npm install -g sql.js)\n", cpuMs: 0, waitMs: 0, contentType: TEXT };
+  }
+  const rows = [];
+  while (selectFortunes.step()) rows.push(selectFortunes.get());
+  selectFortunes.reset();
+  rows.push([0, "Additional fortune added at request time."]);
+  rows.sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+  return ok(fortunesPage(rows), 0, 0, "text/html; charset=utf-8");
+}
+
 const ROUTES = {
   "/": () => ok(INDEX),
   "/hello": () => ok("Hello, world!\n"),
@@ -51,6 +86,8 @@ const ROUTES = {
     const maxMs = parameter(params, "max_ms", 1000, MAX_MS);
     return slept(Math.floor(Math.random() * (maxMs + 1)));
   },
+  "/json": () => ok(`${JSON.stringify({ message: "Hello, World!" })}\n`, 0, 0, "application/json"),
+  "/fortunes": fortunes,
 };
 
 function route(path, query) {
@@ -63,9 +100,9 @@ function route(path, query) {
     }
   } catch (error) {
     if (!(error instanceof BadParameter)) throw error;
-    return { code: 400, body: `${error.message}\n`, cpuMs: 0, waitMs: 0 };
+    return { code: 400, body: `${error.message}\n`, cpuMs: 0, waitMs: 0, contentType: TEXT };
   }
-  return { code: 404, body: "Not Found\n", cpuMs: 0, waitMs: 0 };
+  return { code: 404, body: "Not Found\n", cpuMs: 0, waitMs: 0, contentType: TEXT };
 }
 
 // process.cpuUsage counts the whole process; the event loop is its only busy thread.
@@ -93,7 +130,7 @@ function handle(req, res) {
   const respond = () => {
     const body = Buffer.from(reply.body);
     res.writeHead(reply.code, {
-      "Content-Type": "text/plain; charset=utf-8",
+      "Content-Type": reply.contentType,
       "Content-Length": body.length,
       "X-Worker-Pid": String(process.pid),
     });
@@ -101,6 +138,22 @@ function handle(req, res) {
   };
   if (reply.waitMs) setTimeout(respond, reply.waitMs);
   else respond();
+}
+
+// The fortunes database: in memory, made before the server listens, one per process.
+async function openFortunes() {
+  let initSqlJs;
+  try {
+    const npmGlobal = path.join(path.dirname(process.execPath), "..", "lib");
+    initSqlJs = require(require.resolve("sql.js", { paths: [__dirname, npmGlobal] }));
+  } catch {
+    return; // /fortunes answers 501
+  }
+  const SQL = await initSqlJs();
+  const db = new SQL.Database();
+  db.run("CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL)");
+  FORTUNES.forEach((message, index) => db.run("INSERT INTO fortune VALUES (?, ?)", [index + 1, message]));
+  selectFortunes = db.prepare("SELECT id, message FROM fortune");
 }
 
 function serve() {
@@ -124,5 +177,5 @@ if (!process.env.HEADWAY_SOCKET && processes > 1 && cluster.isPrimary) {
     process.exit(0);
   });
 } else {
-  serve();
+  openFortunes().then(serve);
 }

@@ -3,15 +3,42 @@
 #
 #   puma -t 5:5 -b unix:///path/to/sock demo.ru
 #   puma -t 5:5 -b tcp://127.0.0.1:PORT demo.ru
+#
+# /fortunes needs the sqlite3 gem (Debian: ruby-sqlite3); without it, it answers 501 and every
+# other route works.
+require "erb"
+require "json"
 require "rack/utils"
+begin
+  require "sqlite3"
+rescue LoadError
+  nil
+end
 
 module HeadwayDemo
   MAX_MS = 600_000
   MAX_BYTES = 10 * 1024 * 1024
   INDEX = File.read(File.expand_path("../demo_index.txt", __dir__))
+  FORTUNES = File.read(File.expand_path("../demo_fortunes.txt", __dir__), encoding: "UTF-8").lines(chomp: true)
+  TEXT = "text/plain; charset=utf-8"
+  HTML = "text/html; charset=utf-8"
 
   # What a route asks for: burn cpu_ms of CPU, wait wait_ms, then answer code and body.
-  Reply = Struct.new(:code, :body, :cpu_ms, :wait_ms)
+  Reply = Struct.new(:code, :body, :cpu_ms, :wait_ms, :content_type) do
+    def initialize(code, body, cpu_ms = 0, wait_ms = 0, content_type = TEXT)
+      super
+    end
+  end
+
+  # The fortunes database: in memory, made at load, one connection for the threads of this
+  # process (a query runs whole under the GVL).
+  DATABASE = defined?(SQLite3) && SQLite3::Database.new(":memory:").tap do |db|
+    db.execute("CREATE TABLE fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL)")
+    FORTUNES.each.with_index(1) { |message, id| db.execute("INSERT INTO fortune VALUES (?, ?)", [id, message]) }
+  end
+
+  # What Jinja (MarkupSafe) escapes, spelt as it spells it, as in headway/demo.py.
+  HTML_ESCAPES = { "&" => "&amp;", "<" => "&lt;", ">" => "&gt;", '"' => "&#34;", "'" => "&#39;" }.freeze
 
   class BadParameter < StandardError; end
 
@@ -19,6 +46,26 @@ module HeadwayDemo
 
   def ok(body, cpu_ms = 0, wait_ms = 0)
     Reply.new(200, body, cpu_ms, wait_ms)
+  end
+
+  def escape_html(text)
+    text.gsub(/[&<>"']/, HTML_ESCAPES)
+  end
+
+  ERB.new(
+    "<!DOCTYPE html><html><head><title>Fortunes</title></head><body>" \
+    "<table><tr><th>id</th><th>message</th></tr>" \
+    "<% fortunes.each do |id, message| %><tr><td><%= id %></td><td><%= escape_html(message) %></td></tr><% end %>" \
+    "</table></body></html>"
+  ).def_method(self, "fortunes_page(fortunes)")
+  module_function :fortunes_page
+
+  def fortunes
+    return Reply.new(501, "/fortunes needs the sqlite3 gem (apt-get install ruby-sqlite3)\n") unless DATABASE
+
+    rows = DATABASE.execute("SELECT id, message FROM fortune")
+    rows << [0, "Additional fortune added at request time."]
+    Reply.new(200, fortunes_page(rows.sort_by { |_, message| message }), 0, 0, HTML)
   end
 
   def integer(name, text, maximum)
@@ -57,6 +104,8 @@ module HeadwayDemo
     when "/fixed" then ok("OK\n", 0, 200)
     when "/fake_work" then fake_work(params)
     when "/random" then random_wait(params)
+    when "/json" then Reply.new(200, "#{JSON.generate({ "message" => "Hello, World!" })}\n", 0, 0, "application/json")
+    when "/fortunes" then fortunes
     when %r{\A/sleep/} then slept(integer("ms", path.delete_prefix("/sleep/"), MAX_MS))
     else Reply.new(404, "Not Found\n", 0, 0)
     end
@@ -78,7 +127,7 @@ module HeadwayDemo
     sleep(reply.wait_ms / 1000.0) if reply.wait_ms.positive?
     body = reply.body.b
     [reply.code,
-     { "Content-Type" => "text/plain; charset=utf-8",
+     { "Content-Type" => reply.content_type,
        "Content-Length" => body.bytesize.to_s,
        "X-Worker-Pid" => Process.pid.to_s },
      [body]]

@@ -10,17 +10,21 @@ mod mixed_tail;
 mod overload;
 mod pipelining;
 mod scale_out;
+mod throughput;
 mod views;
 
 use std::time::{Duration, Instant};
 
+use headway_common::stats::Snapshot;
 use headway_load::{LoadConfig, Target};
 use serde::Serialize;
 
 use crate::chart::Chart;
+use crate::cpu::{CpuSample, CpuUse};
 use crate::ideal::{Capacity, Ideal, Service};
 use crate::measure::{CaseParams, Row, RowContext};
 use crate::pipeline::{self, PipelineSpec};
+use crate::process_tree::tree_of;
 use crate::progress::Progress;
 use crate::servers::{Environment, Peer, RunningServer, ServerConfig};
 use crate::table::Table;
@@ -63,7 +67,7 @@ pub struct Scenario {
     pub charts: fn(&[Row]) -> Vec<Chart>,
 }
 
-pub const ALL: [&Scenario; 7] = [
+pub const ALL: [&Scenario; 8] = [
     &keepalive_tail::SCENARIO,
     &long_tail_sweep::SCENARIO,
     &concurrency_sweep::SCENARIO,
@@ -71,6 +75,7 @@ pub const ALL: [&Scenario; 7] = [
     &overload::SCENARIO,
     &pipelining::SCENARIO,
     &scale_out::SCENARIO,
+    &throughput::SCENARIO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Scenario> {
@@ -116,6 +121,12 @@ pub struct Case {
 pub enum Work {
     Load(LoadSpec),
     Pipeline(PipelineSpec),
+    /// The load, after the same load for `warm_up` that is not measured: a fresh server's first
+    /// second (connections, JIT, caches, thread pools) is not its pace.
+    WarmedLoad {
+        warm_up: Duration,
+        load: LoadSpec,
+    },
 }
 
 /// A `headway load` run, without the server's address.
@@ -257,7 +268,14 @@ fn run_case(
     server: &RunningServer,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Row> {
-    runtime.block_on(server.stats())?; // resets headway's queue high-water mark for this case
+    if let Work::WarmedLoad { warm_up, load } = &case.work {
+        let warming = LoadSpec { requests: None, duration: Some(*warm_up), ..load.clone() };
+        runtime.block_on(headway_load::run_load(warming.to_config(server)))?;
+    }
+    // The CPU the server has used so far, with headway's own split; reading its stats also
+    // resets its queue high-water mark for this case.
+    let cpu_so_far = |stats: Option<&Snapshot>| CpuSample::of(server.pid(), &tree_of(server.pid()), stats);
+    let cpu_before = cpu_so_far(runtime.block_on(server.stats())?.as_ref());
     server.memory.take_peak();
     let context = |peak_rss_bytes| RowContext {
         scenario: scenario.name,
@@ -265,13 +283,14 @@ fn run_case(
         group: &group.label,
         workers: group.config.workers,
         threads: group.config.threads,
+        app: &server.app,
         case: &case.params,
         service: case.service,
         ideal: case.ideal,
         peak_rss_bytes,
     };
     let mut row = match &case.work {
-        Work::Load(spec) => {
+        Work::Load(spec) | Work::WarmedLoad { load: spec, .. } => {
             let report = runtime.block_on(headway_load::run_load(spec.to_config(server)))?;
             Row::from_report(context(server.memory.take_peak()), &report)
         }
@@ -280,7 +299,9 @@ fn run_case(
             pipeline::row(context(server.memory.take_peak()), &outcome)
         }
     };
-    row.queue_high_water = runtime.block_on(server.stats())?.map(|stats| stats.queue.high_water as u64);
+    let stats = runtime.block_on(server.stats())?;
+    row.queue_high_water = stats.as_ref().map(|stats| stats.queue.high_water as u64);
+    row.cpu = CpuUse::between(&cpu_before, &cpu_so_far(stats.as_ref()), row.requests);
     Ok(row)
 }
 

@@ -223,6 +223,7 @@ mod tests {
             group: "2 workers x 4 slots",
             workers: 2,
             threads: 4,
+            app: "demo",
             case,
             service,
             ideal,

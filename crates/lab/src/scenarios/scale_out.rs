@@ -174,12 +174,14 @@ async fn run_fleet(
         ..CaseParams::default()
     };
     let report = headway_load::run_load(load).await?;
+    let app = instances[0].server.app.clone();
     let context = |case, peak_rss_bytes| RowContext {
         scenario: SCENARIO.name,
         server: fleet.server.name(),
         group: fleet.label,
         workers: INSTANCES,
         threads: THREADS,
+        app: &app,
         case,
         service: service(),
         ideal,

@@ -48,7 +48,7 @@ async fn run_slots(queue: &Arc<Queue>) {
             let busy = Arc::new(Tally::default());
             loop {
                 let job = queue.next_job(&busy).recv().await;
-                let timing = Timing { queued: job.complete_at.elapsed(), service: SERVICE };
+                let timing = Timing { queued: job.complete_at.elapsed(), service: SERVICE, worker: 1 };
                 tokio::time::sleep(SERVICE).await;
                 let head = http::Response::new(()).into_parts().0;
                 let body = ResponseBody::Complete(Bytes::new());
