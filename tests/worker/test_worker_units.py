@@ -8,7 +8,6 @@ import os
 
 from headway.demo import app
 
-
 # --- the demo app ----------------------------------------------------------------------
 
 def test_demo_names_the_process_it_runs_in_even_after_fork():

@@ -80,8 +80,8 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     if _native is None:
-        log("the native core is missing (%s): install headway (pip install .) for %s, or run the worker"
-            " with a Python that has it (headway serve --python)" % (_NATIVE_MISSING, sys.executable))
+        log(f"the native core is missing ({_NATIVE_MISSING}): install headway (pip install .) for "
+            f"{sys.executable}, or run the worker with a Python that has it (headway serve --python)")
         return 1
     cwd = os.getcwd()
     if sys.path[:1] != [cwd]:  # like gunicorn: the app's own directory is importable
