@@ -28,6 +28,12 @@ pub struct Ring<'a> {
     capacity: u32,
 }
 
+// SAFETY: a ring is a view of memory that another process changes concurrently anyway: its
+// words are atomics, and its bytes are copied only as the ring protocol allows (one producer and
+// one consumer at a time), which holds between threads as it does between processes.
+unsafe impl Send for Ring<'_> {}
+unsafe impl Sync for Ring<'_> {}
+
 impl<'a> Ring<'a> {
     pub(crate) fn new(control: &'a RingControl, data: NonNull<u8>, capacity: u32) -> Ring<'a> {
         Ring { control, data, capacity }

@@ -89,24 +89,37 @@ impl WorkerEnd {
         })
     }
 
-    /// Claims the next published request, sleeping (through `sleep`, as for
-    /// [`WorkerSlot::pop_waiting`]) while there is none; `None` once [`WorkerEnd::stop`] was
-    /// called.
-    pub fn claim_waiting(&self, mut sleep: impl FnMut(&dyn Fn())) -> Option<usize> {
-        loop {
-            if let Some(index) = self.try_claim() {
-                self.hand_on();
+    /// Claims the next published request, waiting while there is none; `None` once
+    /// [`WorkerEnd::stop`] was called and no request is left published. If there is none at
+    /// once, the waiting and the claim that
+    /// ends it run inside `detached` (a Python worker runs them without the GIL): a thread takes
+    /// the GIL back only with a request to run, so threads that find nothing never contend for
+    /// it with the one that runs.
+    pub fn claim_waiting(
+        &self,
+        detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,
+    ) -> Option<usize> {
+        if let Some(index) = self.claim() {
+            return Some(index);
+        }
+        detached(&|| loop {
+            if let Some(index) = self.claim() {
                 return Some(index);
             }
             if self.is_stopped() {
                 return None;
             }
-            sleep(&|| {
-                if !self.spin_for_work() {
-                    self.wait_for_work(Some(NAP));
-                }
-            });
-        }
+            if !self.spin_for_work() {
+                self.wait_for_work(Some(NAP));
+            }
+        })
+    }
+
+    /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait.
+    fn claim(&self) -> Option<usize> {
+        let index = self.try_claim()?;
+        self.hand_on();
+        Some(index)
     }
 
     /// Looks for a published request for a short while without sleeping, if no other thread
@@ -213,7 +226,11 @@ impl WorkerSlot<'_> {
     /// Takes the next request record, sleeping until the front writes it. The sleep goes
     /// through `sleep`, which runs the blocking wait it is given (a Python worker releases the
     /// GIL around it).
-    pub fn pop_waiting(&self, payload: &mut Vec<u8>, mut sleep: impl FnMut(&dyn Fn())) -> Result<u8, HopError> {
+    pub fn pop_waiting(
+        &self,
+        payload: &mut Vec<u8>,
+        mut sleep: impl FnMut(&(dyn Fn() + Sync)),
+    ) -> Result<u8, HopError> {
         loop {
             let tail = self.request_tail();
             if let Some(kind) = self.pop(payload)? {
@@ -225,7 +242,12 @@ impl WorkerSlot<'_> {
 
     /// Writes a response record, sleeping (through `sleep`) until the front has read enough for
     /// it to fit; then rings the doorbell if the front sleeps.
-    pub fn push_waiting(&self, kind: u8, parts: &[&[u8]], mut sleep: impl FnMut(&dyn Fn())) -> Result<(), HopError> {
+    pub fn push_waiting(
+        &self,
+        kind: u8,
+        parts: &[&[u8]],
+        mut sleep: impl FnMut(&(dyn Fn() + Sync)),
+    ) -> Result<(), HopError> {
         loop {
             let head = self.response_head();
             if self.push(kind, parts)? {

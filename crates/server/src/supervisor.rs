@@ -219,6 +219,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             Event::Stop(grace) => {
                 worker.set_phase(Phase::Stopped);
                 process.terminate(grace).await;
+                worker.process_gone();
                 return;
             }
             Event::Exited(status) => {
@@ -241,6 +242,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 reload_done = Some(done);
             }
         }
+        worker.process_gone();
         worker.set_pid(0);
         backoff = if reload_done.is_some() {
             Duration::ZERO

@@ -108,6 +108,16 @@ impl Worker {
         self.phase.subscribe()
     }
 
+    /// The process has exited: exchanges still waiting on it over the hop fail (a socket
+    /// connection sees its end by itself).
+    pub fn process_gone(&self) {
+        if let Transport::Hop(link) = &self.transport {
+            if let Some(link) = link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
+                link.mark_gone();
+            }
+        }
+    }
+
     /// The pid of the current process, 0 when there is none.
     pub fn pid(&self) -> u32 {
         self.pid.load(Ordering::Relaxed)
@@ -132,7 +142,7 @@ impl Launch {
     /// How the front reaches workers started this way.
     pub fn transport(&self) -> Transport {
         match self {
-            Launch::Python { .. } => Transport::Http,
+            Launch::Python { .. } => Transport::Hop(Mutex::new(None)),
             Launch::Command(_) => Transport::Http,
         }
     }

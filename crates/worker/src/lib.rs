@@ -2,12 +2,14 @@
 //! command for pip installs.
 //!
 //! The worker's request path, in the order a request meets it: [`server`] starts T slot
-//! threads; each accepts a connection ([`unix`]) and reads requests through the [`transport`]
-//! trait, whose HTTP/1.1 rules are in [`http`] (no I/O) and whose GIL-aware socket calls are in
-//! [`socket`]; [`wsgi`] builds the environ, calls the app and hands the response back to the
-//! transport. [`cli`] is the `headway` command (the front; it runs no Python).
+//! threads; started by the headway front, each claims requests from the shared memory the
+//! front passed down ([`hop`]); run on its own, each accepts a connection ([`unix`]) whose
+//! HTTP/1.1 rules are in [`http`] (no I/O) and whose GIL-aware socket calls are in [`socket`].
+//! Both are a [`transport`]; [`wsgi`] builds the environ, calls the app and hands the response
+//! back to the transport. [`cli`] is the `headway` command (the front; it runs no Python).
 
 pub mod cli;
+pub mod hop;
 pub mod http;
 pub mod log;
 pub mod server;

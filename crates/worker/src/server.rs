@@ -17,11 +17,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use headway_hop::worker::WorkerEnd;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+use crate::hop;
 use crate::log::log;
+use crate::transport::Transport;
 use crate::unix::{run_slot, Shared, SlotState};
 use crate::wsgi::{environ, App};
 
@@ -34,8 +37,9 @@ create_exception!(
 
 const LISTEN_BACKLOG: i32 = 1024;
 
-/// Serves `app` on the unix socket `path` with `threads` slots until SIGTERM or SIGINT;
-/// returns the exit status. `describe` names the app in the startup line.
+/// Serves `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
+/// `describe` names the app in the startup line. Started by the headway front, the worker
+/// serves over the shared memory the front passed down; otherwise on the unix socket `path`.
 #[pyfunction]
 pub fn serve(
     py: Python<'_>,
@@ -45,41 +49,76 @@ pub fn serve(
     workers: usize,
     describe: &str,
 ) -> PyResult<i32> {
+    let app = Arc::new(App { app, base_environ: environ::base(py, threads, workers)?.unbind() });
+    // SAFETY: $HEADWAY_HOP names descriptors the front passed down to this process alone.
+    match unsafe { WorkerEnd::from_env() } {
+        Ok(Some(end)) => serve_hop(py, &app, Arc::new(end), threads, describe),
+        Ok(None) => serve_socket(py, &app, path, threads, describe),
+        Err(error) => Err(StartupError::new_err(format!("cannot attach to the front's shared memory: {error}"))),
+    }
+}
+
+/// Runs `serve_request` for every request, on a new thread: a bug costs one request (or
+/// connection), not the thread.
+fn spawn_thread(
+    number: usize,
+    body: impl FnOnce(Python<'_>) + Send + 'static,
+) -> PyResult<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("headway-slot-{number}"))
+        .spawn(move || Python::attach(body))
+        .map_err(|error| StartupError::new_err(format!("cannot start a slot thread: {error}")))
+}
+
+/// Serves one transport, surviving a panic in it.
+fn serve_guarded(py: Python<'_>, app: &App, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
+    catch_unwind(AssertUnwindSafe(|| app.serve(py, transport))).unwrap_or_else(|_| {
+        log(py, "unexpected error on a connection; closing it");
+        None
+    })
+}
+
+fn serve_hop(py: Python<'_>, app: &Arc<App>, end: Arc<WorkerEnd>, threads: usize, describe: &str) -> PyResult<i32> {
+    let stops = StopSignals::install(py)?;
+    let handles = (0..threads)
+        .map(|number| {
+            let (end, app) = (end.clone(), app.clone());
+            spawn_thread(number, move |py| {
+                hop::run_thread(py, &end, &mut |py, transport| {
+                    serve_guarded(py, &app, transport);
+                })
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    end.announce_ready();
+    log(py, &format!("pid {} serving {describe} over shared memory with {threads} threads", std::process::id()));
+    py.detach(|| stops.wait());
+    end.stop();
+    join(py, handles);
+    stops.restore(py)?;
+    Ok(0)
+}
+
+fn serve_socket(py: Python<'_>, app: &Arc<App>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
     let listener = bind_unix(path).map_err(StartupError::new_err)?;
     let inode = std::fs::metadata(path).map(|meta| meta.ino()).ok();
     let (stop_read, stop_write) = pipe()?;
-    let (signal_read, signal_write) = pipe()?;
-    let signal = py.import("signal")?;
-    signal.call_method1("set_wakeup_fd", (signal_write.as_raw_fd(),))?;
-    // The C-level handler writes to the wake-up fd; the Python-level one has nothing to do.
-    let note = py.eval(c"lambda signum, frame: None", None, None)?;
-    let stops = [signal.getattr("SIGTERM")?.extract::<i32>()?, signal.getattr("SIGINT")?.extract::<i32>()?];
-    for signum in stops {
-        signal.call_method1("signal", (signum, &note))?;
-    }
-
+    let stops = StopSignals::install(py)?;
     let shared = Arc::new(Shared { listener, stop_fd: stop_read, stopping: false.into() });
-    let app = Arc::new(App { app, base_environ: environ::base(py, threads, workers)?.unbind() });
     let states: Vec<Arc<SlotState>> = (0..threads).map(|_| Arc::default()).collect();
-    let mut handles = Vec::with_capacity(threads);
-    for (number, state) in states.iter().enumerate() {
-        let (shared, state, app) = (shared.clone(), state.clone(), app.clone());
-        let handle = std::thread::Builder::new().name(format!("headway-slot-{number}")).spawn(move || {
-            Python::attach(|py| {
-                run_slot(py, &shared, &state, &mut |py, transport| {
-                    // A bug must cost one connection, not the slot.
-                    catch_unwind(AssertUnwindSafe(|| app.serve(py, transport))).unwrap_or_else(|_| {
-                        log(py, "unexpected error on a connection; closing it");
-                        None
-                    })
-                })
+    let handles = states
+        .iter()
+        .enumerate()
+        .map(|(number, state)| {
+            let (shared, state, app) = (shared.clone(), state.clone(), app.clone());
+            spawn_thread(number, move |py| {
+                run_slot(py, &shared, &state, &mut |py, transport| serve_guarded(py, &app, transport))
             })
-        });
-        handles.push(handle.map_err(|error| StartupError::new_err(format!("cannot start a slot thread: {error}")))?);
-    }
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     log(py, &format!("pid {} serving {describe} on {path} with {threads} threads", std::process::id()));
 
-    py.detach(|| wait_for_stop(&signal_read, &stops));
+    py.detach(|| stops.wait());
     shared.stopping.store(true, Ordering::SeqCst);
     remove_socket_file(path, inode);
     // Wakes every slot waiting to accept; never read, so it stays readable.
@@ -88,12 +127,51 @@ pub fn serve(
     for state in &states {
         state.close_if_idle();
     }
+    join(py, handles);
+    stops.restore(py)?;
+    Ok(0)
+}
+
+/// Waits for the slot threads, without the GIL they need to finish.
+fn join(py: Python<'_>, handles: Vec<std::thread::JoinHandle<()>>) {
     let panicked = py.detach(|| handles.into_iter().map(|handle| handle.join()).filter(Result::is_err).count());
     if panicked > 0 {
         log(py, &format!("{panicked} slot thread(s) failed"));
     }
-    signal.call_method1("set_wakeup_fd", (-1,))?;
-    Ok(0)
+}
+
+/// SIGTERM and SIGINT, caught for a clean stop: they reach Python's C-level handler, which
+/// writes the signal number to a wake-up pipe the main thread waits on without the GIL.
+struct StopSignals {
+    read: OwnedFd,
+    /// Kept open for the handler to write to.
+    _write: OwnedFd,
+    numbers: [i32; 2],
+}
+
+impl StopSignals {
+    fn install(py: Python<'_>) -> PyResult<StopSignals> {
+        let (read, write) = pipe()?;
+        let signal = py.import("signal")?;
+        signal.call_method1("set_wakeup_fd", (write.as_raw_fd(),))?;
+        // The C-level handler writes to the wake-up fd; the Python-level one has nothing to do.
+        let note = py.eval(c"lambda signum, frame: None", None, None)?;
+        let numbers = [signal.getattr("SIGTERM")?.extract::<i32>()?, signal.getattr("SIGINT")?.extract::<i32>()?];
+        for number in numbers {
+            signal.call_method1("signal", (number, &note))?;
+        }
+        Ok(StopSignals { read, _write: write, numbers })
+    }
+
+    /// Blocks until a stop signal comes.
+    fn wait(&self) {
+        wait_for_stop(&self.read, &self.numbers);
+    }
+
+    fn restore(self, py: Python<'_>) -> PyResult<()> {
+        py.import("signal")?.call_method1("set_wakeup_fd", (-1,))?;
+        Ok(())
+    }
 }
 
 /// Reads signal numbers from the wake-up pipe until one of `stops` comes.

@@ -66,4 +66,8 @@ pub trait Transport: Send + Sync {
     /// After the response: whether another request can come this way (the rest of an unread
     /// body is dropped first when that is cheap).
     fn finish(&mut self, py: Python<'_>) -> bool;
+
+    /// The app failed: what of the response is not sent yet never will be. A transport whose
+    /// peer waits for the end of the response tells it here (a connection is simply closed).
+    fn abandon(&mut self, _py: Python<'_>) {}
 }

@@ -9,6 +9,7 @@
 //! before reading its whole upload never deadlocks the two sides.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -17,12 +18,11 @@ use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::{HopError, Layout};
 use http::{HeaderName, HeaderValue, StatusCode};
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::{leaves_generation, LinkError, WorkerBody};
+use super::{LinkError, WorkerBody};
 use crate::job::RequestBody;
-use crate::worker::Phase;
 
 /// The front's side of one worker process's region.
 pub struct HopLink {
@@ -33,6 +33,9 @@ pub struct HopLink {
     news: Arc<Vec<Notify>>,
     /// The task that watches the doorbell; stopped with the link.
     watcher: JoinHandle<()>,
+    /// The process has exited: nothing more will come through the region.
+    gone: AtomicBool,
+    gone_notify: Notify,
 }
 
 impl HopLink {
@@ -60,7 +63,24 @@ impl HopLink {
         let end = doorbell.get_ref().clone();
         let news: Arc<Vec<Notify>> = Arc::new((0..end.slots()).map(|_| Notify::new()).collect());
         let watcher = tokio::spawn(watch_doorbell(doorbell, news.clone()));
-        Arc::new(HopLink { generation, end, news, watcher })
+        Arc::new(HopLink { generation, end, news, watcher, gone: AtomicBool::new(false), gone_notify: Notify::new() })
+    }
+
+    /// The process exited: every exchange still waiting on it fails.
+    pub fn mark_gone(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+        self.gone_notify.notify_waiters();
+    }
+
+    /// Resolves once the process has exited.
+    async fn until_gone(&self) {
+        let notified = self.gone_notify.notified();
+        tokio::pin!(notified);
+        // Registered before the check, so a mark in between is not missed.
+        notified.as_mut().enable();
+        if !self.gone.load(Ordering::SeqCst) {
+            notified.await;
+        }
     }
 }
 
@@ -125,7 +145,6 @@ impl SlotLine {
     pub(super) async fn exchange(
         &mut self,
         request: http::Request<RequestBody>,
-        phase: watch::Receiver<Phase>,
     ) -> Result<(http::response::Parts, Exchange<'_>), LinkError> {
         self.poisoned = true;
         if !self.slot().is_idle() {
@@ -150,7 +169,7 @@ impl SlotLine {
             }
             slot.publish();
         }
-        let mut exchange = Exchange { line: self, upload: Upload::new(body), phase, head_read: false };
+        let mut exchange = Exchange { line: self, upload: Upload::new(body), head_read: false };
         loop {
             match exchange.step()? {
                 Step::Record(RESPONSE_HEAD) => {
@@ -169,7 +188,6 @@ impl SlotLine {
 pub(super) struct Exchange<'a> {
     line: &'a mut SlotLine,
     upload: Upload,
-    phase: watch::Receiver<Phase>,
     head_read: bool,
 }
 
@@ -191,12 +209,13 @@ impl Exchange<'_> {
         }
     }
 
-    /// Waits until the slot's rings move, or fails if the worker process goes away.
+    /// Waits until the slot's rings move, or fails if the worker process exits. (A process
+    /// being drained is still there: it finishes what it holds.)
     async fn wait(&mut self) -> Result<(), LinkError> {
-        let generation = self.line.link.generation;
+        let link = &self.line.link;
         tokio::select! {
-            () = self.line.link.news[self.line.index].notified() => Ok(()),
-            () = leaves_generation(&mut self.phase, generation) => Err(LinkError::WorkerGone),
+            () = link.news[self.line.index].notified() => Ok(()),
+            () = link.until_gone() => Err(LinkError::WorkerGone),
         }
     }
 

@@ -110,10 +110,14 @@ impl Slot {
                     Link::Hop(_) => std::future::pending().await,
                 }
             };
+            // A worker leaving its ready phase (draining for a reload, say) wins over a job
+            // handed over at the same moment: the job goes back to the queue, not to a process
+            // about to stop.
             let job = tokio::select! {
-                job = next.recv() => Some(job),
-                () = closed => None,
+                biased;
                 () = leaves_generation(phase, generation) => None,
+                () = closed => None,
+                job = next.recv() => Some(job),
             };
             let Some(job) = job else {
                 next.cancel(busy);
@@ -124,7 +128,7 @@ impl Slot {
                 Link::Http(connection) => {
                     self.forward(job, |request| connection.exchange(&self.worker.socket, request)).await
                 }
-                Link::Hop(line) => self.forward(job, |request| line.exchange(request, phase.clone())).await,
+                Link::Hop(line) => self.forward(job, |request| line.exchange(request)).await,
             };
             busy.down();
             let took = started.elapsed();

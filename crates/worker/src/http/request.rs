@@ -151,26 +151,61 @@ fn read_fields(fields: &[u8], request: &mut Request) -> Result<(), HttpError> {
         Ok(httparse::Status::Partial) | Err(_) => return Err(field_error(fields)),
     };
     for field in parsed {
-        let Some(key) = environ_key(field.name) else { continue };
-        let value = latin1(trim_blanks(field.value));
-        if key == "CONTENT_LENGTH" {
-            let length = content_length(&value)?;
-            if request.content_length.is_some_and(|seen| seen != length) {
-                return Err(HttpError::bad_request("conflicting Content-Length headers"));
-            }
-            request.content_length = Some(length);
-            match request.headers.iter_mut().find(|(k, _)| *k == key) {
-                Some(entry) => entry.1 = value,
-                None => request.headers.push((key, value)),
-            }
-        } else if let Some(entry) = request.headers.iter_mut().find(|(k, _)| *k == key) {
-            entry.1.push_str(if key == "HTTP_COOKIE" { "; " } else { ", " });
-            entry.1.push_str(&value);
-        } else {
-            request.headers.push((key, value));
-        }
+        add_field(request, field.name, field.value)?;
     }
     Ok(())
+}
+
+/// Adds one header field to the request's environ keys: a repeated field joins the first (`; `
+/// for cookies), a name with `_` is dropped.
+fn add_field(request: &mut Request, name: &str, value: &[u8]) -> Result<(), HttpError> {
+    let Some(key) = environ_key(name) else { return Ok(()) };
+    let value = latin1(trim_blanks(value));
+    if key == "CONTENT_LENGTH" {
+        let length = content_length(&value)?;
+        if request.content_length.is_some_and(|seen| seen != length) {
+            return Err(HttpError::bad_request("conflicting Content-Length headers"));
+        }
+        request.content_length = Some(length);
+        match request.headers.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => request.headers.push((key, value)),
+        }
+    } else if let Some(entry) = request.headers.iter_mut().find(|(k, _)| *k == key) {
+        entry.1.push_str(if key == "HTTP_COOKIE" { "; " } else { ", " });
+        entry.1.push_str(&value);
+    } else {
+        request.headers.push((key, value));
+    }
+    Ok(())
+}
+
+/// A request from fields already split and checked (by the headway front, over the hop): the
+/// same rules as [`parse_request`] from there on.
+pub fn from_fields<'a>(
+    method: &[u8],
+    target: &[u8],
+    version: Version,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Request, HttpError> {
+    let (path, query) = split_target(target)?;
+    let mut request = Request {
+        method: latin1(method),
+        path,
+        query,
+        version,
+        headers: Vec::new(),
+        content_length: None,
+        chunked: false,
+        keep_alive: version == Version::Http11,
+        expect_continue: false,
+    };
+    for (name, value) in fields {
+        let name = std::str::from_utf8(name).map_err(|_| HttpError::bad_request("bad header name"))?;
+        add_field(&mut request, name, value)?;
+    }
+    decide(&mut request)?;
+    Ok(request)
 }
 
 /// Why httparse refused the fields, in the words of the line that is wrong.

@@ -60,26 +60,18 @@ pub fn write_head(
     if !head.has_date {
         put_date(out);
     }
-    let mut keep_alive = keep_alive;
-    let framing = if !status_allows_body(head.code) {
-        Framing::NoBody
-    } else if is_head {
-        if let (None, Some(length)) = (head.content_length, body_length) {
-            put_content_length(out, length); // what a GET would get
+    let framing = framing_of(head, is_head, version, body_length);
+    match framing {
+        Framing::NoBody if is_head && status_allows_body(head.code) => {
+            if let (None, Some(length)) = (head.content_length, body_length) {
+                put_content_length(out, length); // what a GET would get
+            }
         }
-        Framing::NoBody
-    } else if let Some(length) = head.content_length {
-        Framing::Length { promised: length, remaining: length, overflowed: false }
-    } else if let Some(length) = body_length {
-        put_content_length(out, length);
-        Framing::Length { promised: length, remaining: length, overflowed: false }
-    } else if version == Version::Http11 {
-        out.put_slice(b"Transfer-Encoding: chunked\r\n");
-        Framing::Chunked
-    } else {
-        keep_alive = false;
-        Framing::UntilClose
-    };
+        Framing::Length { promised, .. } if head.content_length.is_none() => put_content_length(out, promised),
+        Framing::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
+        _ => {}
+    }
+    let keep_alive = keep_alive && framing != Framing::UntilClose;
     if !keep_alive {
         out.put_slice(b"Connection: close\r\n");
     } else if version == Version::Http10 {
@@ -87,6 +79,20 @@ pub fn write_head(
     }
     out.put_slice(b"\r\n");
     (framing, keep_alive)
+}
+
+/// How the body of `head` is delimited, for a request that was `HEAD` or not, in `version`;
+/// `body_length` is the whole body's size when it is known before the head is sent.
+pub fn framing_of(head: &ResponseHead, is_head: bool, version: Version, body_length: Option<u64>) -> Framing {
+    if !status_allows_body(head.code) || is_head {
+        Framing::NoBody
+    } else if let Some(length) = head.content_length.or(body_length) {
+        Framing::Length { promised: length, remaining: length, overflowed: false }
+    } else if version == Version::Http11 {
+        Framing::Chunked
+    } else {
+        Framing::UntilClose
+    }
 }
 
 /// The `Date` field, formatted at most once a second.

@@ -73,6 +73,7 @@ impl App {
             Ok(()) => transport.finish(py),
             Err(error) => {
                 state.app_failed(py, transport.as_mut(), &error, is_head);
+                transport.abandon(py);
                 false
             }
         };

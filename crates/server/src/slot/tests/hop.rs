@@ -196,6 +196,7 @@ async fn a_worker_that_dies_holding_a_request_fails_only_that_request() {
     let outcome = tokio::spawn(async move { wait.outcome().await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     worker.set_phase(Phase::Starting); // the supervisor saw the process exit
+    worker.process_gone();
     assert!(matches!(outcome.await.unwrap(), Outcome::Failed(Failure::WorkerFailed)));
     // The queue is untouched: the next request waits for a new process rather than failing.
     let mut next = process.fake.request("/next");

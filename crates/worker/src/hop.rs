@@ -1,0 +1,275 @@
+//! The shared-memory hop (`headway_hop`) as a transport: how the worker serves the headway front
+//! that started it.
+//!
+//! Any of the T threads serves any slot. A thread that finishes a request claims the next
+//! published one while it still holds the GIL ([`WorkerEnd::claim_waiting`] lets go of it only
+//! to spin or sleep), so under load one thread serves request after request without handing the
+//! GIL over or sleeping; the other threads are there for apps that block. A claimed request is
+//! one [`Exchange`]: its head record becomes a [`Request`] with the same rules as HTTP (the front
+//! has already checked it), the body comes record by record as the app reads it, and the
+//! response goes back as records the front frames for its client. What the app did not read of
+//! its upload is taken off the ring before the slot is given back, so the next request starts
+//! clean.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
+use headway_hop::worker::{WorkerEnd, WorkerSlot};
+use headway_hop::HopError;
+use pyo3::Python;
+
+use crate::http::reader::ReadError;
+use crate::http::request::{from_fields, Request, Version};
+use crate::http::response::{framing_of, Framing, ResponseHead};
+use crate::http::HttpError;
+use crate::log::log;
+use crate::transport::{Next, Transport};
+
+/// Serves published requests with `serve` until the worker stops.
+pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
+    while let Some(index) = end.claim_waiting(|wait| py.detach(wait)) {
+        serve(py, Box::new(Exchange::new(end.clone(), index)));
+    }
+}
+
+/// One claimed request, as a [`Transport`] that carries exactly it.
+struct Exchange {
+    end: Arc<WorkerEnd>,
+    index: usize,
+    stage: Stage,
+    /// The request record just read, or the body bytes the app has not taken yet.
+    record: Vec<u8>,
+    /// Where the unread part of `record` starts.
+    taken: usize,
+    /// Request body bytes still on the ring.
+    body_left: u64,
+    is_head: bool,
+    framing: Framing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Claimed, its head not read yet.
+    Claimed,
+    /// Handed to the app; the response head not sent.
+    Running,
+    /// The response head is sent.
+    Responding,
+    /// The slot is given back: END or ABORT is written.
+    Over,
+}
+
+impl Exchange {
+    fn new(end: Arc<WorkerEnd>, index: usize) -> Exchange {
+        Exchange {
+            end,
+            index,
+            stage: Stage::Claimed,
+            record: Vec::new(),
+            taken: 0,
+            body_left: 0,
+            is_head: false,
+            framing: Framing::NoBody,
+        }
+    }
+
+    fn slot(&self) -> WorkerSlot<'_> {
+        self.end.slot(self.index)
+    }
+
+    fn pop(&mut self, py: Python<'_>) -> Result<u8, HopError> {
+        let (end, index) = (&self.end, self.index);
+        end.slot(index).pop_waiting(&mut self.record, |wait| py.detach(wait))
+    }
+
+    fn push(&self, py: Python<'_>, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
+        self.slot().push_waiting(kind, parts, |wait| py.detach(wait)).map_err(io::Error::other)
+    }
+
+    /// Pushes body bytes, in records as large as the ring takes.
+    fn push_body(&self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+        for piece in data.chunks(self.slot().max_payload()) {
+            self.push(py, BODY, &[piece])?;
+        }
+        Ok(())
+    }
+
+    fn read_head(&mut self, py: Python<'_>) -> Result<Request, HopError> {
+        if self.pop(py)? != REQUEST_HEAD {
+            return Err(HopError::Corrupt("a request that does not start with its head"));
+        }
+        let head = message::decode_request_head(&self.record)?;
+        let version = if head.http11 { Version::Http11 } else { Version::Http10 };
+        self.body_left = head.body_len;
+        let request = from_fields(head.method, head.target, version, head.headers.iter().copied())
+            .map_err(|_| HopError::Corrupt("a request head the front should have refused"));
+        self.taken = self.record.len(); // the head is not body
+        request
+    }
+
+    /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
+    /// and writes the last record (`END`, or `ABORT` for a response that cannot be complete).
+    fn close(&mut self, py: Python<'_>, last: u8, why: &[u8]) -> io::Result<()> {
+        if self.stage == Stage::Over {
+            return Ok(());
+        }
+        self.stage = Stage::Over;
+        while self.body_left > 0 {
+            match self.pop(py) {
+                Ok(BODY) => self.body_left = self.body_left.saturating_sub(self.record.len() as u64),
+                Ok(_) | Err(_) => break,
+            }
+        }
+        let slot = self.slot();
+        slot.release();
+        self.push(py, last, &[why])
+    }
+}
+
+impl Transport for Exchange {
+    fn next_request(&mut self, py: Python<'_>) -> Next {
+        if self.stage != Stage::Claimed {
+            return Next::Closed; // one request per exchange
+        }
+        match self.read_head(py) {
+            Ok(request) => {
+                self.stage = Stage::Running;
+                self.is_head = request.is_head();
+                Next::Request(request)
+            }
+            Err(error) => {
+                log(py, &format!("the front sent a broken request over the hop: {error}"));
+                let _ = self.close(py, ABORT, b"broken request");
+                Next::Closed
+            }
+        }
+    }
+
+    fn body_wanted(&mut self, _: Python<'_>) -> io::Result<()> {
+        Ok(()) // the front read the whole body before the request queued: nobody waits for 100
+    }
+
+    fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+        if self.taken == self.record.len() {
+            if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
+                return Ok(0);
+            }
+            match self.pop(py) {
+                Ok(BODY) => {}
+                Ok(_) => return Err(ReadError::Io(io::Error::other("a request body record was expected"))),
+                Err(error) => return Err(ReadError::Io(io::Error::other(error))),
+            }
+            self.body_left = self.body_left.saturating_sub(self.record.len() as u64);
+            self.taken = 0;
+        }
+        let take = limit.min(self.record.len() - self.taken);
+        out.extend_from_slice(&self.record[self.taken..self.taken + take]);
+        self.taken += take;
+        Ok(take)
+    }
+
+    fn send_head(
+        &mut self,
+        py: Python<'_>,
+        head: &ResponseHead,
+        body_length: Option<u64>,
+        data: &[u8],
+    ) -> io::Result<()> {
+        self.framing = framing_of(head, self.is_head, Version::Http11, body_length);
+        let mut fields: Vec<(&[u8], &[u8])> = head
+            .header_block
+            .split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r")?;
+                let colon = line.iter().position(|&b| b == b':')?;
+                Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
+            })
+            .collect();
+        // A length known only now (a list of bytes) tells the front the body's size, also for
+        // HEAD, where it is what a GET would get.
+        let length = body_length.filter(|_| head.content_length.is_none()).map(|length| length.to_string());
+        if let Some(length) = &length {
+            fields.push((b"Content-Length", length.as_bytes()));
+        }
+        let mut record = Vec::with_capacity(64 + head.header_block.len());
+        message::encode_response_head(&mut record, head.code, fields);
+        self.push(py, RESPONSE_HEAD, &[&record])?;
+        self.stage = Stage::Responding;
+        self.send_body(py, data)
+    }
+
+    fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+        let (data, broken) = self.framing.admit(data);
+        if let Some(broken) = broken {
+            log(py, &broken.to_string());
+        }
+        self.push_body(py, data)
+    }
+
+    fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
+        // The ring is memory: the file is read into it (no sendfile across processes).
+        let Framing::Length { remaining, .. } = self.framing else { return Ok(()) };
+        let mut buffer = vec![0u8; self.slot().max_payload().min(remaining as usize)];
+        let (mut offset, mut left) = (offset, remaining);
+        while left > 0 {
+            let want = buffer.len().min(left as usize);
+            // SAFETY: pread into a live buffer of at least `want` bytes.
+            let read =
+                py.detach(|| unsafe { libc::pread(fd, buffer.as_mut_ptr().cast(), want, offset as libc::off_t) });
+            if read < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if read == 0 {
+                break; // the file is shorter than promised: end_response reports it
+            }
+            self.send_body(py, &buffer[..read as usize])?;
+            (offset, left) = (offset + read as u64, left - read as u64);
+        }
+        Ok(())
+    }
+
+    fn end_response(&mut self, py: Python<'_>) -> io::Result<()> {
+        let (_, broken) = self.framing.end();
+        match broken {
+            // The front must not present a body short of its length as complete.
+            Some(broken) => {
+                log(py, &broken.to_string());
+                self.close(py, ABORT, broken.to_string().as_bytes())
+            }
+            None => self.close(py, END, b""),
+        }
+    }
+
+    fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool) {
+        let result = if self.stage == Stage::Responding {
+            self.close(py, ABORT, error.message.as_bytes())
+        } else {
+            let body = format!("{}\n", error.message);
+            let length = body.len().to_string();
+            let fields: [(&[u8], &[u8]); 2] =
+                [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", length.as_bytes())];
+            let mut record = Vec::new();
+            message::encode_response_head(&mut record, error.status, fields);
+            self.push(py, RESPONSE_HEAD, &[&record])
+                .and_then(|()| if is_head { Ok(()) } else { self.push_body(py, body.as_bytes()) })
+                .and_then(|()| self.close(py, END, b""))
+        };
+        if let Err(error) = result {
+            log(py, &format!("cannot answer over the hop: {error}"));
+        }
+    }
+
+    fn finish(&mut self, py: Python<'_>) -> bool {
+        self.abandon(py); // ended already, unless something went wrong
+        false
+    }
+
+    fn abandon(&mut self, py: Python<'_>) {
+        // A response left unended (the app failed after its head): the client sees it cut.
+        if let Err(error) = self.close(py, ABORT, b"the response was not finished") {
+            log(py, &format!("cannot end the exchange over the hop: {error}"));
+        }
+    }
+}
