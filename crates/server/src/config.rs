@@ -11,6 +11,7 @@ use anyhow::{bail, Context as _};
 use headway_common::python::{find_python, PYTHON_ENV};
 
 use crate::front::listener::Bind;
+use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
 use crate::slot::SlotSettings;
@@ -108,6 +109,21 @@ pub struct ServeArgs {
     #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
     pub response_buffer: u64,
 
+    /// Most WebSockets open (or in their handshake) at once; a handshake beyond it gets 503.
+    /// Each holds a connection to its worker, never a slot
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_websockets: usize,
+
+    /// Seconds a WebSocket may carry nothing either way before the front closes it (close code
+    /// 1001 to both sides)
+    #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_secs)]
+    pub websocket_idle_timeout: Duration,
+
+    /// Largest message a WebSocket client may send (its frames together); a larger one closes
+    /// the socket with 1009 before any of it reaches the app
+    #[arg(long, default_value = "16MiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_websocket_message: u64,
+
     /// Seconds a worker may take to start listening on its socket
     #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
     pub boot_timeout: Duration,
@@ -159,6 +175,9 @@ impl Config {
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
+        if args.websocket_idle_timeout.is_zero() {
+            bail!("--websocket-idle-timeout must be more than 0");
+        }
         let launch = match args.cmd {
             Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
             Some(cmd) => Launch::Command(cmd),
@@ -178,6 +197,7 @@ impl Config {
         if let Some(control) = control.as_ref().filter(|control| binds.contains(control)) {
             bail!("--control {control} is also a public --bind address; give it its own");
         }
+        let takes_websockets = launch.takes_websockets();
         Ok(Config {
             binds,
             control,
@@ -197,6 +217,12 @@ impl Config {
                 max_requests_per_connection: args.max_requests_per_connection,
                 io_timeout: args.io_timeout,
                 request_buffer: args.request_buffer as usize,
+                websocket: WebSocketSettings {
+                    workers_take_them: takes_websockets,
+                    max_open: args.max_websockets,
+                    idle_timeout: args.websocket_idle_timeout,
+                    max_message: args.max_websocket_message,
+                },
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
             max_queue: args.max_queue,

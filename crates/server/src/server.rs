@@ -3,7 +3,8 @@
 //! Start-up: bind every address first (a port in use is an error before any worker starts),
 //! start the workers and wait until each listens, then accept. Shutdown on SIGTERM or SIGINT:
 //! stop accepting, let idle connections go, finish every queued and running request (bounded
-//! by --graceful-timeout), then stop the workers and exit 0. A second signal skips the wait.
+//! by --graceful-timeout), close the open WebSockets (1001 to both sides), then stop the workers
+//! and exit 0. A second signal skips the wait.
 //! SIGHUP restarts the workers one at a time (new code, same sockets and queue).
 
 use std::process::ExitCode;
@@ -113,6 +114,10 @@ pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     };
     if !drained {
         warn!("stopping with {} connection(s) still open", stats.open_connections());
+    }
+    if stats.open_websockets() > 0 {
+        info!("closing {} WebSocket(s)", stats.open_websockets());
+        supervisor.close_websockets().await;
     }
     let grace = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
     supervisor.stop(grace).await;

@@ -9,6 +9,8 @@ pub mod forward;
 pub mod listener;
 mod read;
 mod relay;
+mod upgrade;
+pub mod websocket;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use crate::queue::Queue;
 use crate::stats::Stats;
 use conn::Connection;
 use listener::{accept_until, Accepted, Listener};
+use websocket::WebSocketSettings;
 
 /// How the front treats clients.
 #[derive(Debug, Clone)]
@@ -37,6 +40,7 @@ pub struct FrontSettings {
     pub io_timeout: Duration,
     /// Request body bytes held in memory per request; the rest goes to a temporary file.
     pub request_buffer: usize,
+    pub websocket: WebSocketSettings,
 }
 
 /// What every connection task shares.

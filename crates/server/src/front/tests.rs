@@ -12,12 +12,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream
 use tokio::sync::watch;
 
 use super::conn::{ClientStream, Connection};
+use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
 use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse};
 use crate::queue::{Queue, Reader};
 use crate::stats::Stats;
 use crate::tally::Tally;
+
+mod websocket;
 
 /// The server's end of an in-memory connection. `readable` must not consume, so it reads one
 /// byte ahead and hands it out first.
@@ -72,7 +75,12 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        let settings = FrontSettings {
+        Harness::with(|_| {})
+    }
+
+    /// A harness whose front settings `change` adjusts first.
+    fn with(change: impl FnOnce(&mut FrontSettings)) -> Harness {
+        let mut settings = FrontSettings {
             limits: Limits { max_head: 8 * 1024, max_body: 1 << 20 },
             header_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(75),
@@ -80,7 +88,14 @@ impl Harness {
             max_requests_per_connection: 0,
             io_timeout: Duration::from_secs(60),
             request_buffer: 64 * 1024,
+            websocket: WebSocketSettings {
+                workers_take_them: true,
+                max_open: 100,
+                idle_timeout: Duration::from_secs(300),
+                max_message: 1 << 20,
+            },
         };
+        change(&mut settings);
         let queue = Arc::new(Queue::new(100, Duration::from_secs(30), 1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let front = Arc::new(Front {

@@ -174,6 +174,7 @@ async fn an_app_that_fails_mid_body_fails_its_request_and_the_slot_goes_on() {
     match process.fake.request("/fail").outcome().await {
         Outcome::Failed(failure) => assert_eq!(failure, Failure::WorkerFailed),
         Outcome::Response(response) => assert!(body_of(response).await.is_err(), "the body must end cut short"),
+        Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
     }
     let Outcome::Response(response) = process.fake.request("/ok").outcome().await else { panic!("no response") };
     assert_eq!(body_of(response).await.unwrap(), b"fine");
