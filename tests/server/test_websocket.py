@@ -1,8 +1,8 @@
 """WebSockets through the front: the handshake waits in the queue like any request, the worker
 answers it on a connection of its own, and the open socket holds no slot. Workers: uvicorn
-running an ASGI echo app (tests/apps/ws_echo.py) and Node with the `ws` package
-(tests/apps/node), both as --cmd workers; the bundled WSGI worker for what the front decides
-alone."""
+running an ASGI echo app (tests/apps/ws_echo.py), Node with the `ws` package (tests/apps/node)
+and Puma with a Rack hijacking app (tests/apps/ws_echo.ru), all as --cmd workers; the bundled
+WSGI worker for what it does with a handshake."""
 
 import asyncio
 import base64
@@ -71,6 +71,18 @@ def test_echo_through_node_and_the_ws_package(serve):
         assert open_websockets(server) == 2
         assert server.get("/hello")[2] == b"hello"
     wait_until(lambda: open_websockets(server) == 0, message="the sockets to close")
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_echo_through_puma_with_a_rack_hijacking_app(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'ws_echo.ru'}")
+    with connect(url(server), compression=None) as ws:
+        for message in ("hello", b"\0" * 70_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert open_websockets(server) == 1
+        assert server.get("/hello")[2] == b"hello"
+    wait_until(lambda: open_websockets(server) == 0, message="the socket to close")
 
 
 def test_a_thousand_open_sockets_leave_http_requests_served(serve):
