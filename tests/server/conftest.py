@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,3 +186,21 @@ def wait_until(predicate, timeout=30, interval=0.02, message="condition"):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def parallel_gets(server, paths):
+    """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
+    results = [None] * len(paths)
+
+    def fetch(index, path):
+        try:
+            results[index] = server.get(path, timeout=60)
+        except (ConnectionError, OSError) as error:
+            results[index] = (None, {}, str(error).encode())
+
+    threads = [threading.Thread(target=fetch, args=item) for item in enumerate(paths)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    return results

@@ -13,27 +13,9 @@ import time
 
 import pytest
 
-from conftest import REPO, headway_binary, read_response, send_request, wait_until
+from conftest import REPO, headway_binary, parallel_gets, read_response, send_request, wait_until
 
 TWINS = REPO / "python" / "headway" / "twins"
-
-
-def parallel_gets(server, paths):
-    """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
-    results = [None] * len(paths)
-
-    def fetch(index, path):
-        try:
-            results[index] = server.get(path, timeout=60)
-        except (ConnectionError, OSError) as error:
-            results[index] = (None, {}, str(error).encode())
-
-    threads = [threading.Thread(target=fetch, args=item) for item in enumerate(paths)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=90)
-    return results
 
 
 def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):

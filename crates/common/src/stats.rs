@@ -23,6 +23,8 @@ pub struct Snapshot {
     /// Access log lines dropped because the writer fell behind.
     #[serde(default)]
     pub access_log_dropped: u64,
+    #[serde(default)]
+    pub websockets: WebSocketsSnapshot,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
 }
@@ -84,6 +86,15 @@ pub struct AbandonedSnapshot {
     pub running: u64,
 }
 
+/// WebSockets: open now (relayed, each on a worker connection of its own), opened since the
+/// start, and handshakes refused with 503 over `--max-websockets`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WebSocketsSnapshot {
+    pub open: u64,
+    pub opened: u64,
+    pub refused: u64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerSnapshot {
     pub index: usize,
@@ -94,6 +105,9 @@ pub struct WorkerSnapshot {
     /// Seconds its slots spent running requests (summed over slots).
     pub busy_secs: f64,
     pub restarts: u64,
+    /// WebSockets open to this worker.
+    #[serde(default)]
+    pub websockets: usize,
     #[serde(flatten)]
     pub usage: ProcessUsage,
 }

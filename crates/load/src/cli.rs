@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{Arrival, LoadConfig, Target, UsageError};
+use crate::config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -16,19 +16,30 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Generate HTTP/1.1 load and report latency percentiles.
+/// Generate HTTP/1.1 (or WebSocket) load and report latency percentiles.
 ///
 /// Closed loop by default (like hey and ab: each connection sends when its previous answer
 /// arrived); `--rate` switches to an open loop that measures latency from each request's
-/// intended send time, so a server that stalls cannot hide the stall.
+/// intended send time, so a server that stalls cannot hide the stall. With `--websocket`, each
+/// connection is a WebSocket and each request a message timed until its echo.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
     after_help = "hey's one-dash long flags (-host, -disable-keepalive, -cpus) are spelled with two dashes here."
 )]
 pub struct LoadArgs {
-    /// URLs to request (http://). Several URLs are requested in turn, in proportion to --weights.
+    /// URLs to request (http://, or ws:// with --websocket). Several URLs are requested in turn,
+    /// in proportion to --weights.
     #[arg(value_name = "URL", required = true)]
     pub urls: Vec<String>,
+
+    /// WebSocket mode: each connection is a WebSocket (ws:// URLs) that sends binary messages of
+    /// --message-size bytes and times each echo; -n, -z, --rate and -q count messages.
+    #[arg(long)]
+    pub websocket: bool,
+
+    /// Bytes of each WebSocket message.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MESSAGE_SIZE, requires = "websocket")]
+    pub message_size: usize,
 
     /// Relative weights of the URLs, one per URL, comma-separated (e.g. 3,1). Default: all 1.
     #[arg(long, value_delimiter = ',', value_name = "W,...")]
@@ -162,6 +173,8 @@ impl LoadArgs {
             tally_header: self.tally_header.clone(),
             threads: self.threads,
             seed: self.seed,
+            websocket: self.websocket,
+            message_size: self.message_size,
         })
     }
 }

@@ -64,7 +64,7 @@ impl ThreadCtx {
 
     /// A connect failed. If nothing has ever answered and this thread's clients have each
     /// failed about once, the target is unreachable: stop instead of spinning until the end.
-    fn connect_failed(&self) {
+    pub(crate) fn connect_failed(&self) {
         if self.any_response() {
             return;
         }
@@ -73,16 +73,63 @@ impl ThreadCtx {
             self.stop.store(true, Ordering::Relaxed);
         }
     }
+
+    /// Takes up to `count` requests from the thread's demand into `batch`, all for one origin,
+    /// which it returns; `None` when the run is stopped or the demand is used up.
+    pub(crate) fn take(&self, count: usize, batch: &mut Vec<Pending>) -> Option<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let now = Instant::now();
+        let origin = state.picker.origin();
+        for _ in 0..count {
+            let Some(intended) = state.demand.next(now) else { break };
+            let target = state.picker.target(origin);
+            batch.push(Pending { target, intended, retried: false });
+        }
+        (!batch.is_empty()).then_some(origin)
+    }
 }
 
 /// A request taken from the demand and not yet answered.
 #[derive(Debug, Clone, Copy)]
-struct Pending {
-    target: usize,
+pub(crate) struct Pending {
+    pub target: usize,
     /// The open loop's intended send time.
-    intended: Option<Instant>,
+    pub intended: Option<Instant>,
     /// Already resent once after its keep-alive connection turned out to be closed.
     retried: bool,
+}
+
+/// When a client may send: in the open loop at the intended times, with `-q` at its next turn.
+#[derive(Debug, Default)]
+pub(crate) struct Pacing {
+    /// Closed loop with `-q`: no send before this.
+    next_allowed: Option<Instant>,
+}
+
+impl Pacing {
+    /// Waits until `batch` may go: the open loop until the last intended time of the batch (so
+    /// no request leaves early), `-q` until the connection's next turn.
+    pub(crate) async fn wait(&mut self, model: LoadModel, batch: &[Pending]) {
+        let not_before = match model {
+            LoadModel::Open { .. } => batch.iter().filter_map(|p| p.intended).max(),
+            LoadModel::Closed { connection_rate: Some(rate) } => {
+                let now = Instant::now();
+                let at = self.next_allowed.unwrap_or(now).max(now);
+                self.next_allowed = Some(at + Duration::from_secs_f64(1.0 / rate));
+                Some(at)
+            }
+            LoadModel::Closed { connection_rate: None } => None,
+        };
+        if let Some(at) = not_before {
+            if at > Instant::now() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+    }
 }
 
 /// Why an exchange stopped before every request of the batch was answered.
@@ -139,7 +186,7 @@ impl Failure {
     }
 }
 
-fn io_kind(err: &io::Error) -> ErrorKind {
+pub(crate) fn io_kind(err: &io::Error) -> ErrorKind {
     match err.kind() {
         io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe => {
             ErrorKind::Reset
@@ -158,10 +205,10 @@ pub async fn client_loop(ctx: Rc<ThreadCtx>) {
         batch: Vec::with_capacity(plan.config.pipeline),
         origin: 0,
         write_buf: Vec::new(),
-        next_allowed: None,
+        pacing: Pacing::default(),
     };
     while client.fill_batch(&ctx) {
-        client.pace(&ctx).await;
+        client.pacing.wait(ctx.plan.model, &client.batch).await;
         client.run_batch(&ctx).await;
     }
 }
@@ -174,8 +221,7 @@ struct Client {
     batch: Vec<Pending>,
     origin: usize,
     write_buf: Vec<u8>,
-    /// Closed loop with `-q`: no send before this.
-    next_allowed: Option<Instant>,
+    pacing: Pacing,
 }
 
 impl Client {
@@ -188,35 +234,12 @@ impl Client {
         if !self.batch.is_empty() {
             return true;
         }
-        let mut state = ctx.state.borrow_mut();
-        let state = &mut *state;
-        let now = Instant::now();
-        self.origin = state.picker.origin();
-        for _ in 0..ctx.plan.config.pipeline {
-            let Some(intended) = state.demand.next(now) else { break };
-            let target = state.picker.target(self.origin);
-            self.batch.push(Pending { target, intended, retried: false });
-        }
-        !self.batch.is_empty()
-    }
-
-    /// Waits until the batch may go: the open loop until the last intended time of the batch
-    /// (so no request leaves early), `-q` until the connection's next slot.
-    async fn pace(&mut self, ctx: &ThreadCtx) {
-        let not_before = match ctx.plan.model {
-            LoadModel::Open { .. } => self.batch.iter().filter_map(|p| p.intended).max(),
-            LoadModel::Closed { connection_rate: Some(rate) } => {
-                let now = Instant::now();
-                let at = self.next_allowed.unwrap_or(now).max(now);
-                self.next_allowed = Some(at + Duration::from_secs_f64(1.0 / rate));
-                Some(at)
+        match ctx.take(ctx.plan.config.pipeline, &mut self.batch) {
+            Some(origin) => {
+                self.origin = origin;
+                true
             }
-            LoadModel::Closed { connection_rate: None } => None,
-        };
-        if let Some(at) = not_before {
-            if at > Instant::now() {
-                tokio::time::sleep_until(at.into()).await;
-            }
+            None => false,
         }
     }
 
@@ -311,7 +334,7 @@ impl Exchange<'_> {
             let completed_at = Instant::now();
             let sample = Sample {
                 target: pending.target,
-                status: done.status,
+                status: Some(done.status),
                 body_bytes: done.body_bytes,
                 connect: if i == 0 { connect } else { Duration::ZERO },
                 write,

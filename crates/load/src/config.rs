@@ -16,6 +16,10 @@ use crate::record::PhaseAccum;
 
 /// Requests sent when neither a count nor a duration is given (hey's default).
 pub const DEFAULT_REQUESTS: u64 = 200;
+/// Size of a WebSocket message unless told otherwise: a short chat line or a small JSON event.
+pub const DEFAULT_MESSAGE_SIZE: usize = 32;
+/// Largest WebSocket message (what the client accepts back, by tungstenite's default).
+pub const MAX_MESSAGE_SIZE: usize = 64 << 20;
 
 /// One URL to request, and how often relative to the others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +74,16 @@ pub struct LoadConfig {
     pub threads: usize,
     /// Seed of the Poisson arrival gaps, so a run can be repeated.
     pub seed: u64,
+    /// WebSocket mode: each connection is a WebSocket (`ws://` URLs) and each "request" is a
+    /// binary message of `message_size` bytes, timed until its echo comes back.
+    #[serde(default)]
+    pub websocket: bool,
+    #[serde(default = "default_message_size")]
+    pub message_size: usize,
+}
+
+fn default_message_size() -> usize {
+    DEFAULT_MESSAGE_SIZE
 }
 
 impl LoadConfig {
@@ -94,6 +108,8 @@ impl LoadConfig {
             tally_header: None,
             threads: 1,
             seed: 1,
+            websocket: false,
+            message_size: DEFAULT_MESSAGE_SIZE,
         }
     }
 }
@@ -159,7 +175,7 @@ impl Plan {
         let mut targets = Vec::new();
         let mut dns = PhaseAccum::default();
         for target in &config.targets {
-            let url = parse_url(&target.url)?;
+            let url = parse_url(&target.url, config.websocket)?;
             let host = url.host_str().unwrap_or_default();
             let authority = match url.port() {
                 Some(port) => format!("{host}:{port}"),
@@ -283,18 +299,46 @@ fn check(config: &LoadConfig) -> anyhow::Result<()> {
     if config.rate.is_some() && config.connection_rate.is_some() {
         return Err(usage("-q (closed loop, per connection) and --rate (open loop) exclude each other"));
     }
+    if config.websocket {
+        check_websocket(config)?;
+    }
     for target in &config.targets {
-        parse_url(&target.url)?;
+        parse_url(&target.url, config.websocket)?;
     }
     Ok(())
 }
 
-fn parse_url(text: &str) -> anyhow::Result<url::Url> {
+/// What the WebSocket mode cannot do: its messages are binary, of one size, on sockets that stay
+/// open, one at a time per socket.
+fn check_websocket(config: &LoadConfig) -> anyhow::Result<()> {
+    if !(1..=MAX_MESSAGE_SIZE).contains(&config.message_size) {
+        return Err(usage(format!("--message-size must be between 1 and {MAX_MESSAGE_SIZE} bytes")));
+    }
+    let conflicts = [
+        (config.pipeline > 1, "--pipeline"),
+        (!config.keep_alive, "--disable-keepalive"),
+        (config.method != "GET", "-m (a handshake is a GET)"),
+        (!config.body.is_empty(), "-d/-D (messages are --message-size bytes)"),
+        (config.tally_header.is_some(), "--tally-header"),
+    ];
+    match conflicts.iter().find(|(conflict, _)| *conflict) {
+        Some((_, flag)) => Err(usage(format!("--websocket does not go with {flag}"))),
+        None => Ok(()),
+    }
+}
+
+fn parse_url(text: &str, websocket: bool) -> anyhow::Result<url::Url> {
     let url = url::Url::parse(text).map_err(|err| usage(format!("bad URL {text:?}: {err}")))?;
-    match url.scheme() {
-        "http" => {}
-        "https" => return Err(usage(format!("{text}: https is not supported yet (http:// only)"))),
-        other => return Err(usage(format!("{text}: unsupported scheme {other:?} (http:// only)"))),
+    match (url.scheme(), websocket) {
+        ("http", false) | ("ws", true) => {}
+        ("ws", false) => return Err(usage(format!("{text}: ws:// URLs need --websocket"))),
+        ("http", true) => return Err(usage(format!("{text}: --websocket needs ws:// URLs"))),
+        ("https" | "wss", _) => {
+            return Err(usage(format!("{text}: TLS is not supported yet (http:// and ws:// only)")))
+        }
+        (other, _) => {
+            return Err(usage(format!("{text}: unsupported scheme {other:?} (http://, or ws:// with --websocket)")))
+        }
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(usage(format!("bad URL {text:?}: no host")));

@@ -1,5 +1,6 @@
 //! One client connection: a TCP or unix stream, its read buffer, and the two operations the load
-//! loop needs, "write these request bytes" and "read the next response".
+//! loop needs, "write these request bytes" and "read the next response". (The WebSocket mode
+//! opens the same streams and hands them to its WebSocket client.)
 //!
 //! The buffer is fixed-size unless a response head does not fit, so memory per connection stays
 //! small however large the bodies are (bodies are counted by the parser and dropped).
@@ -7,9 +8,11 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::http1::{ProtocolError, ResponseDone, ResponseParser};
@@ -30,13 +33,62 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Opens a connection to the endpoint.
+    pub async fn connect(&self) -> io::Result<Stream> {
+        match self {
+            Endpoint::Tcp(addr) => {
+                let stream = TcpStream::connect(addr).await?;
+                // Requests are written whole; waiting for an ACK before the next one only adds
+                // latency that belongs to the client.
+                stream.set_nodelay(true)?;
+                Ok(Stream::Tcp(stream))
+            }
+            Endpoint::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path).await?)),
+        }
+    }
+}
+
 const READ_BUFFER: usize = 16 * 1024;
 /// A response head larger than this is refused rather than buffered without bound.
 const MAX_HEAD_BUFFER: usize = 1024 * 1024;
 
-enum Stream {
+/// A TCP or unix connection, read and written alike.
+pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
+            Stream::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(stream) => Pin::new(stream).poll_write(cx, data),
+            Stream::Unix(stream) => Pin::new(stream).poll_write(cx, data),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(stream) => Pin::new(stream).poll_flush(cx),
+            Stream::Unix(stream) => Pin::new(stream).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
+            Stream::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+        }
+    }
 }
 
 /// How reading a response failed.
@@ -72,18 +124,8 @@ pub struct Connection {
 
 impl Connection {
     pub async fn open(endpoint: &Endpoint) -> io::Result<Connection> {
-        let stream = match endpoint {
-            Endpoint::Tcp(addr) => {
-                let stream = TcpStream::connect(addr).await?;
-                // Requests are written whole; waiting for an ACK before the next one only adds
-                // latency that belongs to the client.
-                stream.set_nodelay(true)?;
-                Stream::Tcp(stream)
-            }
-            Endpoint::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
-        };
         Ok(Connection {
-            stream,
+            stream: endpoint.connect().await?,
             buf: vec![0; READ_BUFFER],
             start: 0,
             end: 0,
@@ -99,10 +141,7 @@ impl Connection {
     }
 
     pub async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match &mut self.stream {
-            Stream::Tcp(stream) => stream.write_all(bytes).await,
-            Stream::Unix(stream) => stream.write_all(bytes).await,
-        }
+        self.stream.write_all(bytes).await
     }
 
     /// Reads until `parser` (already told about the request with `begin`) completes a response.
@@ -143,11 +182,7 @@ impl Connection {
     }
 
     async fn read_more(&mut self) -> io::Result<usize> {
-        let free = &mut self.buf[self.end..];
-        let n = match &mut self.stream {
-            Stream::Tcp(stream) => stream.read(free).await?,
-            Stream::Unix(stream) => stream.read(free).await?,
-        };
+        let n = self.stream.read(&mut self.buf[self.end..]).await?;
         self.end += n;
         Ok(n)
     }

@@ -2,7 +2,8 @@
 //!
 //! Closed loop like hey (`-c`, `-n`, `-z`), open loop like wrk2 (`--rate`, latency from the
 //! intended send time), keep-alive on or off, pipelining, unix sockets, HDR histograms whose
-//! memory does not grow with the number of requests, hey-compatible text and full JSON.
+//! memory does not grow with the number of requests, hey-compatible text and full JSON. With
+//! `--websocket`, the same loops send messages on WebSockets and time their echoes.
 //!
 //! The `headway` binary calls [`run`] with the parsed [`LoadArgs`]; the lab builds a
 //! [`LoadConfig`] and awaits [`run_load`] for a [`Report`].
@@ -17,12 +18,13 @@ mod record;
 mod report;
 mod runner;
 mod schedule;
+mod websocket;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 pub use cli::{hey_style_args, parse_duration, LoadArgs, OutputFormat};
-pub use config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_REQUESTS};
+pub use config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE, DEFAULT_REQUESTS};
 pub use record::{ErrorCount, ErrorKind, SecondStats};
 pub use report::{
     HistogramBucket, LatencyStats, Percentile, PhaseStats, Phases, Report, Settings, SpectrumPoint, TargetReport,

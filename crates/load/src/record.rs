@@ -113,6 +113,8 @@ pub enum ErrorKind {
     Io,
     /// Still in flight when the run's hard stop (duration + timeout) cut it off.
     Aborted,
+    /// WebSocket mode: the handshake was answered with another status than 101.
+    HandshakeRefused,
 }
 
 impl ErrorKind {
@@ -127,6 +129,7 @@ impl ErrorKind {
             ErrorKind::Malformed => "malformed response",
             ErrorKind::Io => "i/o error",
             ErrorKind::Aborted => "aborted at the hard stop",
+            ErrorKind::HandshakeRefused => "WebSocket handshake refused",
         }
     }
 }
@@ -164,6 +167,8 @@ impl StatusCounts {
 /// Per-URL counts and latencies.
 #[derive(Debug, Clone, Default)]
 pub struct TargetTotals {
+    /// Answers: responses, or echoed WebSocket messages.
+    pub answered: u64,
     pub statuses: StatusCounts,
     pub errors: u64,
     pub latency: LazyHistogram,
@@ -173,7 +178,9 @@ pub struct TargetTotals {
 #[derive(Debug, Clone, Copy)]
 pub struct Sample<'a> {
     pub target: usize,
-    pub status: u16,
+    /// The response's status; `None` for an echoed WebSocket message, which has none (its
+    /// socket's handshake is counted by status instead).
+    pub status: Option<u16>,
     pub body_bytes: u64,
     /// Zero when the request went out on an open connection.
     pub connect: Duration,
@@ -247,6 +254,7 @@ impl Totals {
         self.send_lag.merge(&other.send_lag);
         self.statuses.merge(&other.statuses);
         for (mine, theirs) in self.targets.iter_mut().zip(&other.targets) {
+            mine.answered += theirs.answered;
             mine.statuses.merge(&theirs.statuses);
             mine.errors += theirs.errors;
             mine.latency.merge(&theirs.latency);
@@ -430,7 +438,11 @@ impl Recorder {
         let t = &mut self.totals;
         let latency = micros(sample.latency);
         t.latency.saturating_record(latency);
-        t.latency_by_class[status_class(sample.status)].record(latency);
+        if let Some(status) = sample.status {
+            t.latency_by_class[status_class(status)].record(latency);
+            t.statuses.add(status, 1);
+            t.targets[sample.target].statuses.add(status, 1);
+        }
         t.connect.add(sample.connect);
         t.write.add(sample.write);
         t.wait.add(sample.wait);
@@ -439,9 +451,8 @@ impl Recorder {
         if sample.send_lag > LATE_AFTER {
             t.late_sends += 1;
         }
-        t.statuses.add(sample.status, 1);
         let target = &mut t.targets[sample.target];
-        target.statuses.add(sample.status, 1);
+        target.answered += 1;
         target.latency.record(latency);
         t.responses += 1;
         t.bytes += sample.body_bytes;
@@ -493,6 +504,12 @@ impl Recorder {
         self.totals.connections += 1;
     }
 
+    /// Counts the answer to a WebSocket handshake of `target` by its status.
+    pub fn record_handshake(&mut self, target: usize, status: u16) {
+        self.totals.statuses.add(status, 1);
+        self.totals.targets[target].statuses.add(status, 1);
+    }
+
     /// The window for the second containing `at`, handing finished seconds to the collector.
     fn window_at(&mut self, at: Instant) -> &mut SecondWindow {
         let second = at.saturating_duration_since(self.run_start).as_secs();
@@ -522,7 +539,7 @@ mod tests {
     fn answer(target: usize, status: u16, ms: u64, at: Instant) -> Sample<'static> {
         Sample {
             target,
-            status,
+            status: Some(status),
             body_bytes: 5,
             connect: Duration::ZERO,
             write: Duration::ZERO,

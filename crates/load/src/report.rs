@@ -5,6 +5,10 @@
 //! Besides the latency of every answer (hey's figure), the report splits it by status class (a
 //! server's refusals, often fast, must not blur what the served requests experienced) and by URL
 //! (a weighted mix is judged per endpoint).
+//!
+//! In the WebSocket mode an answer is a message's echo: `requests`, the latencies and the series
+//! count echoes, `status_codes` counts the sockets' handshakes, and `connections_opened` the
+//! sockets.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -79,6 +83,9 @@ pub struct Settings {
     pub timeout_secs: f64,
     pub unix_socket: Option<String>,
     pub tally_header: Option<String>,
+    /// WebSocket mode: the size of each message; `None` in the HTTP mode.
+    #[serde(default)]
+    pub websocket_message_size: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -190,6 +197,7 @@ impl Report {
             timeout_secs: config.timeout.as_secs_f64(),
             unix_socket: config.unix_socket.as_ref().map(|p| p.display().to_string()),
             tally_header: config.tally_header.clone(),
+            websocket_message_size: config.websocket.then_some(config.message_size),
         };
         let targets = plan
             .targets
@@ -200,7 +208,7 @@ impl Report {
                 TargetReport {
                     url: plan.url.clone(),
                     weight: plan.weight,
-                    requests: status_codes.values().sum(),
+                    requests: counted.answered,
                     errors: counted.errors,
                     status_codes,
                     latency: lazy_latency_stats(&counted.latency),
@@ -265,7 +273,11 @@ impl Report {
         writeln!(out, "  Slowest:\t{} secs", n(lat.max_secs))?;
         writeln!(out, "  Fastest:\t{} secs", n(lat.min_secs))?;
         writeln!(out, "  Average:\t{} secs", n(lat.mean_secs))?;
-        writeln!(out, "  Requests/sec:\t{}\n  ", n(self.rps))?;
+        let (per_sec, sends) = match self.settings.websocket_message_size {
+            Some(_) => ("Messages/sec", "messages"),
+            None => ("Requests/sec", "requests"),
+        };
+        writeln!(out, "  {per_sec}:\t{}\n  ", n(self.rps))?;
         if self.bytes > 0 {
             writeln!(out, "  Total data:\t{} bytes", self.bytes)?;
             writeln!(out, "  Size/request:\t{} bytes", self.bytes_per_request)?;
@@ -294,9 +306,13 @@ impl Report {
         for (name, p) in phases {
             writeln!(out, "  {name}:\t{} secs, {} secs, {} secs", n(p.mean_secs), n(p.min_secs), n(p.max_secs))?;
         }
-        write!(out, "\nStatus code distribution:")?;
+        let (answers, answer) = match self.settings.websocket_message_size {
+            Some(_) => ("Handshake status distribution", "handshakes"),
+            None => ("Status code distribution", "responses"),
+        };
+        write!(out, "\n{answers}:")?;
         for (code, count) in &self.status_codes {
-            write!(out, "\n  [{code}]\t{count} responses")?;
+            write!(out, "\n  [{code}]\t{count} {answer}")?;
         }
         write!(out, "\n\n")?;
         // Not hey's: printed only when more than one class occurred, so a plain run prints what
@@ -323,10 +339,10 @@ impl Report {
                 Arrival::Poisson => "poisson",
             };
             writeln!(out, "Open loop (latency from the intended send time):")?;
-            writeln!(out, "  Rate:\t{rate} requests/sec, {arrival} arrivals")?;
+            writeln!(out, "  Rate:\t{rate} {sends}/sec, {arrival} arrivals")?;
             let late_ms = self.late_after_secs * 1e3;
             let late = self.late_sends;
-            writeln!(out, "  Sent late:\t{late} requests (more than {late_ms} ms after their intended time)")?;
+            writeln!(out, "  Sent late:\t{late} {sends} (more than {late_ms} ms after their intended time)")?;
             let lag = &self.phases.send_lag;
             writeln!(
                 out,
@@ -335,6 +351,11 @@ impl Report {
                 n(lag.min_secs),
                 n(lag.max_secs)
             )?;
+        }
+        if let Some(size) = self.settings.websocket_message_size {
+            writeln!(out, "WebSocket (latency from each message's send to its echo):")?;
+            writeln!(out, "  Sockets opened:\t{}", self.connections_opened)?;
+            writeln!(out, "  Message size:\t{size} bytes\n")?;
         }
         if let Some(header) = &self.settings.tally_header {
             write!(out, "Responses by {header}:")?;

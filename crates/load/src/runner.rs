@@ -3,7 +3,9 @@
 //!
 //! Threads share nothing on the hot path (each has its own demand, picker and recorder); they
 //! meet only in the per-second series (once a second) and at the end, where histograms add up
-//! exactly.
+//! exactly. They also start together: the clock starts once every thread is ready to send,
+//! which in the WebSocket mode means its sockets are open, so that no message is timed waiting
+//! for a handshake.
 
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -11,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::{JoinSet, LocalSet};
 
 use crate::client::{client_loop, ThreadCtx, ThreadState};
@@ -19,11 +22,15 @@ use crate::progress;
 use crate::record::{ErrorKind, LiveCounters, Recorder, SeriesCollector, Totals};
 use crate::report::Report;
 use crate::schedule::{thread_connections, Demand, Picker};
+use crate::websocket::{open_before, socket_loop};
 
 /// Everything a load thread needs, shared by all of them.
 struct Shared {
     plan: Arc<Plan>,
-    start: Instant,
+    /// A permit from each thread once it is ready to send (or has failed).
+    ready: Semaphore,
+    /// The start of the run, set once every thread is ready.
+    start: watch::Sender<Option<Instant>>,
     series: Arc<SeriesCollector>,
     live: Arc<[LiveCounters]>,
     stop: Arc<AtomicBool>,
@@ -36,7 +43,8 @@ pub async fn execute(config: LoadConfig, show_progress: bool) -> anyhow::Result<
     let threads = plan.threads;
     let shared = Arc::new(Shared {
         plan: plan.clone(),
-        start: Instant::now(),
+        ready: Semaphore::new(0),
+        start: watch::Sender::new(None),
         series: Arc::new(SeriesCollector::new(threads)),
         live: (0..threads).map(|_| LiveCounters::default()).collect(),
         stop: Arc::new(AtomicBool::new(false)),
@@ -60,13 +68,17 @@ pub async fn execute(config: LoadConfig, show_progress: bool) -> anyhow::Result<
         results.push(receiver);
     }
 
-    let progress = show_progress.then(|| tokio::spawn(progress::draw(shared.live.clone(), shared.start)));
+    // The permits are not given back: a thread is ready once.
+    shared.ready.acquire_many(threads as u32).await.context("load threads went away")?.forget();
+    let start = Instant::now();
+    shared.start.send_replace(Some(start));
+    let progress = show_progress.then(|| tokio::spawn(progress::draw(shared.live.clone(), start)));
     let mut totals = Totals::new(plan.targets.len());
     for receiver in results {
         let thread_totals = receiver.await.context("a load thread ended without a result")??;
         totals.merge(&thread_totals);
     }
-    let elapsed = shared.start.elapsed();
+    let elapsed = start.elapsed();
     if let Some(progress) = progress {
         progress.abort();
         progress::clear();
@@ -88,24 +100,48 @@ fn is_connect(kind: ErrorKind) -> bool {
     matches!(kind, ErrorKind::ConnectRefused | ErrorKind::Connect)
 }
 
+/// Gives the run its permit when dropped: ready, or failed on the way.
+struct Ready<'a>(&'a Semaphore);
+
+impl Drop for Ready<'_> {
+    fn drop(&mut self) {
+        self.0.add_permits(1);
+    }
+}
+
 /// One load thread: its runtime, its clients, its recorder.
 fn run_thread(shared: &Shared, index: usize) -> anyhow::Result<Totals> {
+    let ready = Ready(&shared.ready);
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot build a load runtime")?;
     let plan = &shared.plan;
     let (_, clients) = thread_connections(plan.config.connections, index, plan.threads);
-    let state = ThreadState {
-        demand: Demand::for_thread(plan, index, clients, shared.start),
-        picker: Picker::new(plan),
-        recorder: Recorder::new(plan.targets.len(), shared.start, index, shared.series.clone(), shared.live.clone()),
-    };
-    let ctx = Rc::new(ThreadCtx::new(plan.clone(), state, shared.stop.clone(), shared.live.clone(), clients));
-    let hard_stop = plan.hard_stop(shared.start);
 
     LocalSet::new().block_on(&runtime, async {
+        let opened = if plan.config.websocket { open_before(plan, clients).await } else { Vec::new() };
+        drop(ready);
+        let mut starting = shared.start.subscribe();
+        let start = match starting.wait_for(Option::is_some).await {
+            Ok(start) => start.expect("waited for it"),
+            Err(_) => anyhow::bail!("the run ended before it started"),
+        };
+        let state = ThreadState {
+            demand: Demand::for_thread(plan, index, clients, start),
+            picker: Picker::new(plan),
+            recorder: Recorder::new(plan.targets.len(), start, index, shared.series.clone(), shared.live.clone()),
+        };
+        let ctx = Rc::new(ThreadCtx::new(plan.clone(), state, shared.stop.clone(), shared.live.clone(), clients));
+        let hard_stop = plan.hard_stop(start);
         let mut tasks = JoinSet::new();
-        for _ in 0..clients {
-            tasks.spawn_local(client_loop(ctx.clone()));
+        if plan.config.websocket {
+            for sockets in opened {
+                sockets.record(&mut ctx.state.borrow_mut().recorder);
+                tasks.spawn_local(socket_loop(ctx.clone(), sockets));
+            }
+        } else {
+            for _ in 0..clients {
+                tasks.spawn_local(client_loop(ctx.clone()));
+            }
         }
         let all_done = async {
             while let Some(joined) = tasks.join_next().await {
@@ -134,8 +170,8 @@ fn run_thread(shared: &Shared, index: usize) -> anyhow::Result<Totals> {
                 }
             }
         }
-        anyhow::Ok(())
-    })?;
-    let ctx = Rc::into_inner(ctx).context("load clients still hold the thread state")?;
-    Ok(ctx.state.into_inner().recorder.finish())
+        drop(tasks);
+        let ctx = Rc::into_inner(ctx).context("load clients still hold the thread state")?;
+        Ok(ctx.state.into_inner().recorder.finish())
+    })
 }

@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-use common::{config, serve, Reply};
-use headway_load::{run, run_load, ErrorKind, LoadArgs, UsageError};
+use common::{args, config, serve, Reply};
+use headway_load::{run, run_load, ErrorKind, UsageError};
 
 async fn errors_for(reply: Reply, timeout: Duration) -> headway_load::Report {
     let server = serve(Arc::new(move |_: &common::Seen| reply.clone())).await;
@@ -109,16 +108,6 @@ async fn missing_unix_socket_fails_with_one_line() {
     let err = run_load(c).await.unwrap_err().to_string();
     assert!(err.starts_with("cannot connect to unix:/nonexistent/headway-load-test.sock: "), "{err}");
     assert!(!err.contains('\n'));
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    load: LoadArgs,
-}
-
-fn args(line: &[&str]) -> Result<LoadArgs, clap::Error> {
-    Cli::try_parse_from(std::iter::once("load").chain(line.iter().copied())).map(|cli| cli.load)
 }
 
 #[test]

@@ -12,6 +12,7 @@ use headway_common::python::{find_python, PYTHON_ENV};
 
 use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
+use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
 use crate::queue::{QueueSettings, Target};
@@ -125,6 +126,21 @@ pub struct ServeArgs {
     /// a slow client goes to a temporary file, so the worker's slot is free at once
     #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
     pub response_buffer: u64,
+
+    /// Most WebSockets open (or in their handshake) at once; a handshake beyond it gets 503.
+    /// Each holds a connection to its worker, never a slot
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_websockets: usize,
+
+    /// Seconds a WebSocket may carry nothing either way before the front closes it (close code
+    /// 1001 to both sides)
+    #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_secs)]
+    pub websocket_idle_timeout: Duration,
+
+    /// Largest message a WebSocket client may send (its frames together); a larger one closes
+    /// the socket with 1009 before any of it reaches the app
+    #[arg(long, default_value = "16MiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_websocket_message: u64,
 
     /// Seconds a worker may take to start listening on its socket
     #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
@@ -247,6 +263,9 @@ impl Config {
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
+        if args.websocket_idle_timeout.is_zero() {
+            bail!("--websocket-idle-timeout must be more than 0");
+        }
         let launch = match args.cmd {
             Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
             Some(cmd) => Launch::Command(cmd),
@@ -274,6 +293,7 @@ impl Config {
             },
             None => None,
         };
+        let takes_websockets = launch.takes_websockets();
         Ok(Config {
             binds,
             control,
@@ -296,6 +316,12 @@ impl Config {
                 trusted_proxies: args.forwarded_allow_ips,
                 proxy_protocol: args.proxy_protocol,
                 health_path: args.health_path,
+                websocket: WebSocketSettings {
+                    workers_take_them: takes_websockets,
+                    max_open: args.max_websockets,
+                    idle_timeout: args.websocket_idle_timeout,
+                    max_message: args.max_websocket_message,
+                },
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
             queue: QueueSettings {

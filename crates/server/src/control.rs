@@ -153,7 +153,12 @@ fn prometheus(s: &Snapshot) -> String {
     metric("abandoned_total", "counter", "Requests whose client went away.", &abandoned);
     metric("slots_busy", "gauge", "Slots running a request.", &one(s.slots.busy as f64));
     metric("slots", "gauge", "Slots in all workers.", &one(s.slots.total as f64));
-    metric("connections_open", "gauge", "Open client connections.", &one(s.connections.open as f64));
+    metric(
+        "connections_open",
+        "gauge",
+        "Open client connections speaking HTTP (WebSockets are counted apart).",
+        &one(s.connections.open as f64),
+    );
     metric(
         "connections_idle",
         "gauge",
@@ -165,6 +170,15 @@ fn prometheus(s: &Snapshot) -> String {
         "counter",
         "Client connections accepted.",
         &one(s.connections.accepted as f64),
+    );
+    let ws = &s.websockets;
+    metric("websockets_open", "gauge", "Open WebSockets.", &one(ws.open as f64));
+    metric("websockets_opened_total", "counter", "WebSockets opened.", &one(ws.opened as f64));
+    metric(
+        "websockets_refused_total",
+        "counter",
+        "WebSocket handshakes refused with 503 over --max-websockets.",
+        &one(ws.refused as f64),
     );
     let statuses: Vec<(String, f64)> =
         s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
@@ -181,6 +195,7 @@ fn prometheus(s: &Snapshot) -> String {
         &per_worker(|w| w.busy_secs),
     );
     metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
+    metric("worker_websockets", "gauge", "WebSockets open to each worker.", &per_worker(|w| w.websockets as f64));
     metric(
         "worker_rss_bytes",
         "gauge",
@@ -273,22 +288,29 @@ fn render(s: &Snapshot) -> String {
     let responses: Vec<String> = s.responses.iter().map(|(code, n)| format!("{code}: {n}")).collect();
     let _ =
         writeln!(out, "responses    {}", if responses.is_empty() { "none".to_owned() } else { responses.join("  ") });
+    let ws = &s.websockets;
+    let _ = writeln!(
+        out,
+        "websockets   {} open, {} opened, {} refused (503 over --max-websockets)",
+        ws.open, ws.opened, ws.refused
+    );
     let _ = writeln!(out, "abandoned    {} while queued, {} while running", s.abandoned.queued, s.abandoned.running);
     if s.access_log_dropped > 0 {
         let _ = writeln!(out, "access log   {} lines dropped (the writer fell behind)", s.access_log_dropped);
     }
     let _ = writeln!(out, "front        rss {}  cpu {:.1} s", mib(s.front.rss_bytes), s.front.cpu_secs);
-    let _ = writeln!(out, "\nworker  pid       state     busy  requests  restarts  rss         cpu");
+    let _ = writeln!(out, "\nworker  pid       state     busy  requests  restarts  websockets  rss         cpu");
     for worker in &s.workers {
         let _ = writeln!(
             out,
-            "{:<7} {:<9} {:<9} {:<5} {:<9} {:<9} {:<11} {:.1} s",
+            "{:<7} {:<9} {:<9} {:<5} {:<9} {:<9} {:<11} {:<11} {:.1} s",
             worker.index,
             worker.pid,
             worker.state,
             worker.busy,
             worker.requests,
             worker.restarts,
+            worker.websockets,
             mib(worker.usage.rss_bytes),
             worker.usage.cpu_secs
         );

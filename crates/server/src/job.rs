@@ -2,7 +2,8 @@
 //!
 //! The front builds a [`Job`] only once the request's head and body are fully read, so a job is
 //! ready to run on any slot of any worker the moment it is dispatched. The answer is an
-//! [`Outcome`]: the worker's response, or the failure the front must turn into a status.
+//! [`Outcome`]: the worker's response, the worker's connection become a WebSocket, or the
+//! failure the front must turn into a status.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,10 +13,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::sync::oneshot;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::spool;
+use crate::tally::Hold;
 
 /// Identifies a job so its connection can withdraw it from the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,11 +100,39 @@ impl Body for RequestBody {
     }
 }
 
+/// Marks a request (in its extensions) as a WebSocket handshake: the slot that takes it carries
+/// it on a connection of its own, which becomes the socket if the worker answers `101`.
+#[derive(Debug, Clone, Copy)]
+pub struct WebSocketHandshake;
+
 /// How a job ended.
 pub enum Outcome {
     Response(WorkerResponse),
+    /// The worker accepted a WebSocket: its `101` head, and the connection that now carries it.
+    Upgraded(Upgraded),
     Failed(Failure),
 }
+
+pub struct Upgraded {
+    pub head: http::response::Parts,
+    pub socket: WorkerSocket,
+    pub timing: Timing,
+}
+
+/// The worker's end of an open WebSocket.
+pub struct WorkerSocket {
+    pub io: Box<dyn WorkerIo>,
+    /// Changes when the worker's WebSockets must close: its process is about to be replaced, or
+    /// the server is stopping.
+    pub closing: watch::Receiver<u64>,
+    /// Counts the socket among its worker's open WebSockets while it lives.
+    pub held: Hold,
+}
+
+/// A connection to a worker (any byte stream, so that tests can stand in for one).
+pub trait WorkerIo: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> WorkerIo for T {}
 
 /// A worker's response: its head now, its body complete or still arriving.
 pub struct WorkerResponse {

@@ -6,9 +6,9 @@
 //! Shutdown on SIGTERM or SIGINT: readiness turns 503 at once, the server goes on serving for
 //! --shutdown-delay while balancers notice, then stops accepting (serving what the kernel had
 //! already queued), lets idle connections go, finishes every queued and running request
-//! (bounded by --graceful-timeout), stops the workers and exits 0. A second signal skips the
-//! waits. SIGHUP restarts the workers one at a time (new code, same sockets and queue); SIGUSR1
-//! reopens the access log.
+//! (bounded by --graceful-timeout), closes the open WebSockets (1001 to both sides), stops the
+//! workers and exits 0. A second signal skips the waits. SIGHUP restarts the workers one at a
+//! time (new code, same sockets and queue); SIGUSR1 reopens the access log.
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -187,6 +187,10 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
         };
     if !drained {
         warn!("stopping with {} connection(s) still open", stats.open_connections());
+    }
+    if stats.open_websockets() > 0 {
+        info!("closing {} WebSocket(s)", stats.open_websockets());
+        supervisor.close_websockets().await;
     }
     let grace = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
     supervisor.stop(grace).await;

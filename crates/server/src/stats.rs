@@ -2,16 +2,20 @@
 //!
 //! The queue is the thing to watch (its depth, its high-water mark, how long requests waited),
 //! so its figures come from the queue itself; this module adds the front's counters
-//! (connections, responses by status) and what each worker is doing, and assembles one
+//! (connections, WebSockets, responses by status) and what each worker is doing, and assembles one
 //! [`Snapshot`] for the control endpoint. Counters are atomics bumped on the request path;
 //! everything else is computed only when stats are read.
+//!
+//! A connection that has become a WebSocket is counted as a WebSocket, no longer as a
+//! connection: `connections` are the ones speaking HTTP, which a graceful shutdown waits for.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use headway_common::stats::{
-    AbandonedSnapshot, ConnectionsSnapshot, ProcessUsage, SlotsSnapshot, Snapshot, WorkerSnapshot, WorkerState,
+    AbandonedSnapshot, ConnectionsSnapshot, ProcessUsage, SlotsSnapshot, Snapshot, WebSocketsSnapshot, WorkerSnapshot,
+    WorkerState,
 };
 
 use crate::queue::{Queue, Reader};
@@ -24,6 +28,11 @@ pub struct Stats {
     connections_open: Tally,
     connections_idle: Tally,
     connections_accepted: AtomicU64,
+    /// WebSockets open or in their handshake: what `--max-websockets` bounds.
+    websockets_admitted: Tally,
+    websockets_open: Tally,
+    websockets_opened: AtomicU64,
+    websockets_refused: AtomicU64,
     /// Responses sent to clients, indexed by status code.
     responses: [AtomicU64; 600],
 }
@@ -35,6 +44,10 @@ impl Default for Stats {
             connections_open: Tally::default(),
             connections_idle: Tally::default(),
             connections_accepted: AtomicU64::new(0),
+            websockets_admitted: Tally::default(),
+            websockets_open: Tally::default(),
+            websockets_opened: AtomicU64::new(0),
+            websockets_refused: AtomicU64::new(0),
             responses: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -50,6 +63,26 @@ impl Stats {
     /// Counts a connection as idle (waiting for its next request) until the guard is dropped.
     pub fn connection_idle(self: &Arc<Self>) -> Gauge {
         Gauge::raise(self.clone(), |stats| &stats.connections_idle)
+    }
+
+    /// Admits a WebSocket handshake if fewer than `max` WebSockets are open or in their
+    /// handshake; the guard holds its place until the socket closes. `None`: refused, and counted.
+    pub fn admit_websocket(self: &Arc<Self>, max: usize) -> Option<Gauge> {
+        if self.websockets_admitted.try_up(max) {
+            return Some(Gauge::holding(self.clone(), |stats| &stats.websockets_admitted));
+        }
+        self.websockets_refused.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Counts a WebSocket as open until the guard is dropped.
+    pub fn websocket_opened(self: &Arc<Self>) -> Gauge {
+        self.websockets_opened.fetch_add(1, Ordering::Relaxed);
+        Gauge::raise(self.clone(), |stats| &stats.websockets_open)
+    }
+
+    pub fn open_websockets(&self) -> u64 {
+        self.websockets_open.get() as u64
     }
 
     pub fn open_connections(&self) -> u64 {
@@ -94,6 +127,11 @@ impl Stats {
             },
             responses,
             access_log_dropped: 0, // the access log's own count; the control endpoint adds it
+            websockets: WebSocketsSnapshot {
+                open: self.websockets_open.get() as u64,
+                opened: load(&self.websockets_opened),
+                refused: load(&self.websockets_refused),
+            },
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }
@@ -109,6 +147,11 @@ pub struct Gauge {
 impl Gauge {
     fn raise(stats: Arc<Stats>, tally: fn(&Stats) -> &Tally) -> Self {
         tally(&stats).up();
+        Gauge::holding(stats, tally)
+    }
+
+    /// A guard for a unit already counted.
+    fn holding(stats: Arc<Stats>, tally: fn(&Stats) -> &Tally) -> Self {
         Gauge { stats, tally }
     }
 }
@@ -135,6 +178,7 @@ fn worker_snapshot(worker: &Worker) -> WorkerSnapshot {
         requests: worker.served.load(Ordering::Relaxed),
         busy_secs: worker.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
         restarts: worker.restarts.load(Ordering::Relaxed),
+        websockets: worker.websockets.get(),
         usage: if pid == 0 { ProcessUsage::default() } else { ProcessUsage::of_group(pid) },
     }
 }
@@ -153,5 +197,21 @@ mod tests {
         drop(open);
         assert_eq!(stats.open_connections(), 0);
         assert_eq!(stats.connections_accepted.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn websockets_beyond_the_limit_are_refused_and_counted() {
+        let stats = Arc::new(Stats::default());
+        let first = stats.admit_websocket(1).expect("admitted");
+        assert!(stats.admit_websocket(1).is_none());
+        let open = stats.websocket_opened();
+        assert_eq!(stats.open_websockets(), 1);
+        drop(open);
+        drop(first);
+        let again = stats.admit_websocket(1);
+        assert!(again.is_some(), "a closed socket frees its place");
+        assert_eq!(stats.open_websockets(), 0);
+        assert_eq!(stats.websockets_refused.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.websockets_opened.load(Ordering::Relaxed), 1);
     }
 }

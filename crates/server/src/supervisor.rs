@@ -11,7 +11,8 @@
 //! A reload replaces the workers one after the other: a worker stops taking requests, finishes
 //! the ones it runs, and is replaced, while the others serve; requests wait in the queue
 //! meanwhile, so none fails. If a new process cannot start, the reload stops there and the
-//! workers not yet replaced keep the old code.
+//! workers not yet replaced keep the old code. WebSockets open to a worker that is replaced are
+//! closed (1001, going away, to both sides) once its requests are done, just before it stops.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,6 +33,9 @@ use crate::worker::{self, Launch, Phase, Process, Transport, Worker};
 const STABLE_AFTER: Duration = Duration::from_secs(1);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How long to wait for a worker's WebSockets to close. The front closes one within two seconds
+/// (`front::websocket`); the rest is margin.
+const WEBSOCKETS_CLOSE_TIME: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone)]
 pub struct SupervisorConfig {
@@ -124,6 +128,11 @@ impl Supervisor {
         self.reloader.clone()
     }
 
+    /// Closes every open WebSocket (1001 to both sides) and waits, briefly, until all are gone.
+    pub async fn close_websockets(&self) {
+        close_websockets(&self.workers).await;
+    }
+
     /// Stops every worker, giving each `grace` to exit after SIGTERM.
     pub async fn stop(self, grace: Duration) {
         self.stop.send_replace(Some(grace));
@@ -140,10 +149,11 @@ async fn start_process(
     generation: u64,
 ) -> Result<Process, worker::BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
+    // A socket file left by a previous process would make some servers refuse to bind (a hop
+    // worker listens there too, for WebSocket handshakes).
+    let _ = std::fs::remove_file(&worker.socket);
     match &worker.transport {
         Transport::Http => {
-            // A socket file left by a previous process would make some servers refuse to bind.
-            let _ = std::fs::remove_file(&worker.socket);
             worker::boot(&mut command, worker::until_listening(&worker.socket), config.boot_timeout).await
         }
         Transport::Hop(link) => {
@@ -231,12 +241,14 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             Event::Hung => {
                 worker.set_phase(Phase::Draining);
                 wait_until_idle(&worker, config.request_timeout).await;
+                close_websockets(std::slice::from_ref(&worker)).await;
                 warn!("worker {} (pid {}) is stuck; replacing it", worker.index, process.pid);
                 process.terminate(Duration::from_secs(1)).await;
             }
             Event::Reload(done) => {
                 worker.set_phase(Phase::Draining);
                 wait_until_idle(&worker, config.request_timeout).await;
+                close_websockets(std::slice::from_ref(&worker)).await;
                 info!("worker {} (pid {}) reloading", worker.index, process.pid);
                 process.terminate(config.request_timeout).await;
                 reload_done = Some(done);
@@ -282,6 +294,18 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
 /// Waits until none of the worker's slots is running a request, or `limit` passes.
 async fn wait_until_idle(worker: &Worker, limit: Duration) {
     let _ = tokio::time::timeout(limit, worker.busy.zero()).await;
+}
+
+/// Has the WebSockets open to `workers` closed, and waits until they are gone (a few seconds at
+/// most).
+async fn close_websockets(workers: &[Arc<Worker>]) {
+    workers.iter().for_each(|worker| worker.close_websockets());
+    let _ = tokio::time::timeout(WEBSOCKETS_CLOSE_TIME, async {
+        for worker in workers {
+            worker.websockets.zero().await;
+        }
+    })
+    .await;
 }
 
 /// Sleeps for `pause`; returns true if a stop was requested meanwhile (or before).
@@ -351,6 +375,7 @@ while True:
                 Ok(std::str::from_utf8(&body).unwrap().parse().unwrap())
             }
             Outcome::Failed(failure) => Err(failure),
+            Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
         }
     }
 

@@ -2,6 +2,7 @@
 //! zero: a drain waits on it instead of polling.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
@@ -18,6 +19,13 @@ impl Tally {
 
     pub fn up(&self) {
         self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one more unless the count has reached `limit`; returns whether it did.
+    pub fn try_up(&self, limit: usize) -> bool {
+        self.count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| (count < limit).then_some(count + 1))
+            .is_ok()
     }
 
     pub fn down(&self) {
@@ -41,10 +49,25 @@ impl Tally {
     }
 }
 
+/// Holds one unit of a shared tally while alive.
+pub struct Hold(Arc<Tally>);
+
+impl Hold {
+    pub fn new(tally: Arc<Tally>) -> Hold {
+        tally.up();
+        Hold(tally)
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.down();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[tokio::test]
     async fn waiting_for_zero_wakes_on_the_last_down() {
@@ -61,5 +84,15 @@ mod tests {
         tally.down();
         waiter.await.unwrap();
         tally.zero().await; // already zero: at once
+    }
+
+    #[test]
+    fn counting_up_to_a_limit() {
+        let tally = Tally::default();
+        assert!(tally.try_up(2) && tally.try_up(2));
+        assert!(!tally.try_up(2));
+        tally.down();
+        assert!(tally.try_up(2));
+        assert!(!Tally::default().try_up(0));
     }
 }

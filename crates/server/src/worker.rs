@@ -74,6 +74,10 @@ pub struct Worker {
     /// time it tells how CPU-bound the app is (`headway lab recommend` uses it).
     pub busy_micros: AtomicU64,
     pub restarts: AtomicU64,
+    /// WebSockets open to this worker, each on a connection of its own (never on a slot).
+    pub websockets: Arc<Tally>,
+    /// Bumped to have every open WebSocket of this worker closed.
+    websockets_closing: watch::Sender<u64>,
     pid: AtomicU32,
     phase: watch::Sender<Phase>,
     /// A slot saw a request run past the request timeout.
@@ -90,6 +94,8 @@ impl Worker {
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            websockets: Arc::new(Tally::default()),
+            websockets_closing: watch::Sender::new(0),
             pid: AtomicU32::new(0),
             phase: watch::Sender::new(Phase::Starting),
             hung: Notify::new(),
@@ -136,6 +142,17 @@ impl Worker {
     pub async fn hung(&self) {
         self.hung.notified().await
     }
+
+    /// What an open WebSocket watches to learn that it must close.
+    pub fn watch_websockets_closing(&self) -> watch::Receiver<u64> {
+        self.websockets_closing.subscribe()
+    }
+
+    /// Has every open WebSocket of this worker closed (a close frame to both sides, see
+    /// `front::websocket`); `websockets` reaches zero once they are gone.
+    pub fn close_websockets(&self) {
+        self.websockets_closing.send_modify(|closings| *closings += 1);
+    }
 }
 
 impl Launch {
@@ -144,6 +161,17 @@ impl Launch {
         match self {
             Launch::Python { .. } => Transport::Hop(Mutex::new(None)),
             Launch::Command(_) => Transport::Http,
+        }
+    }
+
+    /// Whether workers started this way take WebSocket handshakes, each on a connection of its
+    /// own to their socket (see `slot::upgrade`). Any `--cmd` server may; the bundled worker runs
+    /// WSGI, which has no WebSocket, and accepts no more connections than it has slots, so a
+    /// handshake to it stays a plain request (as every request with `Upgrade` was before).
+    pub fn takes_websockets(&self) -> bool {
+        match self {
+            Launch::Python { .. } => false,
+            Launch::Command(_) => true,
         }
     }
 

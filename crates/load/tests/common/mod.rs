@@ -80,6 +80,18 @@ pub type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
 
 /// A load of `url` with a 10 s request timeout (a test that hangs fails instead of waiting
 /// hey's 20 s).
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    load: headway_load::LoadArgs,
+}
+
+/// `headway load` flags (after `load`), parsed as the binary parses them.
+pub fn args(line: &[&str]) -> Result<headway_load::LoadArgs, clap::Error> {
+    use clap::Parser;
+    Cli::try_parse_from(std::iter::once("load").chain(line.iter().copied())).map(|cli| cli.load)
+}
+
 pub fn config(url: String) -> headway_load::LoadConfig {
     let mut config = headway_load::LoadConfig::new(url);
     config.timeout = Duration::from_secs(10);

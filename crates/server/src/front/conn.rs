@@ -11,6 +11,9 @@
 //!
 //! While its request waits, the connection keeps reading (up to one head's worth) to notice a
 //! client that goes away: it then drops the request's [`Wait`], which withdraws it.
+//!
+//! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
+//! connection carries the socket until it closes ([`super::websocket`]).
 
 use std::sync::Arc;
 
@@ -22,10 +25,13 @@ use tracing::{debug, warn};
 
 use super::forward::worker_request;
 use super::forwarded::Peer;
+use super::upgrade::ask_worker_to_upgrade;
+use super::websocket::WebSocket;
 use super::Front;
 use crate::access_log::RequestFields;
 use crate::http1::request::RequestHead;
 use crate::http1::response::{plain_response, Persistence};
+use crate::http1::websocket::refusal_fields;
 use crate::http1::HttpError;
 use crate::job::Outcome;
 use crate::queue::Wait;
@@ -39,6 +45,9 @@ pub(super) enum End {
     Refuse(HttpError, Version),
     /// The client left, the connection broke, or the client was too slow: nothing more to say.
     Gone,
+    /// The worker accepted a WebSocket and the client has its `101`: the connection stops
+    /// speaking HTTP and carries the socket.
+    Upgraded(Box<WebSocket>),
 }
 
 impl From<std::io::Error> for End {
@@ -86,7 +95,7 @@ impl<S: ClientStream> Connection<S> {
     /// Serves the connection until it ends. `proxy_header`: it must open with a PROXY protocol
     /// header naming the client.
     pub async fn serve(mut self, proxy_header: bool) {
-        let _open = self.front.stats.connection_opened();
+        let open = self.front.stats.connection_opened();
         if proxy_header {
             if let Err(reason) = self.read_proxy_header().await {
                 let from = self.peer.ip.map_or_else(|| "a unix socket".to_owned(), |ip| ip.to_string());
@@ -98,11 +107,18 @@ impl<S: ClientStream> Connection<S> {
             Ok(()) => {}
             Err(End::Gone) => {}
             Err(End::Refuse(error, version)) => {
-                let response = plain_response(version, error.status, error.reason, &[], Persistence::Close);
+                let response =
+                    plain_response(version, error.status, error.reason, refusal_fields(&error), Persistence::Close);
                 self.front.stats.response_sent(error.status);
                 if self.write(&response).await.is_ok() {
                     self.linger().await;
                 }
+            }
+            Err(End::Upgraded(websocket)) => {
+                // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
+                // shutdown drains the requests first, then closes the sockets.
+                drop(open);
+                self.carry(*websocket).await;
             }
         }
     }
@@ -111,6 +127,7 @@ impl<S: ClientStream> Connection<S> {
         loop {
             let Some(head) = self.read_head().await? else { return Ok(()) };
             let (method, version) = (head.method.clone(), head.version);
+            let websocket = self.admit_websocket(&head)?;
             let body = self.read_body(&head).await.map_err(|end| match end {
                 End::Refuse(error, _) => End::Refuse(error, version),
                 gone => gone,
@@ -127,11 +144,18 @@ impl<S: ClientStream> Connection<S> {
                 continue;
             }
             let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let wait = self.front.queue.enqueue(worker_request(head, body, self.peer));
+            let mut request = worker_request(head, body, self.peer);
+            if websocket.is_some() {
+                ask_worker_to_upgrade(&mut request);
+            }
+            let wait = self.front.queue.enqueue(request);
             let outcome = self.wait(wait).await?;
             let sent = self.respond(&method, version, outcome, persistence).await?;
             if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
                 log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
+            }
+            if let (Some(socket), Some(admitted)) = (sent.websocket, websocket) {
+                return Err(End::Upgraded(Box::new(WebSocket { socket, admitted })));
             }
             if sent.persistence == Persistence::Close {
                 self.linger().await;

@@ -12,6 +12,8 @@ pub mod listener;
 mod proxy_protocol;
 mod read;
 mod relay;
+mod upgrade;
+pub mod websocket;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use crate::stats::Stats;
 use conn::Connection;
 use forwarded::{Peer, TrustedProxies};
 use listener::{accept_until, Accepted, Listener};
+use websocket::WebSocketSettings;
 
 /// How the front treats clients.
 #[derive(Debug, Clone)]
@@ -48,6 +51,7 @@ pub struct FrontSettings {
     pub proxy_protocol: bool,
     /// A path the front answers itself from the readiness (`--health-path`).
     pub health_path: Option<String>,
+    pub websocket: WebSocketSettings,
 }
 
 /// What every connection task shares.

@@ -17,7 +17,7 @@ use tracing::debug;
 use super::conn::{ClientStream, Connection, End, READ_CHUNK};
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop};
-use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse};
+use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
 
 /// Write out a streamed body once this much is gathered.
 const FLUSH_AT: usize = 64 * 1024;
@@ -34,6 +34,8 @@ pub(super) struct Sent {
     pub body_bytes: u64,
     /// Queue and service time, when a worker answered.
     pub timing: Option<Timing>,
+    /// The worker's end of the WebSocket the response opened (`101`).
+    pub websocket: Option<WorkerSocket>,
 }
 
 impl<S: ClientStream> Connection<S> {
@@ -55,9 +57,10 @@ impl<S: ClientStream> Connection<S> {
                 self.front.stats.response_sent(failure.status());
                 self.write(&response).await?;
                 let body_bytes = message.len() as u64 + 1;
-                Ok(Sent { persistence, status: failure.status(), body_bytes, timing: None })
+                Ok(Sent { persistence, status: failure.status(), body_bytes, timing: None, websocket: None })
             }
             Outcome::Response(response) => self.relay(method, version, response, persistence).await,
+            Outcome::Upgraded(upgraded) => self.switch_protocols(upgraded).await,
         }
     }
 
@@ -71,7 +74,8 @@ impl<S: ClientStream> Connection<S> {
     ) -> Result<Sent, End> {
         let WorkerResponse { head, body, timing } = response;
         let status = head.status;
-        let sent = |persistence, body_bytes| Sent { persistence, status, body_bytes, timing: Some(timing) };
+        let sent =
+            |persistence, body_bytes| Sent { persistence, status, body_bytes, timing: Some(timing), websocket: None };
         let mut headers = head.headers;
         strip_hop_by_hop(&mut headers);
         self.front.stats.response_sent(status);

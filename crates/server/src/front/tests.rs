@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::conn::{ClientStream, Connection};
 use super::forwarded::{Peer, TrustedProxies};
+use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
 use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
@@ -20,6 +21,8 @@ use crate::queue::{Queue, Reader};
 use crate::readiness::Readiness;
 use crate::stats::Stats;
 use crate::tally::Tally;
+
+mod websocket;
 
 /// The server's end of an in-memory connection. `readable` must not consume, so it reads one
 /// byte ahead and hands it out first.
@@ -74,7 +77,12 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        let settings = FrontSettings {
+        Harness::with(|_| {})
+    }
+
+    /// A harness whose front settings `change` adjusts first.
+    fn with(change: impl FnOnce(&mut FrontSettings)) -> Harness {
+        let mut settings = FrontSettings {
             limits: Limits { max_head: 8 * 1024, max_body: 1 << 20 },
             header_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(75),
@@ -85,7 +93,14 @@ impl Harness {
             trusted_proxies: TrustedProxies::parse("127.0.0.1").unwrap(),
             proxy_protocol: false,
             health_path: None,
+            websocket: WebSocketSettings {
+                workers_take_them: true,
+                max_open: 100,
+                idle_timeout: Duration::from_secs(300),
+                max_message: 1 << 20,
+            },
         };
+        change(&mut settings);
         let queue = Arc::new(Queue::new(100, Duration::from_secs(30), 1));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let front = Arc::new(Front {

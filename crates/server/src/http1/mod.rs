@@ -1,4 +1,5 @@
-//! HTTP/1.1 as the front speaks it to clients, without any I/O.
+//! HTTP/1.1 as the front speaks it to clients, without any I/O (and the WebSocket handshake and
+//! frame headers an upgraded connection goes on with).
 //!
 //! The front owns every client connection, so it is the one place where untrusted bytes are
 //! judged. Everything here works on byte slices and returns values or an [`HttpError`] that
@@ -7,8 +8,10 @@
 //! request-smuggling defences above all) to bytes on the wire.
 
 pub mod chunked;
+pub mod frames;
 pub mod request;
 pub mod response;
+pub mod websocket;
 
 use http::header::{self, HeaderMap, HeaderName};
 use http::StatusCode;

@@ -72,6 +72,7 @@ fn client(queue: &Arc<Queue>, started: Instant) -> tokio::task::JoinHandle<Fate>
         let result = match wait.outcome().await {
             Outcome::Response(response) => Ok(response.timing.queued),
             Outcome::Failed(failure) => Err(failure),
+            Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
         };
         Fate { answered_at: started.elapsed(), result }
     })

@@ -8,12 +8,14 @@
 //! How the request travels depends on the worker: any HTTP/1.1 server (`--cmd`) gets a
 //! keep-alive connection to its unix socket per slot ([`connection`]); the bundled worker gets a pair
 //! of rings in memory both processes share ([`hop`]). Everything else, the loop and what a
-//! response becomes, is the same for both and lives here.
+//! response becomes, is the same for both and lives here. A WebSocket handshake goes on a
+//! connection of its own for either kind of worker ([`upgrade`]).
 
 mod connection;
 mod hop;
 #[cfg(test)]
 mod tests;
+mod upgrade;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -28,7 +30,7 @@ use tracing::{debug, warn};
 
 pub use hop::HopLink;
 
-use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WorkerResponse};
+use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
 use crate::worker::{Phase, Transport, Worker};
@@ -125,6 +127,10 @@ impl Slot {
             };
             let started = Instant::now();
             let reusable = match link {
+                _ if job.request.extensions().get::<WebSocketHandshake>().is_some() => {
+                    self.handshake(job).await;
+                    true
+                }
                 Link::Http(connection) => {
                     self.forward(job, |request| connection.exchange(&self.worker.socket, request)).await
                 }

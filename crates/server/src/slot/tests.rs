@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
 mod hop;
+mod upgrade;
 
 /// A worker and one slot serving it from a queue of its own.
 struct FakeWorker {
@@ -68,15 +69,20 @@ impl FakeWorker {
 
 /// Reads one request head from a worker connection; false if the connection ended first.
 async fn read_head(stream: &mut UnixStream) -> bool {
+    head_text(stream).await.is_some()
+}
+
+/// One request head from a worker connection, lower-cased; `None` if the connection ended first.
+async fn head_text(stream: &mut UnixStream) -> Option<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if !matches!(stream.read(&mut byte).await, Ok(1)) {
-            return false;
+            return None;
         }
         head.push(byte[0]);
     }
-    true
+    Some(String::from_utf8_lossy(&head).to_ascii_lowercase())
 }
 
 #[tokio::test]

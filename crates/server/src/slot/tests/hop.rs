@@ -170,6 +170,7 @@ async fn an_app_that_fails_mid_body_fails_its_request_and_the_slot_goes_on() {
     match process.fake.request("/fail").outcome().await {
         Outcome::Failed(failure) => assert_eq!(failure, Failure::WorkerFailed),
         Outcome::Response(response) => assert!(body_of(response).await.is_err(), "the body must end cut short"),
+        Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
     }
     let Outcome::Response(response) = process.fake.request("/ok").outcome().await else { panic!("no response") };
     assert_eq!(body_of(response).await.unwrap(), b"fine");
@@ -215,4 +216,30 @@ async fn a_worker_that_writes_garbage_fails_its_request_with_502_and_is_reported
     let reported = tokio::spawn(async move { hung.hung().await });
     assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerFailed)));
     reported.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_handshake_to_a_hop_worker_goes_to_its_socket() {
+    let process = hop_worker(Duration::from_secs(30), echo).await;
+    // The bundled worker listens on its socket for handshakes besides its rings.
+    let listener = UnixListener::bind(&process.fake.worker.socket).unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        assert!(head_text(&mut stream).await.unwrap().contains("upgrade: websocket"));
+        super::upgrade::accept_and_echo(stream).await;
+    });
+    let Outcome::Upgraded(upgraded) = super::upgrade::handshake(&process.fake, "/chat").outcome().await else {
+        panic!("no 101")
+    };
+    let mut io = upgraded.socket.io;
+    io.write_all(b"over the socket").await.unwrap();
+    let mut echo = [0u8; 15];
+    io.read_exact(&mut echo).await.unwrap();
+    assert_eq!(&echo, b"over the socket");
+    // The rings still carry requests meanwhile.
+    let Outcome::Response(response) = process.fake.request_with_body("/x", Bytes::from_static(b"ring")).outcome().await
+    else {
+        panic!("no response")
+    };
+    assert_eq!(body_of(response).await.unwrap(), b"/xgnir");
 }

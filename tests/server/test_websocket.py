@@ -1,0 +1,256 @@
+"""WebSockets through the front: the handshake waits in the queue like any request, the worker
+answers it on a connection of its own, and the open socket holds no slot. Workers: uvicorn
+running an ASGI echo app (tests/apps/ws_echo.py), Node with the `ws` package (tests/apps/node)
+and Puma with a Rack hijacking app (tests/apps/ws_echo.ru), all as --cmd workers; the bundled
+WSGI worker for what it does with a handshake."""
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import sys
+import time
+
+import pytest
+import websockets.asyncio.client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from conftest import APPS, parallel_gets, read_response, send_request, wait_until
+
+UVICORN = f"{sys.executable} -m uvicorn --uds {{socket}} --lifespan off --log-level warning ws_echo:app"
+NODE_APP = APPS / "node" / "ws_echo.js"
+
+
+def url(server, path="/echo"):
+    return f"ws://127.0.0.1:{server.port}{path}"
+
+
+def open_websockets(server):
+    return server.stats()["websockets"]["open"]
+
+
+def disconnects(server):
+    """The close codes the echo app has seen (one worker: every request sees the same process)."""
+    return json.loads(server.get("/disconnects")[2])
+
+
+def test_echo_through_uvicorn_holds_no_slot(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    with connect(url(server)) as ws:
+        ws.send("hello")
+        assert ws.recv(timeout=30) == "hello"
+        ws.send(b"\0\1" * 50_000)
+        assert ws.recv(timeout=30) == b"\0\1" * 50_000
+        stats = server.stats()
+        assert stats["websockets"]["open"] == 1
+        assert stats["workers"][0]["websockets"] == 1
+        assert stats["slots"]["busy"] == 0
+        assert stats["connections"]["open"] == 0, "a WebSocket is counted apart from HTTP connections"
+    wait_until(lambda: open_websockets(server) == 0, message="the socket to close")
+    stats = server.stats()
+    assert stats["websockets"]["opened"] == 1
+    assert stats["responses"]["101"] == 1
+    assert disconnects(server) == [1000]
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
+def test_echo_through_node_and_the_ws_package(serve):
+    if not (APPS / "node" / "node_modules" / "ws").is_dir():
+        pytest.skip("the tests' Node packages are not installed (scripts/setup --test runs npm ci)")
+    server = serve("-w", "2", "-t", "2", "--cmd", f"node {NODE_APP}")
+    with connect(url(server)) as first, connect(url(server)) as second:
+        for ws, message in ((first, "one"), (second, b"two")):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        # Each socket went to the least busy worker at its handshake.
+        assert open_websockets(server) == 2
+        assert server.get("/hello")[2] == b"hello"
+    wait_until(lambda: open_websockets(server) == 0, message="the sockets to close")
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_echo_through_puma_with_a_rack_hijacking_app(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'ws_echo.ru'}")
+    with connect(url(server), compression=None) as ws:
+        for message in ("hello", b"\0" * 70_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert open_websockets(server) == 1
+        assert server.get("/hello")[2] == b"hello"
+    wait_until(lambda: open_websockets(server) == 0, message="the socket to close")
+
+
+def test_a_thousand_open_sockets_leave_http_requests_served(serve):
+    """1000 sockets on 1 worker x 2 slots: the slots stay free for requests. The latency bound
+    is a sanity check, not a speed claim."""
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+
+    async def main():
+        opening = asyncio.Semaphore(50)
+
+        async def open_one():
+            async with opening:
+                return await websockets.asyncio.client.connect(url(server), ping_interval=None, open_timeout=60)
+
+        sockets = await asyncio.gather(*(open_one() for _ in range(1000)))
+        try:
+            await echo_on_all(sockets, "before")
+            stats = await asyncio.to_thread(server.stats)
+            assert stats["websockets"]["open"] == 1000
+            assert stats["slots"]["busy"] == 0
+            started = time.monotonic()
+            results = await asyncio.to_thread(parallel_gets, server, ["/hello"] * 20)
+            assert [status for status, _, _ in results] == [200] * 20
+            assert time.monotonic() - started < 30
+            await echo_on_all(sockets, "after")
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets))
+
+    asyncio.run(main())
+    wait_until(lambda: open_websockets(server) == 0, message="every socket to close")
+    assert server.stats()["websockets"]["opened"] == 1000
+
+
+async def echo_on_all(sockets, text):
+    async def echo(ws):
+        await ws.send(text)
+        return await asyncio.wait_for(ws.recv(), timeout=60)
+
+    assert await asyncio.gather(*(echo(ws) for ws in sockets)) == [text] * len(sockets)
+
+
+def test_handshakes_beyond_max_websockets_get_503(serve):
+    server = serve("-w", "1", "-t", "2", "--max-websockets", "2", "--cmd", UVICORN)
+    with connect(url(server)), connect(url(server)):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url(server), open_timeout=30)
+        assert refused.value.response.status_code == 503
+        stats = server.stats()
+        assert stats["websockets"]["refused"] == 1
+        assert stats["responses"]["503"] == 1
+    wait_until(lambda: open_websockets(server) == 0, message="the sockets to close")
+    with connect(url(server)) as ws:  # their places are free again
+        ws.send("again")
+        assert ws.recv(timeout=30) == "again"
+
+
+def test_a_client_that_vanishes_frees_its_socket_and_the_app_sees_it_go(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    sock = open_by_hand(server)
+    sock.sendall(masked_frame(0x1, b"hi"))
+    assert sock.recv(4) == b"\x81\x02hi"
+    # Gone without a close frame, with a reset.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    wait_until(lambda: open_websockets(server) == 0, message="the socket to be freed")
+    # No close frame came, so the app sees no code from the client (uvicorn says 1005 or 1006).
+    wait_until(lambda: len(disconnects(server)) == 1, message="the app to see the client go")
+    stats = server.stats()
+    assert stats["workers"][0]["websockets"] == 0
+    assert stats["slots"]["busy"] == 0
+
+
+def test_a_message_over_the_limit_closes_the_socket_with_1009(serve):
+    server = serve("-w", "1", "-t", "2", "--max-websocket-message", "1KiB", "--cmd", UVICORN)
+    # Without compression: the front sees the sizes on the wire (the app, after inflating).
+    with connect(url(server), compression=None) as ws:
+        ws.send(b"x" * 1024)
+        assert ws.recv(timeout=30) == b"x" * 1024
+        ws.send(b"x" * 1025)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+        assert closed.value.rcvd.code == 1009
+    # The app never got the message; it was told the client went away.
+    wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
+
+
+def test_shutdown_drains_requests_then_closes_sockets_with_1001(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    with connect(url(server)) as ws:
+        sleeper = server.connect()
+        send_request(sleeper, "GET", "/sleep", close=True)
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to run")
+        server.signal(signal.SIGTERM)
+        # While the request drains, the socket still works.
+        ws.send("during the drain")
+        assert ws.recv(timeout=30) == "during the drain"
+        assert read_response(sleeper.makefile("rb"))[2] == b"slept"
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+        assert closed.value.rcvd.code == 1001
+    assert server.wait(timeout=60) == 0
+
+
+def test_reload_closes_the_old_workers_sockets_with_1001(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    pid = server.stats()["workers"][0]["pid"]
+    with connect(url(server)) as ws:
+        server.signal(signal.SIGHUP)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=60)
+        assert closed.value.rcvd.code == 1001
+    wait_until(lambda: server.stats()["workers"][0]["pid"] not in (0, pid), message="the new worker")
+    with connect(url(server)) as ws:
+        ws.send("new worker")
+        assert ws.recv(timeout=30) == "new worker"
+
+
+def test_an_answer_other_than_101_is_relayed_as_a_response(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    with server.connect() as sock:
+        send_request(sock, "GET", "/refuse", headers=handshake_headers())
+        status, _, _ = read_response(sock.makefile("rb"))
+    assert status == 403
+    assert server.stats()["websockets"]["open"] == 0
+
+
+def test_the_front_refuses_malformed_handshakes(serve):
+    server = serve("-w", "1", "-t", "2", "--cmd", UVICORN)
+    assert server.get("/echo", headers=handshake_headers(key="short"))[0] == 400
+    status, headers, _ = server.get("/echo", headers=handshake_headers(version="8"))
+    assert (status, headers["sec-websocket-version"]) == (426, "13")
+    assert server.stats()["websockets"]["opened"] == 0
+
+
+def test_the_bundled_wsgi_worker_gets_handshakes_and_other_upgrades_as_plain_requests(serve):
+    """WSGI has no WebSocket: the bundled worker answers a handshake like any GET (the front
+    strips Upgrade, as it always has), and so does it any other upgrade."""
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    for headers in (handshake_headers(), {"Connection": "Upgrade", "Upgrade": "h2c"}):
+        status, _, body = server.get("/environ", headers=headers)
+        assert status == 200
+        assert "HTTP_UPGRADE" not in json.loads(body)
+    assert server.stats()["websockets"]["opened"] == 0
+
+
+def handshake_headers(key=None, version="13"):
+    return {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Key": key or base64.b64encode(os.urandom(16)).decode(),
+        "Sec-WebSocket-Version": version,
+    }
+
+
+def open_by_hand(server):
+    """A raw socket after its handshake, for what a client library would not do."""
+    sock = server.connect()
+    send_request(sock, "GET", "/echo", headers=handshake_headers())
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)
+        assert chunk, f"closed during the handshake: {head!r}"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return sock
+
+
+def masked_frame(opcode, payload):
+    mask = os.urandom(4)
+    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
