@@ -137,17 +137,18 @@ def test_request_that_would_start_too_late_is_refused_on_arrival(serve):
     socks = []
     for n in range(8):
         sock = server.connect()
-        send_request(sock, "GET", f"/record?id=burst{n}&ms=100")
+        send_request(sock, "GET", f"/record?id=burst{n}&ms=60")
         socks.append(sock)
     answers = [read_response(sock.makefile("rb")) for sock in socks]
     served = [body.decode() for status, _, body in answers if status == 200]
     refused = [headers for status, headers, _ in answers if status == 503]
-    # One runs at once, three can start within 0.35 s (after 0.1, 0.2, 0.3 s); four cannot.
+    # By the 100 ms learned, one runs at once, three can start within 0.35 s (after 0.1, 0.2,
+    # 0.3 s) and four cannot. (These take 60 ms, so the three start well in time.)
     assert (len(served), len(refused)) == (4, 4)
     assert all(headers["retry-after"] == "1" for headers in refused)
     stats = server.stats()["queue"]
     assert (stats["shed_at_arrival"], stats["shed_queue_timeout"]) == (4, 0)
-    assert 95 <= stats["mean_service_ms"] <= 150
+    assert 80 <= stats["mean_service_ms"] <= 150, "about 100 ms, lowered a little by the burst"
     # Which four make it depends on the order the front read them in (near-simultaneous
     # connections), but exactly the served ones ran, and no refused one did.
     assert sorted(ident for ident in service_log(server) if ident.startswith("burst")) == sorted(served)
@@ -225,15 +226,16 @@ def test_sustained_overload_is_served_near_the_target_not_at_the_deadline(serve)
 
 
 def test_a_fresh_server_given_a_service_time_hint_refuses_a_burst_on_arrival(serve):
-    """No request of 100 ms has finished yet, but --service-time-hint says that is what they take:
-    of 8 sent at once to one slot with a 0.35 s queue timeout, one runs, three can start in time
-    and four are refused as they arrive, as by a server that had measured it."""
+    """No request has finished yet, but --service-time-hint says they take 100 ms: of 8 sent at
+    once to one slot with a 0.35 s queue timeout, one runs, three can start in time and four are
+    refused as they arrive, as by a server that had measured it. (They take 60 ms, so the three
+    admitted start well before their deadline even on a slow machine; the queue goes by the hint.)"""
     server = serve("-w", "1", "-t", "1", "--queue-timeout", "0.35", "--service-time-hint", "0.1", "probe:app")
     assert service_log(server) == [], "the worker answers (one fast request: not yet a measurement)"
     socks = []
     for n in range(8):
         sock = server.connect()
-        send_request(sock, "GET", f"/record?id=burst{n}&ms=100")
+        send_request(sock, "GET", f"/record?id=burst{n}&ms=60")
         socks.append(sock)
     statuses = [read_response(sock.makefile("rb"))[0] for sock in socks]
     assert (statuses.count(200), statuses.count(503)) == (4, 4)
