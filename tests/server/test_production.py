@@ -70,7 +70,20 @@ def test_a_trusted_tcp_peer_keeps_its_claims_and_is_appended(serve):
     seen = echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", ROUTER_SAYS)))
     assert seen["url_scheme"] == "https"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 127.0.0.1"
-    assert seen["remote_addr"] == "127.0.0.1"  # the address the front received it from
+    assert seen["remote_addr"] == "203.0.113.9"  # the client the router named
+
+
+def test_the_client_is_the_last_address_no_trusted_proxy_vouches_for(serve):
+    """A CDN (10.0.0.0/8) in front of a local router (127.0.0.1): REMOTE_ADDR is the address the
+    CDN received from, not a proxy's and not what the client claimed about itself."""
+    server = serve("-w", "1", "--forwarded-allow-ips", "127.0.0.1,10.0.0.0/8", "probe:app")
+    chain = {"Host": "a", "X-Forwarded-For": "198.51.100.1, 203.0.113.9, 10.1.2.3"}
+    seen = echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", chain)))
+    assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "198.51.100.1, 203.0.113.9, 10.1.2.3, 127.0.0.1"
+    assert seen["remote_addr"] == "203.0.113.9"
+    # Nothing but trusted proxies: the first of them is as far as anyone can tell.
+    proxies = {"Host": "a", "X-Forwarded-For": "10.9.9.9"}
+    assert echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", proxies)))["remote_addr"] == "10.9.9.9"
 
 
 def test_rfc_7239_alone_gives_the_scheme(serve, tmp_path):
@@ -96,6 +109,7 @@ def test_proxy_protocol_headers_name_the_client(serve):
     seen = echo(exchange(address, proxy_v2("198.51.100.7") + request_bytes("/echo", ROUTER_SAYS)))
     assert seen["url_scheme"] == "https"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 198.51.100.7"
+    assert seen["remote_addr"] == "203.0.113.9"
     # A balancer that terminated TLS says so in the header itself (send-proxy-v2-ssl).
     seen = echo(exchange(address, proxy_v2("203.0.113.9", tls=True) + request_bytes("/echo", {"Host": "a"})))
     assert (seen["remote_addr"], seen["url_scheme"]) == ("203.0.113.9", "https")

@@ -30,6 +30,9 @@ pub struct RequestHead<'a> {
     pub method: &'a [u8],
     /// Origin form (`/path?query`) or `*`.
     pub target: &'a [u8],
+    /// The client's address as the front judged it (trusting only trusted proxies' word),
+    /// empty when nothing names one.
+    pub client: &'a [u8],
     pub headers: Fields<'a>,
 }
 
@@ -40,12 +43,14 @@ pub fn encode_request_head<'a>(
     http11: bool,
     method: &[u8],
     target: &[u8],
+    client: &[u8],
     headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) {
     out.extend_from_slice(&body_len.to_le_bytes());
     out.push(http11 as u8);
     put_short(out, method);
     put_long(out, target);
+    put_short(out, client);
     put_headers(out, headers);
 }
 
@@ -55,9 +60,10 @@ pub fn decode_request_head(record: &[u8]) -> Result<RequestHead<'_>, HopError> {
     let http11 = reader.take(1)?[0] != 0;
     let method = reader.short()?;
     let target = reader.long()?;
+    let client = reader.short()?;
     let headers = reader.headers()?;
     reader.end()?;
-    Ok(RequestHead { body_len, http11, method, target, headers })
+    Ok(RequestHead { body_len, http11, method, target, client, headers })
 }
 
 /// A response head as the front reads it.
@@ -161,11 +167,18 @@ mod tests {
     fn request_heads_round_trip() {
         let headers: Vec<(&[u8], &[u8])> = vec![(b"host", b"example.com"), (b"x-forwarded-for", b"192.0.2.1")];
         let mut record = Vec::new();
-        encode_request_head(&mut record, 42, true, b"POST", b"/p?q=1", headers.iter().copied());
+        encode_request_head(&mut record, 42, true, b"POST", b"/p?q=1", b"203.0.113.9", headers.iter().copied());
         let head = decode_request_head(&record).unwrap();
         assert_eq!(
             head,
-            RequestHead { body_len: 42, http11: true, method: b"POST", target: b"/p?q=1", headers: headers.clone() }
+            RequestHead {
+                body_len: 42,
+                http11: true,
+                method: b"POST",
+                target: b"/p?q=1",
+                client: b"203.0.113.9",
+                headers: headers.clone()
+            }
         );
     }
 

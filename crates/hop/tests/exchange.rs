@@ -92,6 +92,7 @@ impl Front {
                         true,
                         b"POST",
                         target.as_bytes(),
+                        b"",
                         std::iter::empty(),
                     );
                     assert!(slot.is_idle());

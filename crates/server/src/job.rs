@@ -24,6 +24,12 @@ use crate::tally::Hold;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket(u64);
 
+/// Who sent a request, as the front judged it from the peer and what trusted proxies said: an
+/// extension of the request a job carries, which the hop passes on as the bundled worker's
+/// `REMOTE_ADDR` (an HTTP worker reads `X-Forwarded-For` itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Client(pub String);
+
 /// A request waiting for, or running on, a slot.
 pub struct Job {
     pub ticket: Ticket,

@@ -103,10 +103,11 @@ impl Exchange {
         let head = message::decode_request_head(&self.record)?;
         let version = if head.http11 { Version::Http11 } else { Version::Http10 };
         self.body_left = head.body_len;
-        let request = from_fields(head.method, head.target, version, head.headers.iter().copied())
-            .map_err(|_| HopError::Corrupt("a request head the front should have refused"));
+        let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
+            .map_err(|_| HopError::Corrupt("a request head the front should have refused"))?;
+        request.client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
         self.taken = self.record.len(); // the head is not body
-        request
+        Ok(request)
     }
 
     /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back

@@ -3,8 +3,8 @@
 //!
 //! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
 //! uploads, `Expect`, or a slow client. The forwarding headers say who the client is and how
-//! it came (see [`super::forwarded`]: the bundled worker takes the last `X-Forwarded-For` entry
-//! as `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's convention) says when the
+//! it came (see [`super::forwarded`]; the client's address rides along as a [`Client`] extension,
+//! the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's convention) says when the
 //! request became complete, so an app can measure its own queue time.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,15 +12,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
-use super::forwarded::{set_forwarding_headers, Peer};
+use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
 use crate::http1::request::RequestHead;
 use crate::http1::strip_hop_by_hop;
-use crate::job::RequestBody;
+use crate::job::{Client, RequestBody};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
 /// Builds the request to send to a worker.
-pub fn worker_request(head: RequestHead, body: RequestBody, peer: Peer) -> http::Request<RequestBody> {
+pub fn worker_request(
+    head: RequestHead,
+    body: RequestBody,
+    peer: Peer,
+    trusted: &TrustedProxies,
+) -> http::Request<RequestBody> {
     let RequestHead { method, target, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
     headers.remove(header::EXPECT);
@@ -29,6 +34,7 @@ pub fn worker_request(head: RequestHead, body: RequestBody, peer: Peer) -> http:
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
     set_forwarding_headers(&mut headers, peer);
+    let client = client_of(&headers, trusted);
     let micros = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros());
     if let Ok(value) = HeaderValue::from_str(&format!("t={micros}")) {
         headers.insert(X_REQUEST_START.clone(), value);
@@ -40,6 +46,9 @@ pub fn worker_request(head: RequestHead, body: RequestBody, peer: Peer) -> http:
     // The target was validated by the parser; `*` and `/path?query` are both valid URIs.
     *request.uri_mut() = target.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
     *request.headers_mut() = headers;
+    if let Some(client) = client {
+        request.extensions_mut().insert::<Client>(client);
+    }
     request
 }
 
@@ -51,6 +60,10 @@ mod tests {
     static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
     static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
     use bytes::Bytes;
+
+    fn trusted() -> TrustedProxies {
+        TrustedProxies::parse("127.0.0.1").unwrap()
+    }
 
     fn head(raw: &str) -> RequestHead {
         let limits = Limits { max_head: 4096, max_body: 1 << 20 };
@@ -66,12 +79,14 @@ mod tests {
             head(raw),
             RequestBody::Memory(Bytes::from_static(b"hello")),
             Peer { ip: Some("192.0.2.7".parse().unwrap()), trusted: true, tls: false },
+            &TrustedProxies::parse("192.0.2.7").unwrap(),
         );
         let headers = request.headers();
         assert_eq!(request.method(), Method::POST);
         assert_eq!(request.uri(), "/p?q=1");
         assert_eq!(headers[header::CONTENT_LENGTH], "5");
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 192.0.2.7");
+        assert_eq!(request.extensions().get::<Client>(), Some(&Client("10.0.0.1".to_owned())));
         // A trusted router's scheme is kept (it used to be overwritten with http: issue 8).
         assert_eq!(headers[&X_FORWARDED_PROTO], "https");
         assert!(headers[&X_REQUEST_START].to_str().unwrap().starts_with("t="));
@@ -83,15 +98,12 @@ mod tests {
 
     #[test]
     fn bodiless_get_has_no_content_length() {
-        let request =
-            worker_request(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestBody::Memory(Bytes::new()), Peer::local());
+        let local = |raw| worker_request(head(raw), RequestBody::Memory(Bytes::new()), Peer::local(), &trusted());
+        let request = local("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));
-        let post = worker_request(
-            head("POST / HTTP/1.1\r\nHost: a\r\n\r\n"),
-            RequestBody::Memory(Bytes::new()),
-            Peer::local(),
-        );
+        assert_eq!(request.extensions().get::<Client>(), None, "a local router that named nobody");
+        let post = local("POST / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(post.headers()[header::CONTENT_LENGTH], "0");
     }
 }

@@ -6,8 +6,9 @@
 //! Anyone can send those headers, so they are believed only from a trusted peer: from it they
 //! pass unchanged (the peer's address appended to `X-Forwarded-For`, as every proxy does); from
 //! any other peer they are dropped and the front says what it saw itself. The worker then
-//! reads them without knowing about trust: the last `X-Forwarded-For` entry is the address
-//! the front received the request from, `X-Forwarded-Proto` is the client's scheme.
+//! reads them without knowing about trust: `X-Forwarded-Proto` is the client's scheme, and the
+//! client's address ([`client_of`], the last one no trusted proxy vouches for) comes with the
+//! request for the bundled worker's `REMOTE_ADDR`.
 //!
 //! The peer is the TCP peer, or the client named by a PROXY protocol header (then the real
 //! client, as HAProxy or an NLB saw it). A unix socket's peer is a process on this machine (a
@@ -19,6 +20,8 @@ use std::net::IpAddr;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
+
+use crate::job::Client;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -115,6 +118,27 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: Peer) {
     }
 }
 
+/// Who the client is, from forwarding headers already made true by [`set_forwarding_headers`]:
+/// walking `X-Forwarded-For` back from our own peer, the first entry that is not a trusted
+/// proxy. Each proxy appends the address it received from, so an untrusted entry is where the
+/// trustworthy part of the chain ends; whatever stands left of it is that client's own claim.
+/// A chain of trusted proxies only: its first entry. `None` when nothing names a client (a
+/// local router that sent no `X-Forwarded-For`).
+pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client> {
+    let chain = headers.get_all(&X_FORWARDED_FOR).iter().filter_map(|value| value.to_str().ok());
+    let entries: Vec<&str> =
+        chain.flat_map(|value| value.split(',')).map(str::trim).filter(|entry| !entry.is_empty()).collect();
+    let is_proxy = |entry: &&str| ip_of(entry).is_some_and(|ip| trusted.trusts(ip));
+    let client = entries.iter().rev().find(|entry| !is_proxy(entry)).or(entries.first())?;
+    Some(Client(ip_of(client).map_or_else(|| (*client).to_owned(), |ip| ip.to_canonical().to_string())))
+}
+
+/// The address of an `X-Forwarded-For` entry: `192.0.2.1`, `2001:db8::1`, or either with a port
+/// (`192.0.2.1:4711`, `[2001:db8::1]:4711`), as some proxies write it.
+fn ip_of(entry: &str) -> Option<IpAddr> {
+    entry.parse().ok().or_else(|| entry.parse::<std::net::SocketAddr>().ok().map(|addr| addr.ip()))
+}
+
 /// The `proto` of the last element of `Forwarded` (the proxy nearest to us), if any.
 fn forwarded_proto(headers: &HeaderMap) -> Option<HeaderValue> {
     let last_value = headers.get_all(&FORWARDED).iter().next_back()?.to_str().ok()?;
@@ -201,6 +225,19 @@ mod tests {
         set_forwarding_headers(&mut forwarded, Peer::local());
         assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9");
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
+    }
+
+    #[test]
+    fn the_client_is_the_last_address_no_trusted_proxy_vouches_for() {
+        let trusted = TrustedProxies::parse("127.0.0.1,10.0.0.0/8").unwrap();
+        let client = |chain: &'static str| client_of(&headers(&[("x-forwarded-for", chain)]), &trusted);
+        assert_eq!(client("203.0.113.9, 10.0.0.2, 127.0.0.1"), Some(Client("203.0.113.9".to_owned())));
+        // Whatever the client itself claimed is left of it, and not believed.
+        assert_eq!(client("1.1.1.1, 203.0.113.9, 127.0.0.1"), Some(Client("203.0.113.9".to_owned())));
+        assert_eq!(client("[2001:db8::1]:4711, 10.0.0.2:80"), Some(Client("2001:db8::1".to_owned())));
+        assert_eq!(client("unknown, 127.0.0.1"), Some(Client("unknown".to_owned())));
+        assert_eq!(client("10.0.0.3, 127.0.0.1"), Some(Client("10.0.0.3".to_owned())), "proxies only: the first");
+        assert_eq!(client_of(&HeaderMap::new(), &trusted), None);
     }
 
     #[test]

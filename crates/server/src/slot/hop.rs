@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::{LinkError, WorkerBody};
-use crate::job::RequestBody;
+use crate::job::{Client, RequestBody};
 
 /// The front's side of one worker process's region.
 pub struct HopLink {
@@ -160,6 +160,7 @@ impl SlotLine {
             true,
             parts.method.as_str().as_bytes(),
             target.as_bytes(),
+            parts.extensions.get::<Client>().map_or(&b""[..], |client| client.0.as_bytes()),
             headers,
         );
         {

@@ -42,6 +42,9 @@ pub struct Request {
     pub chunked: bool,
     pub keep_alive: bool,
     pub expect_continue: bool,
+    /// The client's address, as the front judged it from the peer and trusted proxies' word
+    /// (over the hop). Over a socket nobody says, and the last `X-Forwarded-For` entry stands in.
+    pub client: Option<String>,
 }
 
 impl Request {
@@ -74,6 +77,7 @@ pub fn parse_request(head: &[u8]) -> Result<Request, HttpError> {
         chunked: false,
         keep_alive: version == Version::Http11,
         expect_continue: false,
+        client: None,
     };
     if line_end < head.len() {
         read_fields(&head[line_end + 2..], &mut request)?;
@@ -199,6 +203,7 @@ pub fn from_fields<'a>(
         chunked: false,
         keep_alive: version == Version::Http11,
         expect_continue: false,
+        client: None,
     };
     for (name, value) in fields {
         let name = std::str::from_utf8(name).map_err(|_| HttpError::bad_request("bad header name"))?;

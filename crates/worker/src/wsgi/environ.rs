@@ -71,9 +71,10 @@ pub fn build<'py>(
     environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.version.as_str())?;
     environ.set_item(intern!(py, "wsgi.input"), input)?;
 
-    // The front appends the client address last: whatever came before it is the client's claim.
-    if let Some(forwarded_for) = request.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()) {
-        environ.set_item(intern!(py, "REMOTE_ADDR"), last_item(forwarded_for))?;
+    // The front names the client; over a socket, the last proxy appended the address it saw.
+    let forwarded_for = || request.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()).map(last_item);
+    if let Some(client) = request.client.as_deref().or_else(forwarded_for) {
+        environ.set_item(intern!(py, "REMOTE_ADDR"), client)?;
     }
     if let Some(proto) = request.header("HTTP_X_FORWARDED_PROTO") {
         if proto != "http" && last_item(proto).eq_ignore_ascii_case("https") {
