@@ -37,6 +37,13 @@ pub struct ServeArgs {
     #[arg(short, long, default_value_t = 5, value_name = "T")]
     pub threads: usize,
 
+    /// Threads of the front, which holds every client connection and the queue. One suits
+    /// most machines: a request then costs no wake-up of another thread, which on a small
+    /// machine costs more than a second thread gains. Raise it when the headway process itself
+    /// (not its workers) nears one core of CPU
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub front_threads: usize,
+
     /// Address to listen on: HOST:PORT, [IPv6]:PORT or unix:PATH; repeat for several
     /// [default: 127.0.0.1:8000, or 0.0.0.0:$PORT when PORT is set]
     #[arg(short, long = "bind", value_name = "ADDR")]
@@ -224,6 +231,7 @@ pub enum LogFormat {
 /// Everything `headway serve` runs with, validated.
 #[derive(Debug)]
 pub struct Config {
+    pub front_threads: usize,
     pub binds: Vec<Bind>,
     pub control: Option<Bind>,
     pub supervisor: SupervisorConfig,
@@ -245,6 +253,9 @@ impl Config {
         };
         if !(1..=1024).contains(&workers) {
             bail!("--workers must be between 1 and 1024, not {workers}");
+        }
+        if !(1..=256).contains(&args.front_threads) {
+            bail!("--front-threads must be between 1 and 256, not {}", args.front_threads);
         }
         if !(1..=1024).contains(&args.threads) {
             bail!("--threads must be between 1 and 1024, not {}", args.threads);
@@ -295,6 +306,7 @@ impl Config {
         };
         let takes_websockets = launch.takes_websockets();
         Ok(Config {
+            front_threads: args.front_threads,
             binds,
             control,
             supervisor: SupervisorConfig {

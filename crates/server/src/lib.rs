@@ -57,8 +57,15 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
     // Both change the environment, which is sound only while this is the only thread.
     let from_systemd =
         server::FromSystemd { notifier: systemd::Notifier::from_env(), sockets: systemd::take_listen_fds()? };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(server::run(config, from_systemd))
+    let mut runtime = match config.front_threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        threads => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+    };
+    runtime.enable_all().build()?.block_on(server::run(config, from_systemd))
 }
 
 fn init_logging(level: &str, format: config::LogFormat) -> anyhow::Result<()> {
