@@ -248,7 +248,7 @@ def test_retry_after_says_when_a_slot_is_likely_free(serve):
     after 4 s, past the 3.5 s queue timeout. It is refused on arrival and told to come back in
     4 s; the refusal is counted by its cause in /stats, /metrics and `headway stats`."""
     server = serve("-w", "1", "-t", "1", "--queue-timeout", "3.5", "--service-time-hint", "1", "probe:app")
-    blocker = start_blocker(server, 1500)
+    blocker = start_blocker(server, 1400)  # so that, by the hint, q2 starts 0.1 s within its deadline
     queued = enqueue(server, ["q0", "q1", "q2"])
     status, headers, body = server.get("/record?id=refused")
     assert (status, headers["retry-after"]) == (503, "4")

@@ -20,8 +20,8 @@
 //! Controlled delay. Under sustained overload a queue with only a deadline stays full to the
 //! deadline: every request it serves has waited the whole timeout, and it serves no more than a
 //! short queue would. So when the queue is standing (every request started for an interval had
-//! waited longer than the target, as in CoDel) and keeps growing by more than a round of slots,
-//! it holds itself to the target for ten intervals: it may hold as many waiting requests as the
+//! waited longer than the target, as in CoDel) and keeps growing (three intervals in a row, by
+//! more than a round of slots in all), it holds itself to the target for ten intervals: it may hold as many waiting requests as the
 //! slots start within the target. Those beyond that, which arrived while the overload was being
 //! recognised, get their 503 then, newest first; newcomers beyond it get theirs at the door. At
 //! least one request always may wait, so the slots stay busy and the server serves its full

@@ -5,11 +5,14 @@
 //! The evidence, as in CoDel (RFC 8289): the queue is *standing* once every request started for a
 //! whole interval had waited longer than the target. Then one more condition, which routers do
 //! not need and an application server does: a standing queue is an overload only if it keeps
-//! growing, by more than a round of slots after it was found standing. A burst into an idle
-//! server raises the queue once and then drains; N clients that each wait for their answer before
-//! sending again (a closed loop, a benchmark, a browser) keep it as deep as they are many, never
-//! deeper, give or take the answers in flight (about one per slot). Only arrivals that outrun the
-//! slots make it grow and grow.
+//! growing: its longest in each of [`RISES`] intervals in a row longer than in the one before,
+//! and by then by more than a round of slots over its longest in the interval it was found
+//! standing. A burst into an idle server raises the queue once and then drains; N clients that
+//! each wait for their answer before sending again (a closed loop, a benchmark, a browser) keep
+//! it as deep as they are many, never deeper. A closed loop can still look like growth for a
+//! moment: when the server or the clients' machine stalls, the queue dips and then refills in a
+//! jump, up to the same depth as before, and stays there. Only arrivals that outrun the slots make
+//! it grow interval after interval.
 
 use std::time::Duration;
 
@@ -27,6 +30,8 @@ const AUTO_TARGET_MAX: Duration = Duration::from_millis(50);
 const HOLD_INTERVALS: u32 = 10;
 /// ...doubling, up to this many times, when the overload comes back within one hold of the last.
 const HOLD_MAX_DOUBLINGS: u32 = 3;
+/// Intervals in a row in which a standing queue must have grown.
+const RISES: u32 = 3;
 
 /// `--queue-target`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +46,9 @@ pub enum Target {
 pub struct ControlledDelay {
     target: Target,
     interval: Duration,
-    /// Since when every request started had waited longer than the target.
-    above_since: Option<Instant>,
-    /// The queue's length when it had been above the target for a whole interval.
-    standing_len: Option<usize>,
+    /// Since when every request started had waited longer than the target, and how the queue's
+    /// length went since then.
+    above: Option<Growth>,
     /// The current or last hold: until when, and how long it was.
     hold: Option<(Instant, Duration)>,
     /// Since when slots have found nothing to start, with no request started since.
@@ -55,15 +59,7 @@ pub struct ControlledDelay {
 
 impl ControlledDelay {
     pub fn new(target: Target, interval: Duration) -> Self {
-        ControlledDelay {
-            target,
-            interval,
-            above_since: None,
-            standing_len: None,
-            hold: None,
-            idle_since: None,
-            overloads: 0,
-        }
+        ControlledDelay { target, interval, above: None, hold: None, idle_since: None, overloads: 0 }
     }
 
     /// The target wait for requests whose service time is `service`; `None` when switched off.
@@ -122,31 +118,23 @@ impl ControlledDelay {
         // afresh, so clients that flood back the moment a hold ends (a closed loop that was
         // refused) are seen for what they are: a deep queue that does not grow.
         if waited <= target || self.holding(now) {
-            self.above_since = None;
-            self.standing_len = None;
+            self.above = None;
             return false;
         }
-        let above_since = *self.above_since.get_or_insert(now);
-        if now < above_since + self.interval {
+        let interval = self.interval;
+        let above = self.above.get_or_insert_with(|| Growth::new(now + interval));
+        if !above.keeps_growing(now, waiting, slots, interval) {
             return false;
         }
-        match self.standing_len {
-            None => self.standing_len = Some(waiting),
-            Some(standing) if waiting > standing + slots => {
-                self.begin_hold(now);
-                return true;
-            }
-            Some(_) => {}
-        }
-        false
+        self.begin_hold(now);
+        true
     }
 
     /// A slot found nothing to start: whatever was standing is gone. (With fewer requests
     /// allowed to wait than there are slots, that happens now and then during an overload too,
     /// so only an interval of it ends a hold.)
     pub fn drained(&mut self, now: Instant) {
-        self.above_since = None;
-        self.standing_len = None;
+        self.above = None;
         self.idle_since.get_or_insert(now);
     }
 
@@ -160,9 +148,46 @@ impl ControlledDelay {
             _ => base,
         };
         self.hold = Some((now + length, length));
-        self.above_since = None;
-        self.standing_len = None;
+        self.above = None;
         self.overloads += 1;
+    }
+}
+
+/// The queue's longest, interval by interval, since every request started has waited longer than
+/// the target.
+struct Growth {
+    /// When the current interval ends.
+    ends: Instant,
+    /// The longest in the current interval.
+    high: usize,
+    /// The longest in the first interval (the queue was found standing at its end), if over.
+    standing: Option<usize>,
+    /// The longest in the last whole interval, and how many intervals in a row each beat the one
+    /// before.
+    last: usize,
+    rises: u32,
+}
+
+impl Growth {
+    fn new(ends: Instant) -> Growth {
+        Growth { ends, high: 0, standing: None, last: 0, rises: 0 }
+    }
+
+    /// Takes in the queue's length as a request starts, and says whether it has kept growing.
+    fn keeps_growing(&mut self, now: Instant, waiting: usize, slots: usize, interval: std::time::Duration) -> bool {
+        self.high = self.high.max(waiting);
+        if now < self.ends {
+            return false;
+        }
+        match self.standing {
+            None => self.standing = Some(self.high),
+            Some(_) if self.high > self.last => self.rises += 1,
+            Some(_) => self.rises = 0,
+        }
+        self.last = self.high;
+        self.high = waiting;
+        self.ends = now + interval;
+        self.rises >= RISES && self.standing.is_some_and(|standing| self.last > standing + slots)
     }
 }
 
@@ -216,9 +241,10 @@ mod tests {
     fn a_standing_queue_that_keeps_growing_is_held() {
         let mut delay = delay();
         let start = Instant::now();
-        // Two arrivals for every start: the queue grows by one per start (12.5 ms apart).
-        feed(&mut delay, start, 24, 12500 * MS / 1000, 200 * MS, |step| 20 + step as usize);
-        assert!(delay.holding(start + 300 * MS));
+        // Two arrivals for every start: the queue grows by one per start (12.5 ms apart), a
+        // round of slots per interval: held once it has grown for three intervals.
+        feed(&mut delay, start, 40, 12500 * MS / 1000, 200 * MS, |step| 20 + step as usize);
+        assert!(delay.holding(start + 500 * MS));
         assert_eq!(delay.overloads, 1);
     }
 
@@ -232,6 +258,17 @@ mod tests {
         // The queue as deep as the clients less the slots, less the answers on their way back.
         feed(&mut closed_loop, start, 400, 12500 * MS / 1000, 300 * MS, |step| 24 - (step as usize * 7) % SLOTS);
         assert_eq!(closed_loop.overloads, 0);
+    }
+
+    #[test]
+    fn a_closed_loop_that_refills_after_a_stall_is_not_held() {
+        let mut delay = delay();
+        let start = Instant::now();
+        // Found standing while a stall had left the queue at 30; then the clients catch up at
+        // once, and the queue stays as deep as they are many, give or take a few.
+        feed(&mut delay, start, 10, 12500 * MS / 1000, 200 * MS, |_| 30);
+        feed(&mut delay, start + 125 * MS, 160, 12500 * MS / 1000, 200 * MS, |step| 54 - (step as usize * 5) % 7);
+        assert_eq!(delay.overloads, 0);
     }
 
     #[test]
@@ -253,13 +290,13 @@ mod tests {
     fn an_overload_back_right_after_a_hold_is_held_twice_as_long_and_an_idle_interval_ends_it() {
         let mut delay = delay();
         let every = 12500 * MS / 1000;
-        feed(&mut delay, Instant::now(), 24, every, 200 * MS, |step| 20 + step as usize);
+        feed(&mut delay, Instant::now(), 40, every, 200 * MS, |step| 20 + step as usize);
         let (first_end, first_length) = delay.hold.expect("held");
         assert_eq!(first_length, 1000 * MS, "10 intervals");
         // While held, the queue is kept short and nothing counts; after it, it grows again at once.
         feed(&mut delay, first_end - first_length, 80, every, 200 * MS, |_| 4);
         assert!(!delay.holding(first_end));
-        feed(&mut delay, first_end, 24, every, 200 * MS, |step| 4 + step as usize);
+        feed(&mut delay, first_end, 40, every, 200 * MS, |step| 4 + step as usize);
         assert_eq!(delay.overloads, 2);
         let (second_end, second_length) = delay.hold.expect("held again");
         assert_eq!(second_length, 2000 * MS);
@@ -268,7 +305,7 @@ mod tests {
         assert!(delay.holding(idle + 99 * MS), "a moment without work is not the end of it");
         assert!(!delay.holding(idle + 100 * MS), "an interval is");
         // The next overload is a new one, held for the base length again.
-        feed(&mut delay, idle + 200 * MS, 24, every, 200 * MS, |step| 4 + step as usize);
+        feed(&mut delay, idle + 200 * MS, 40, every, 200 * MS, |step| 4 + step as usize);
         assert_eq!(delay.hold.expect("held once more").1, 1000 * MS);
     }
 

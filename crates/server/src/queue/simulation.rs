@@ -126,10 +126,11 @@ async fn under_a_sustained_overload_the_served_wait_stays_near_the_target_at_ful
         assert!(waits.len() >= 790, "{per_sec}/s: {} served", waits.len());
         // The target is 3 x 100 ms, capped at 50 ms. The slots run in step (every request takes
         // exactly 100 ms), so some wait a round for the next one; and while an overload is being
-        // recognised (at the start, and as each hold ends) some wait a few rounds, never more.
+        // recognised (at the start, and as each hold ends: an interval standing, three growing)
+        // some wait a few rounds, never more.
         let (p50, p99, max) = (percentile(&waits, 50), percentile(&waits, 99), waits[waits.len() - 1]);
         assert!(
-            p50 <= 100 * MS && p99 <= 300 * MS && max <= 400 * MS,
+            p50 <= 100 * MS && p99 <= 400 * MS && max <= 500 * MS,
             "{per_sec}/s: p50 {p50:?}, p99 {p99:?}, max {max:?}"
         );
         // Everything else is refused for the standing queue, and none waits out the deadline.
