@@ -53,6 +53,18 @@ impl Request {
     pub fn is_head(&self) -> bool {
         self.method == "HEAD"
     }
+
+    /// The client's address: the front appends it to X-Forwarded-For last, and whatever came
+    /// before it is the client's claim.
+    pub fn client(&self) -> Option<&str> {
+        self.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()).map(last_item)
+    }
+
+    /// Whether the client came over TLS, as the last proxy says in X-Forwarded-Proto.
+    pub fn is_https(&self) -> bool {
+        self.header("HTTP_X_FORWARDED_PROTO")
+            .is_some_and(|proto| proto != "http" && last_item(proto).eq_ignore_ascii_case("https"))
+    }
 }
 
 /// Parses a request head: the bytes up to, and without, the blank line that ends it.
@@ -293,6 +305,11 @@ pub fn latin1(bytes: &[u8]) -> String {
         Ok(text) if bytes.is_ascii() => text.to_owned(),
         _ => bytes.iter().map(|&b| b as char).collect(),
     }
+}
+
+/// The last item of a comma-separated header value.
+fn last_item(list: &str) -> &str {
+    list.rsplit(',').next().unwrap_or(list).trim_matches([' ', '\t'])
 }
 
 #[cfg(test)]
