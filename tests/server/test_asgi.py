@@ -100,3 +100,16 @@ def test_slots_bound_the_requests_in_the_app(serve):
     results = parallel_gets(server, ["/slow"] * 4)
     assert [(status, body) for status, _, body in results] == [(200, b"slept")] * 4
     assert server.get("/most")[2] == b"2", "two slots: two requests in the app at once, never more"
+
+
+def test_starlette_websocket_echo_through_the_front(serve):
+    pytest.importorskip("starlette")
+    from websockets.sync.client import connect
+
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
+    with connect(f"ws://127.0.0.1:{server.port}/echo") as ws:
+        for message in ("hello", b"\0\1" * 40_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert server.stats()["slots"]["busy"] == 0, "an open WebSocket holds no slot"
+        assert server.get("/items/7")[0] == 200, "the one slot still serves HTTP"

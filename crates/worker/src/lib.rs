@@ -34,5 +34,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HttpBodyError", py.get_type::<wsgi::input::HttpBodyError>())?;
     m.add_class::<wsgi::file_wrapper::FileWrapper>()?;
     m.add_class::<asgi::channel::Channel>()?;
+    m.add_class::<asgi::websocket::WebSocketCodec>()?;
+    m.add_function(wrap_pyfunction!(asgi::channel::parse_head, m)?)?;
+    m.add_function(wrap_pyfunction!(asgi::websocket::websocket_accept, m)?)?;
     Ok(())
 }

@@ -5,22 +5,23 @@ Why this shape: the native core's T slot threads claim requests and do their I/O
 let go of the GIL while they wait; the app's coroutines all run on one loop thread. A request's
 `receive` and `send` hand a small operation to the slot thread that claimed the request and await
 its result, so the loop never waits on a client or a ring, and a worker with T slots never has
-more than T requests in the app: the front's queue keeps the rest, in its order.
+more than T requests in the app: the front's queue keeps the rest, in its order. WebSockets come
+on connections of their own and hold no slot (websocket.py).
 """
 
 import asyncio
+import contextlib
 import http
 import inspect
+import os
 import queue
 import threading
 import traceback
-from urllib.parse import unquote
 
 from headway import _native
 
-from . import log
-
-ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
+from . import log, websocket
+from .scope import ASGI_VERSION, connection_scope
 
 
 def is_asgi(app):
@@ -41,10 +42,12 @@ def new_loop():
 
 def serve(app, path, threads, describe):
     """Runs the app's startup, serves until a stop signal, then runs its shutdown; returns the exit
-    status. Raises `_native.StartupError` as `_native.serve` does."""
+    status. Raises `_native.StartupError` as `_native.serve` does. Started by the front (which
+    passes the hop in $HEADWAY_HOP), the worker also takes WebSocket handshakes on `path`, ready
+    before the front hears that the worker is."""
     server = Server(app)
     try:
-        server.start()
+        server.start(path if os.environ.get("HEADWAY_HOP") else None)
     except LifespanFailed as error:
         log(f"the app's startup failed: {error}")
         server.close()
@@ -67,13 +70,23 @@ class Server:
         self.loop = new_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="headway-asgi-loop", daemon=True)
         self.lifespan = Lifespan(app)
+        self.websockets = None  # the listener for handshakes, when there is one
 
-    def start(self):
+    def start(self, websocket_path):
         self.thread.start()
         self.on_loop(self.lifespan.startup())
+        if websocket_path:
+            self.websockets = self.on_loop(websocket.listen(websocket_path, self.serve_websocket))
+            self.websocket_socket = (websocket_path, os.stat(websocket_path).st_ino)
 
     def stop(self):
         try:
+            if self.websockets is not None:
+                self.loop.call_soon_threadsafe(self.websockets.close)
+                path, inode = self.websocket_socket
+                with contextlib.suppress(OSError):
+                    if os.stat(path).st_ino == inode:  # a newer worker's socket is not ours to remove
+                        os.unlink(path)
             self.on_loop(self.lifespan.shutdown())
         except LifespanFailed as error:
             log(f"the app's shutdown failed: {error}")
@@ -87,6 +100,9 @@ class Server:
     def on_loop(self, coroutine):
         """Runs `coroutine` on the loop and waits for its result, from another thread."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def serve_websocket(self, reader, writer):
+        await websocket.WebSocket(self.app, self.lifespan.state, reader, writer).run()
 
     def serve_channel(self, channel):
         """Serves a transport's requests one after another; called on a slot thread."""
@@ -162,23 +178,9 @@ class HttpExchange:
     loop's side."""
 
     def __init__(self, server, channel, head):
-        method, raw_path, query, version, headers, scheme, client, self.body_left = head
         self.server, self.channel, self.loop = server, channel, server.loop
-        self.scope = {
-            "type": "http",
-            "asgi": ASGI_VERSION,
-            "http_version": version,
-            "method": method,
-            "scheme": scheme,
-            "path": unquote(raw_path.decode("latin-1")),
-            "raw_path": raw_path,
-            "query_string": query,
-            "root_path": "",
-            "headers": headers,
-            "client": (client, 0) if client else None,
-            "server": None,
-            "state": server.lifespan.state.copy(),
-        }
+        self.scope = connection_scope("http", head, server.lifespan.state)
+        self.body_left = head[-1]  # whether a body follows
         self.operations = queue.SimpleQueue()
         self.request_read = False
         self.start = None  # the `http.response.start` message, sent with the first body piece

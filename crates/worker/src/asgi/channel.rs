@@ -4,12 +4,12 @@
 //! that may wait let go of the GIL while they do (the transport's rule), so the asyncio loop
 //! runs other requests meanwhile.
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::http::reader::RECV_BYTES;
-use crate::http::request::Request;
+use crate::http::request::{parse_request, Request};
 use crate::http::HttpError;
 use crate::transport::{Next, Transport};
 use crate::wsgi::input::read_error;
@@ -87,23 +87,7 @@ impl Channel {
             Next::Closed => return Ok(None),
         };
         self.start(&request);
-        let headers = PyList::empty(py);
-        for (key, value) in &request.headers {
-            let value: Vec<u8> = value.chars().map(|c| c as u32 as u8).collect(); // read as latin-1
-            headers.append((PyBytes::new(py, &header_name(key)), PyBytes::new(py, &value)))?;
-        }
-        let scheme = if request.is_https() { "https" } else { "http" };
-        let client = request.client().map(str::to_owned);
-        Ok(Some((
-            request.method,
-            PyBytes::new(py, request.path.as_bytes()),
-            PyBytes::new(py, request.query.as_bytes()),
-            request.version.as_str().trim_start_matches("HTTP/"),
-            headers,
-            scheme,
-            client,
-            !self.body_done,
-        )))
+        scope_head(py, request, !self.body_done).map(Some)
     }
 
     /// The next piece of the request body and whether more follows (`(b"", False)` at its end).
@@ -181,4 +165,32 @@ impl Channel {
 fn header_name(key: &str) -> Vec<u8> {
     let name = key.strip_prefix("HTTP_").unwrap_or(key);
     name.bytes().map(|b| if b == b'_' { b'-' } else { b.to_ascii_lowercase() }).collect()
+}
+
+/// The head of a request that came on a connection of its own (a WebSocket handshake), in the
+/// shape `Channel.next_request` gives; a malformed one raises ValueError with what is wrong.
+#[pyfunction]
+pub fn parse_head<'py>(py: Python<'py>, head: &[u8]) -> PyResult<Head<'py>> {
+    let request = parse_request(head).map_err(|error| PyValueError::new_err(error.message))?;
+    scope_head(py, request, false)
+}
+
+fn scope_head(py: Python<'_>, request: Request, has_body: bool) -> PyResult<Head<'_>> {
+    let headers = PyList::empty(py);
+    for (key, value) in &request.headers {
+        let value: Vec<u8> = value.chars().map(|c| c as u32 as u8).collect(); // read as latin-1
+        headers.append((PyBytes::new(py, &header_name(key)), PyBytes::new(py, &value)))?;
+    }
+    let scheme = if request.is_https() { "https" } else { "http" };
+    let client = request.client().map(str::to_owned);
+    Ok((
+        request.method,
+        PyBytes::new(py, request.path.as_bytes()),
+        PyBytes::new(py, request.query.as_bytes()),
+        request.version.as_str().trim_start_matches("HTTP/"),
+        headers,
+        scheme,
+        client,
+        has_body,
+    ))
 }

@@ -5,9 +5,12 @@
 //!
 //! Slots keep their meaning: each of the T slot threads carries one request at a time to the
 //! loop and waits with it, so an ASGI worker runs at most T HTTP requests at once and the
-//! front's queue decides the order.
+//! front's queue decides the order. A WebSocket holds no slot: the front opens a connection of
+//! its own for each handshake, which the Python side serves on its loop, with [`websocket`] for
+//! the frames.
 
 pub mod channel;
+pub mod websocket;
 
 use pyo3::prelude::*;
 
