@@ -113,3 +113,10 @@ def test_starlette_websocket_echo_through_the_front(serve):
             assert ws.recv(timeout=30) == message
         assert server.stats()["slots"]["busy"] == 0, "an open WebSocket holds no slot"
         assert server.get("/items/7")[0] == 200, "the one slot still serves HTTP"
+
+
+def test_the_demo_as_asgi(serve):
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi")
+    status, _, body = server.get("/hello")
+    assert (status, body) == (200, b"Hello, world!\n")
+    assert b"headway.twins.demo_asgi:app (ASGI)" in server.log()

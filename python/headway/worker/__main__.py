@@ -4,7 +4,7 @@
 
 APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
 that "the socket accepts" means "the app is loaded" (and, for ASGI, its startup done: see
-asgi.py). Without APP the demo app is served.
+asgi.py). Without APP the demo app is served (its ASGI twin with --interface asgi).
 """
 
 import argparse
@@ -24,6 +24,8 @@ else:
     from . import asgi
 
 DEMO_APP = "headway.demo:app"
+# The demo's ASGI twin, served when ASGI is asked for without an app.
+DEMO_ASGI_APP = "headway.twins.demo_asgi:app"
 
 
 class AppImportError(Exception):
@@ -75,11 +77,14 @@ def parse_args(argv):
     parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto",
                         help="how to call the app; auto: ASGI 3 if it is a coroutine function or has an async "
                              "__call__, else WSGI (default auto)")
-    parser.add_argument("app", nargs="?", default=DEMO_APP, metavar="APP",
-                        help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP})")
+    parser.add_argument("app", nargs="?", metavar="APP",
+                        help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP}, "
+                             f"or {DEMO_ASGI_APP} with --interface asgi)")
     args = parser.parse_args(argv)
     if not args.socket:
         parser.error("--socket PATH is required (or set HEADWAY_SOCKET)")
+    if args.app is None:
+        args.app = DEMO_ASGI_APP if args.interface == "asgi" else DEMO_APP
     return args
 
 
