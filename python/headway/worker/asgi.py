@@ -52,6 +52,10 @@ def serve(app, path, threads, describe):
         log(f"the app's startup failed: {error}")
         server.close()
         return 1
+    except OSError as error:
+        log(f"cannot listen on {path} for WebSocket handshakes: {error}")
+        server.stop()
+        return 1
     try:
         return _native.serve_asgi(server.serve_channel, path, threads, f"{describe} (ASGI)")
     finally:
