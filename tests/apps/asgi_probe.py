@@ -4,13 +4,18 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /slow        stays in the app for half a second, counting the requests inside it at once
 - /most        the most requests that were inside /slow at once, as text
 - /hello       "hello"
+- /until-gone  reads its request, then waits for the next message without answering: the client
+               is expected to leave, and the message type is kept
+- /seen        the message types /until-gone got, as JSON
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
 """
 
 import asyncio
+import json
 
 _inside = 0
 _most = 0
+_seen = []
 
 
 async def app(scope, receive, send):
@@ -25,6 +30,11 @@ async def app(scope, receive, send):
         finally:
             _inside -= 1
         await _reply(send, b"slept")
+    elif scope["path"] == "/until-gone":
+        await receive()
+        _seen.append((await receive())["type"])
+    elif scope["path"] == "/seen":
+        await _reply(send, json.dumps(_seen).encode())
     elif scope["path"] == "/most":
         await _reply(send, str(_most).encode())
     else:

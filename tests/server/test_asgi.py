@@ -120,3 +120,15 @@ def test_the_demo_as_asgi(serve):
     status, _, body = server.get("/hello")
     assert (status, body) == (200, b"Hello, world!\n")
     assert b"headway.twins.demo_asgi:app (ASGI)" in server.log()
+
+
+def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    sock = server.connect()
+    send_request(sock, "GET", "/until-gone")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to reach the app")
+    sock.close()
+    wait_until(lambda: json.loads(server.get("/seen")[2]) == ["http.disconnect"],
+               message="the app to hear that its client left")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")
+    assert server.get("/hello")[2] == b"hello"

@@ -266,6 +266,10 @@ impl Transport for Exchange {
         false
     }
 
+    fn hop_slot(&self) -> Option<usize> {
+        Some(self.index)
+    }
+
     fn abandon(&mut self, py: Python<'_>) {
         // A response left unended (the app failed after its head): the client sees it cut.
         if let Err(error) = self.close(py, ABORT, b"the response was not finished") {

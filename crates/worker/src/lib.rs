@@ -35,6 +35,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<wsgi::file_wrapper::FileWrapper>()?;
     m.add_class::<asgi::channel::Channel>()?;
     m.add_class::<asgi::websocket::WebSocketCodec>()?;
+    m.add_class::<asgi::ClientWatcher>()?;
     m.add_function(wrap_pyfunction!(asgi::channel::parse_head, m)?)?;
     m.add_function(wrap_pyfunction!(asgi::websocket::websocket_accept, m)?)?;
     Ok(())

@@ -43,6 +43,11 @@ const LISTEN_BACKLOG: i32 = 1024;
 /// lost on the way.
 pub trait Application: Send + Sync {
     fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>>;
+
+    /// Started by the front: called with its end of the hop before the slot threads start.
+    fn attach(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>) -> PyResult<()> {
+        Ok(())
+    }
 }
 
 /// Serves the WSGI `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
@@ -61,17 +66,11 @@ pub fn serve(
     serve_with(py, app, path, threads, describe)
 }
 
-/// Like [`serve`], for an ASGI app: `serve_channel` (the Python side, whose asyncio loop runs the
-/// app) is called on a slot thread with each transport's [`crate::asgi::channel::Channel`].
+/// Like [`serve`], for an ASGI app: `server` is the Python side, whose asyncio loop runs the app
+/// (see [`Handler`]).
 #[pyfunction]
-pub fn serve_asgi(
-    py: Python<'_>,
-    serve_channel: Py<PyAny>,
-    path: &str,
-    threads: usize,
-    describe: &str,
-) -> PyResult<i32> {
-    serve_with(py, Arc::new(Handler { serve_channel }), path, threads, describe)
+pub fn serve_asgi(py: Python<'_>, server: Py<PyAny>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
+    serve_with(py, Arc::new(Handler { server }), path, threads, describe)
 }
 
 fn serve_with(py: Python<'_>, app: Arc<dyn Application>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
@@ -111,6 +110,7 @@ fn serve_hop(
     describe: &str,
 ) -> PyResult<i32> {
     let stops = StopSignals::install(py)?;
+    app.attach(py, &end)?;
     let handles = (0..threads)
         .map(|number| {
             let (end, app) = (end.clone(), app.clone());

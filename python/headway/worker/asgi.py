@@ -57,7 +57,7 @@ def serve(app, path, threads, describe):
         server.stop()
         return 1
     try:
-        return _native.serve_asgi(server.serve_channel, path, threads, f"{describe} (ASGI)")
+        return _native.serve_asgi(server, path, threads, f"{describe} (ASGI)")
     finally:
         server.stop()
 
@@ -75,6 +75,7 @@ class Server:
         self.thread = threading.Thread(target=self.loop.run_forever, name="headway-asgi-loop", daemon=True)
         self.lifespan = Lifespan(app)
         self.websockets = None  # the listener for handshakes, when there is one
+        self.exchanges = {}  # hop slot -> the HttpExchange under way on it (touched on the loop)
 
     def start(self, websocket_path):
         self.thread.start()
@@ -107,6 +108,23 @@ class Server:
 
     async def serve_websocket(self, reader, writer):
         await websocket.WebSocket(self.app, self.lifespan.state, reader, writer).run()
+
+    def watch_clients(self, watcher):
+        """Started by the front: the front marks the hop slot of a request whose client has gone,
+        and a thread of ours waits for those marks, for the exchanges on the loop to hear them."""
+
+        def watch():
+            while (slots := watcher.wait()) is not None:
+                self.loop.call_soon_threadsafe(self.clients_gone, watcher, slots)
+
+        threading.Thread(target=watch, name="headway-asgi-clients", daemon=True).start()
+
+    def clients_gone(self, watcher, slots):
+        for slot in slots:
+            exchange = self.exchanges.get(slot)
+            # A mark may be the slot's previous request's: the flag is cleared for the next one.
+            if exchange is not None and watcher.is_gone(slot):
+                exchange.gone()
 
     def serve_channel(self, channel):
         """Serves a transport's requests one after another; called on a slot thread."""
@@ -183,6 +201,7 @@ class HttpExchange:
 
     def __init__(self, server, channel, head):
         self.server, self.channel, self.loop = server, channel, server.loop
+        self.slot = channel.slot
         self.scope = connection_scope("http", head, server.lifespan.state)
         self.body_left = head[-1]  # whether a body follows
         self.operations = queue.SimpleQueue()
@@ -209,17 +228,17 @@ class HttpExchange:
                 result, error = None, raised
             self.loop.call_soon_threadsafe(settle, waiter, result, error)
         try:
-            if self.disconnected:
-                return False
             if not self.complete:
-                self.channel.fail()
+                self.channel.fail()  # over the hop, the exchange must end even if the client is gone
                 return False
-            return self.channel.finish()
+            return self.channel.finish() and not self.disconnected
         except OSError:
             return False  # the client left while we ended the exchange
 
     async def call_app(self):
         self.finished = asyncio.Event()
+        if self.slot is not None:
+            self.server.exchanges[self.slot] = self
         try:
             await self.server.app(self.scope, self.receive, self.send)
             if not self.complete and not self.disconnected:
@@ -231,6 +250,8 @@ class HttpExchange:
         finally:
             self.over = True
             self.finished.set()
+            if self.server.exchanges.get(self.slot) is self:
+                del self.server.exchanges[self.slot]
 
     async def io(self, function, *args):
         """Has the slot thread run `function(*args)`, and waits for its result."""
@@ -287,6 +308,7 @@ class HttpExchange:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
 
     def gone(self):
+        """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
         self.disconnected = True
         self.finished.set()
 

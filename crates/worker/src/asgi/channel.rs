@@ -90,6 +90,12 @@ impl Channel {
         scope_head(py, request, !self.body_done).map(Some)
     }
 
+    /// The hop slot this channel's requests come through, when they come through the hop.
+    #[getter]
+    fn slot(&self) -> Option<usize> {
+        self.transport.as_ref().and_then(|transport| transport.hop_slot())
+    }
+
     /// The next piece of the request body and whether more follows (`(b"", False)` at its end).
     fn read<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, bool)> {
         if self.body_done {
