@@ -57,7 +57,9 @@ pub enum Interface {
     /// ASGI 3 if the app is a coroutine function or has an async `__call__`, else WSGI: decided by
     /// the worker once it has imported the app.
     Auto,
+    /// PEP 3333.
     Wsgi,
+    /// ASGI 3: HTTP, WebSocket (the front hands the workers their handshakes) and lifespan.
     Asgi,
 }
 
