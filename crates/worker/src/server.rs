@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 
 use crate::asgi::Handler;
 use crate::hop;
-use crate::log::log;
+use crate::log::{log, print_traceback};
 use crate::transport::Transport;
 use crate::unix::{run_slot, Shared, SlotState};
 use crate::wsgi::{environ, App};
@@ -48,6 +48,16 @@ pub trait Application: Send + Sync {
     fn attach(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>) -> PyResult<()> {
         Ok(())
     }
+}
+
+/// A request's Python object, just made: failing to make one (memory) costs the connection,
+/// with a line.
+pub fn request_object<T>(py: Python<'_>, made: PyResult<Py<T>>) -> Option<Py<T>> {
+    made.inspect_err(|error| {
+        log(py, "cannot make the request's objects; closing the connection:");
+        print_traceback(py, error);
+    })
+    .ok()
 }
 
 /// Serves the WSGI `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.

@@ -19,7 +19,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::log::{log, print_traceback};
-use crate::server::Application;
+use crate::server::{request_object, Application};
 use crate::transport::Transport;
 use channel::Channel;
 
@@ -38,14 +38,7 @@ impl Application for Handler {
     }
 
     fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
-        let channel = match Py::new(py, Channel::new(transport)) {
-            Ok(channel) => channel,
-            Err(error) => {
-                log(py, "cannot make the request's objects; closing the connection:");
-                print_traceback(py, &error);
-                return None;
-            }
-        };
+        let channel = request_object(py, Py::new(py, Channel::new(transport)))?;
         let served = self.server.bind(py).call_method1(intern!(py, "serve_channel"), (channel.clone_ref(py),));
         let mut transport = channel.borrow_mut(py).take_transport()?;
         if let Err(error) = served {

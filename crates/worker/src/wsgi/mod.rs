@@ -17,7 +17,7 @@ use pyo3::{intern, Py, PyRefMut};
 use crate::http::request::Request;
 use crate::http::HttpError;
 use crate::log::{log, print_traceback};
-use crate::server::Application;
+use crate::server::{request_object, Application};
 use crate::transport::{Next, Transport};
 use file_wrapper::FileWrapper;
 use input::{HttpBodyError, Input, PeerClosed};
@@ -61,14 +61,7 @@ impl App {
         request: Request,
     ) -> Option<(Box<dyn Transport>, bool)> {
         let is_head = request.is_head();
-        let response = match Py::new(py, Response::new(transport)) {
-            Ok(response) => response,
-            Err(error) => {
-                log(py, "cannot make the request's objects; closing the connection:");
-                print_traceback(py, &error);
-                return None;
-            }
-        };
+        let response = request_object(py, Py::new(py, Response::new(transport)))?;
         let outcome = self.run_app(py, &response, &request);
         let mut state = state(py, &response);
         let mut transport = state.take_transport()?;
