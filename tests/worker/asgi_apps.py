@@ -11,8 +11,10 @@
 - /after          reads the request, completes its response, then waits for the next message
                   and keeps its type;
   /seen           lists the types kept so far (one worker process: state is shared)
+- /loop           the module of the running event loop's class
 """
 
+import asyncio
 import json
 
 _seen = []
@@ -55,6 +57,8 @@ async def app(scope, receive, send):
         await receive()  # the request (no body)
         await reply(send, b"done")
         _seen.append((await receive())["type"])
+    elif path == "/loop":
+        await reply(send, type(asyncio.get_running_loop()).__module__.encode())
     elif path == "/seen":
         await reply(send, json.dumps(_seen).encode())
 

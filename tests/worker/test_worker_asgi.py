@@ -4,6 +4,8 @@ and how an app is told from a WSGI one."""
 
 import json
 
+import pytest
+
 from headway.worker.asgi import is_asgi
 
 
@@ -115,3 +117,9 @@ def test_asgi_is_told_from_wsgi_as_uvicorn_does():
     assert is_asgi(coroutine_app) and is_asgi(AsyncCallable())
     assert not is_asgi(wsgi_app) and not is_asgi(SyncCallable())
     assert not is_asgi(AsyncCallable), "a class is an ASGI 2 double callable, not served"
+
+
+def test_the_loop_is_uvloop_when_it_is_installed(start_worker):
+    pytest.importorskip("uvloop")
+    worker = start_worker("asgi_apps:app", 1)
+    assert worker.get("/loop").body.startswith(b"uvloop")
