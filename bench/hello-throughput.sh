@@ -2,7 +2,8 @@
 # Hello world throughput: the demo app's /hello with 2 worker processes under
 # `wrk -t1 -c64 -d10s`, against headway and the servers people use today, in one run on the
 # same machine: headway (Python worker), granian WSGI and ASGI, uvicorn (httptools, uvloop),
-# gunicorn gthread, Puma clustered (Rack twin) and headway running Puma as its worker.
+# gunicorn gthread, Puma clustered (Rack twin) and headway running Puma as its worker; and, when
+# SERVERS names it, headway-asgi: the bundled worker running the ASGI twin (bench/asgi.sh).
 #
 # The whole sweep runs ROUNDS times, servers interleaved, and the table shows the median
 # requests/s (and wrk's p50/p99 latency) over the rounds, with each server's ratio to
@@ -46,13 +47,14 @@ bench_init
 label() {
     case "$1" in
         headway) echo "headway -w 2 -t $HEADWAY_THREADS" ;;
+        headway-asgi) echo "headway -w 2 -t $HEADWAY_THREADS (ASGI twin)" ;;
         granian-wsgi) echo "granian wsgi --workers 2" ;;
         granian-asgi) echo "granian asgi --workers 2" ;;
         uvicorn) echo "uvicorn --workers 2" ;;
         gunicorn) echo "gunicorn gthread -w 2 --threads 5" ;;
         puma) echo "puma -w 2 -t 5:5 (clustered)" ;;
         headway-puma) echo "headway -w 2 -t 5 --cmd puma" ;;
-        *) bench_die "unknown server $1 (known: headway granian-wsgi granian-asgi uvicorn gunicorn puma headway-puma)" ;;
+        *) bench_die "unknown server $1 (known: headway headway-asgi granian-wsgi granian-asgi uvicorn gunicorn puma headway-puma)" ;;
     esac
 }
 
@@ -61,6 +63,9 @@ start_server() {
     local name="$1" port="$2" log="r$3-$1" url="http://127.0.0.1:$2$ENDPOINT"
     case "$name" in
         headway) bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$HEADWAY_THREADS" -b "127.0.0.1:$port" ;;
+        headway-asgi)
+            bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$HEADWAY_THREADS" -b "127.0.0.1:$port" \
+                "$ASGI_APP" ;;
         granian-wsgi)
             bench_start "$log" "$url" granian --interface wsgi --workers "$WORKERS" \
                 --host 127.0.0.1 --port "$port" headway.demo:app ;;

@@ -1,7 +1,8 @@
 """A Django project in one module, as a Django app behind a TLS-terminating router is set up:
 `SECURE_PROXY_SSL_HEADER` says the router's X-Forwarded-Proto tells the scheme, and
 `SECURE_SSL_REDIRECT` sends plain-http requests to https. No proxy middleware. `/whoami` says
-what Django concluded about the request.
+what Django concluded about the request; `/whoami-async` is the same as an async view, for the
+ASGI handler (`asgi_application`).
 """
 
 from django.conf import settings
@@ -16,7 +17,8 @@ settings.configure(
     SECURE_SSL_REDIRECT=True,
 )
 
-from django.core.wsgi import get_wsgi_application  # noqa: E402 (settings first)
+from django.core.asgi import get_asgi_application  # noqa: E402 (settings first)
+from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 
@@ -29,5 +31,10 @@ def whoami(request):
     })
 
 
-urlpatterns = [path("whoami", whoami)]
+async def whoami_async(request):
+    return whoami(request)
+
+
+urlpatterns = [path("whoami", whoami), path("whoami-async", whoami_async)]
 application = get_wsgi_application()
+asgi_application = get_asgi_application()

@@ -1,4 +1,5 @@
-"""An ASGI app for the WebSocket tests, run under uvicorn (`--lifespan off`) as a --cmd worker.
+"""An ASGI app for the WebSocket tests, run under uvicorn (`--lifespan off`) as a --cmd worker, and
+on the bundled worker (`--interface asgi`), which finds that it does not support lifespan.
 
 Run with one worker (`-w 1`) so every request sees the same process state:
 - any WebSocket path   echoes every message back, text as text and bytes as bytes

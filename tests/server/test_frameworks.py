@@ -1,7 +1,7 @@
-"""Django and Flask apps, unmodified, behind a TLS-terminating router: they see https and the
-real client when the router is a trusted peer (here a unix socket, as a local router uses), and
-nothing a client claims when the peer is not (here 127.0.0.1, once --forwarded-allow-ips names
-another address)."""
+"""Django and Flask apps (WSGI), and Django, FastAPI and Starlette apps (ASGI), unmodified, behind
+a TLS-terminating router: they see https and the real client when the router is a trusted peer
+(here a unix socket, as a local router uses), and nothing a client claims when the peer is not
+(here 127.0.0.1, once --forwarded-allow-ips names another address)."""
 
 import json
 
@@ -9,28 +9,38 @@ import pytest
 
 from netclient import exchange, request_bytes
 
-APPS = {"django": "django_site:application", "flask": "flask_site:app"}
+# framework: (the module it needs, the app, its /whoami path). The ASGI ones run on the bundled
+# worker's ASGI side, found by `--interface auto`.
+APPS = {
+    "django": ("django", "django_site:application", "/whoami"),
+    "flask": ("flask", "flask_site:app", "/whoami"),
+    "django-asgi": ("django", "django_site:asgi_application", "/whoami-async"),
+    "fastapi": ("fastapi", "fastapi_site:app", "/whoami"),
+    "starlette": ("starlette", "starlette_site:app", "/whoami"),
+}
 ROUTER_SAYS = {"Host": "app.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
 
 
-@pytest.mark.parametrize("framework", ["django", "flask"])
+@pytest.mark.parametrize("framework", APPS)
 def test_behind_a_trusted_router_the_app_sees_https_and_the_client(serve, framework, tmp_path):
-    pytest.importorskip(framework)
+    module, app, whoami = APPS[framework]
+    pytest.importorskip(module)
     router_socket = tmp_path / "router.sock"
-    serve("-w", "1", "-t", "2", "-b", f"unix:{router_socket}", APPS[framework])
-    status, _, body = exchange(router_socket, request_bytes("/whoami", ROUTER_SAYS))
+    serve("-w", "1", "-t", "2", "-b", f"unix:{router_socket}", app)
+    status, _, body = exchange(router_socket, request_bytes(whoami, ROUTER_SAYS))
     assert status == 200, body
-    assert json.loads(body) == {"secure": True, "client": "203.0.113.9", "url": "https://app.example/whoami"}
+    assert json.loads(body) == {"secure": True, "client": "203.0.113.9", "url": f"https://app.example{whoami}"}
 
 
-@pytest.mark.parametrize("framework", ["django", "flask"])
+@pytest.mark.parametrize("framework", APPS)
 def test_an_untrusted_peer_claims_nothing(serve, framework):
-    pytest.importorskip(framework)
-    server = serve("-w", "1", "-t", "2", "--forwarded-allow-ips", "192.0.2.10", APPS[framework])
-    status, headers, body = exchange(("127.0.0.1", server.port), request_bytes("/whoami", ROUTER_SAYS))
-    if framework == "django":
+    module, app, whoami = APPS[framework]
+    pytest.importorskip(module)
+    server = serve("-w", "1", "-t", "2", "--forwarded-allow-ips", "192.0.2.10", app)
+    status, headers, body = exchange(("127.0.0.1", server.port), request_bytes(whoami, ROUTER_SAYS))
+    if module == "django":
         # SECURE_SSL_REDIRECT: a plain-http request goes to https, as it should from this peer.
-        assert (status, headers["location"]) == (301, "https://app.example/whoami")
+        assert (status, headers["location"]) == (301, f"https://app.example{whoami}")
     else:
         assert status == 200
-        assert json.loads(body) == {"secure": False, "client": "127.0.0.1", "url": "http://app.example/whoami"}
+        assert json.loads(body) == {"secure": False, "client": "127.0.0.1", "url": f"http://app.example{whoami}"}

@@ -116,12 +116,21 @@ impl FrontSlot<'_> {
 
     /// Hands the request whose head was just pushed to the worker, waking a sleeping thread.
     pub fn publish(&self) {
+        self.0.client_gone.0.store(0, Ordering::SeqCst);
         self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
         self.0.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
         let header = self.0.header;
         if header.spinning.0.load(Ordering::SeqCst) == 0 && header.sleepers.0.load(Ordering::SeqCst) > 0 {
             futex_wake(&self.0.header.work_seq.0, 1);
         }
+    }
+
+    /// The client of the request under way has gone: the worker's watcher is woken, so that an
+    /// app waiting to hear of it (ASGI's `http.disconnect`) does.
+    pub fn client_gone(&self) {
+        self.0.client_gone.0.store(1, Ordering::SeqCst);
+        self.0.header.gone_seq.0.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.0.header.gone_seq.0, u32::MAX);
     }
 
     /// After pushing more of a body: wakes the worker thread if it waits for it.

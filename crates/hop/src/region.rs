@@ -17,7 +17,7 @@ use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5901;
+const MAGIC: u64 = 0x4845_4144_5741_5902;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -73,6 +73,9 @@ pub(crate) struct Header {
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
     pub front_waiting: Line,
+    /// Bumped each time the front marks a slot's client gone: the futex word the worker's
+    /// watcher sleeps on.
+    pub gone_seq: Line,
 }
 
 /// The control words of one direction of a slot.
@@ -94,6 +97,8 @@ pub(crate) struct RingControl {
 pub(crate) struct SlotControl {
     /// [`IDLE`], [`PUBLISHED`] (a request waits for a worker thread) or [`CLAIMED`].
     pub state: Line,
+    /// 1 once the client of the request under way has gone; cleared when the next is published.
+    pub client_gone: Line,
     pub request: RingControl,
     pub response: RingControl,
 }
@@ -227,6 +232,7 @@ impl Region {
 pub(crate) struct SlotView<'a> {
     pub header: &'a Header,
     pub state: &'a Line,
+    pub client_gone: &'a Line,
     pub request: Ring<'a>,
     pub response: Ring<'a>,
 }
@@ -238,6 +244,7 @@ impl Region {
         SlotView {
             header: self.header(),
             state: &control.state,
+            client_gone: &control.client_gone,
             request: Ring::new(&control.request, request, capacity),
             response: Ring::new(&control.response, response, capacity),
         }

@@ -177,10 +177,26 @@ impl WorkerEnd {
         let header = self.header();
         header.work_seq.0.fetch_add(1, Ordering::SeqCst);
         futex_wake(&header.work_seq.0, u32::MAX);
+        futex_wake(&header.gone_seq.0, u32::MAX);
     }
 
     fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the front marks a slot's client gone (or the worker stops), then returns the
+    /// slots whose client is gone now; `None` once stopped. `seen` carries the count between
+    /// calls (start at 0), so that a mark made while the caller was busy is not missed.
+    pub fn wait_for_gone_clients(&self, seen: &mut u32) -> Option<Vec<usize>> {
+        let word = &self.header().gone_seq.0;
+        while word.load(Ordering::SeqCst) == *seen && !self.is_stopped() {
+            futex_wait(word, *seen, Some(NAP));
+        }
+        if self.is_stopped() {
+            return None;
+        }
+        *seen = word.load(Ordering::SeqCst);
+        Some((0..self.slots()).filter(|&index| self.slot(index).is_client_gone()).collect())
     }
 
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
@@ -202,6 +218,11 @@ impl WorkerSlot<'_> {
     /// The largest record payload the rings carry.
     pub fn max_payload(&self) -> usize {
         self.view.response.max_payload()
+    }
+
+    /// Whether the front has said that the client of the request under way has gone.
+    pub fn is_client_gone(&self) -> bool {
+        self.view.client_gone.0.load(Ordering::SeqCst) != 0
     }
 
     /// Where the front's writing of the request stands: pass it to

@@ -18,16 +18,24 @@ use crate::http1::request::Limits;
 use crate::queue::{QueueSettings, Target};
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
-use crate::worker::Launch;
+use crate::worker::{Interface, Launch};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
     headway serve -w 4 -t 8 myapp.wsgi:application\n  \
+    headway serve -w 2 -t 8 --interface asgi main:app    a FastAPI app, WebSockets included\n  \
     headway serve -t 5 --cmd 'puma -t 5:5 -b unix://{socket} config.ru'")]
 pub struct ServeArgs {
-    /// The WSGI app as module:callable (PEP 3333). Without it, and without --cmd, the demo app.
+    /// The app as module:callable, WSGI (PEP 3333) or ASGI 3. Without it, and without --cmd, the
+    /// demo app.
     #[arg(value_name = "APP")]
     pub app: Option<String>,
+
+    /// How the bundled worker calls the app. auto: ASGI if it is a coroutine function or has an
+    /// async __call__, else WSGI. WebSockets reach the app only with asgi: the front must know
+    /// before the workers start
+    #[arg(long, value_enum, default_value = "auto", value_name = "KIND", conflicts_with = "cmd")]
+    pub interface: Interface,
 
     /// Worker processes [default: number of CPUs]
     #[arg(short, long, env = "WEB_CONCURRENCY", value_name = "N")]
@@ -280,7 +288,7 @@ impl Config {
         let launch = match args.cmd {
             Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
             Some(cmd) => Launch::Command(cmd),
-            None => Launch::Python { python: worker_python(args.python)?, app: args.app },
+            None => Launch::Python { python: worker_python(args.python)?, app: args.app, interface: args.interface },
         };
         let mut binds = Vec::new();
         for text in default_binds(args.bind, std::env::var("PORT").ok()) {

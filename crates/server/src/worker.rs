@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use headway_hop::front::FrontEnd;
 
+use clap::ValueEnum;
 use serde::Serialize;
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
@@ -44,10 +45,22 @@ pub enum Phase {
 /// How worker processes are started.
 #[derive(Debug, Clone)]
 pub enum Launch {
-    /// The bundled Python worker running a WSGI app (`None`: the demo app).
-    Python { python: PathBuf, app: Option<String> },
+    /// The bundled Python worker running a WSGI or ASGI app (`None`: the demo app).
+    Python { python: PathBuf, app: Option<String>, interface: Interface },
     /// Any command; `{socket}` in it is replaced by the socket path.
     Command(String),
+}
+
+/// How the bundled worker calls the app (`--interface`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// ASGI 3 if the app is a coroutine function or has an async `__call__`, else WSGI: decided by
+    /// the worker once it has imported the app.
+    Auto,
+    /// PEP 3333.
+    Wsgi,
+    /// ASGI 3: HTTP, WebSocket (the front hands the workers their handshakes) and lifespan.
+    Asgi,
 }
 
 /// How the front's slots reach a worker.
@@ -165,12 +178,13 @@ impl Launch {
     }
 
     /// Whether workers started this way take WebSocket handshakes, each on a connection of its
-    /// own to their socket (see `slot::upgrade`). Any `--cmd` server may; the bundled worker runs
-    /// WSGI, which has no WebSocket, and accepts no more connections than it has slots, so a
-    /// handshake to it stays a plain request (as every request with `Upgrade` was before).
+    /// own to their socket (see `slot::upgrade`). Any `--cmd` server may; the bundled worker does
+    /// when told to run ASGI, and listens on its socket for them. The front must know before any
+    /// worker starts, and `auto` is decided inside the worker, so with `auto` (and WSGI, which has
+    /// no WebSocket) a handshake stays a plain request.
     pub fn takes_websockets(&self) -> bool {
         match self {
-            Launch::Python { .. } => false,
+            Launch::Python { interface, .. } => *interface == Interface::Asgi,
             Launch::Command(_) => true,
         }
     }
@@ -179,13 +193,15 @@ impl Launch {
     /// that stopping it also stops whatever it forked.
     pub fn command(&self, socket: &Path, index: usize, threads: usize, workers: usize) -> Command {
         let mut command = match self {
-            Launch::Python { python, app } => {
+            Launch::Python { python, app, interface } => {
                 let mut command = Command::new(python);
                 command.args(["-m", "headway.worker", "--socket"]).arg(socket).args([
                     "--threads",
                     &threads.to_string(),
                     "--workers",
                     &workers.to_string(),
+                    "--interface",
+                    interface.to_possible_value().expect("no variant is skipped").get_name(),
                 ]);
                 command.args(app);
                 command

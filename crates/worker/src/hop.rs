@@ -105,7 +105,7 @@ impl Exchange {
         self.body_left = head.body_len;
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
             .map_err(|_| HopError::Corrupt("a request head the front should have refused"))?;
-        request.client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
+        request.front_client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
         self.taken = self.record.len(); // the head is not body
         Ok(request)
     }
@@ -265,6 +265,10 @@ impl Transport for Exchange {
     fn finish(&mut self, py: Python<'_>) -> bool {
         self.abandon(py); // ended already, unless something went wrong
         false
+    }
+
+    fn hop_slot(&self) -> Option<usize> {
+        Some(self.index)
     }
 
     fn abandon(&mut self, py: Python<'_>) {

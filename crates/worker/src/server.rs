@@ -22,8 +22,9 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+use crate::asgi::Handler;
 use crate::hop;
-use crate::log::log;
+use crate::log::{log, print_traceback};
 use crate::transport::Transport;
 use crate::unix::{run_slot, Shared, SlotState};
 use crate::wsgi::{environ, App};
@@ -37,7 +38,29 @@ create_exception!(
 
 const LISTEN_BACKLOG: i32 = 1024;
 
-/// Serves `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
+/// What serves the requests that come through a transport, on the slot thread that has it:
+/// a WSGI app ([`App`]) or the ASGI side ([`Handler`]). Gives the transport back, unless it was
+/// lost on the way.
+pub trait Application: Send + Sync {
+    fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>>;
+
+    /// Started by the front: called with its end of the hop before the slot threads start.
+    fn attach(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>) -> PyResult<()> {
+        Ok(())
+    }
+}
+
+/// A request's Python object, just made: failing to make one (memory) costs the connection,
+/// with a line.
+pub fn request_object<T>(py: Python<'_>, made: PyResult<Py<T>>) -> Option<Py<T>> {
+    made.inspect_err(|error| {
+        log(py, "cannot make the request's objects; closing the connection:");
+        print_traceback(py, error);
+    })
+    .ok()
+}
+
+/// Serves the WSGI `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
 /// `describe` names the app in the startup line. Started by the headway front, the worker
 /// serves over the shared memory the front passed down; otherwise on the unix socket `path`.
 #[pyfunction]
@@ -50,6 +73,17 @@ pub fn serve(
     describe: &str,
 ) -> PyResult<i32> {
     let app = Arc::new(App { app, base_environ: environ::base(py, threads, workers)?.unbind() });
+    serve_with(py, app, path, threads, describe)
+}
+
+/// Like [`serve`], for an ASGI app: `server` is the Python side, whose asyncio loop runs the app
+/// (see [`Handler`]).
+#[pyfunction]
+pub fn serve_asgi(py: Python<'_>, server: Py<PyAny>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
+    serve_with(py, Arc::new(Handler { server }), path, threads, describe)
+}
+
+fn serve_with(py: Python<'_>, app: Arc<dyn Application>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
     // SAFETY: $HEADWAY_HOP names descriptors the front passed down to this process alone.
     match unsafe { WorkerEnd::from_env() } {
         Ok(Some(end)) => serve_hop(py, &app, Arc::new(end), threads, describe),
@@ -71,21 +105,28 @@ fn spawn_thread(
 }
 
 /// Serves one transport, surviving a panic in it.
-fn serve_guarded(py: Python<'_>, app: &App, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
+fn serve_guarded(py: Python<'_>, app: &dyn Application, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
     catch_unwind(AssertUnwindSafe(|| app.serve(py, transport))).unwrap_or_else(|_| {
         log(py, "unexpected error on a connection; closing it");
         None
     })
 }
 
-fn serve_hop(py: Python<'_>, app: &Arc<App>, end: Arc<WorkerEnd>, threads: usize, describe: &str) -> PyResult<i32> {
+fn serve_hop(
+    py: Python<'_>,
+    app: &Arc<dyn Application>,
+    end: Arc<WorkerEnd>,
+    threads: usize,
+    describe: &str,
+) -> PyResult<i32> {
     let stops = StopSignals::install(py)?;
+    app.attach(py, &end)?;
     let handles = (0..threads)
         .map(|number| {
             let (end, app) = (end.clone(), app.clone());
             spawn_thread(number, move |py| {
                 hop::run_thread(py, &end, &mut |py, transport| {
-                    serve_guarded(py, &app, transport);
+                    serve_guarded(py, app.as_ref(), transport);
                 })
             })
         })
@@ -99,7 +140,13 @@ fn serve_hop(py: Python<'_>, app: &Arc<App>, end: Arc<WorkerEnd>, threads: usize
     Ok(0)
 }
 
-fn serve_socket(py: Python<'_>, app: &Arc<App>, path: &str, threads: usize, describe: &str) -> PyResult<i32> {
+fn serve_socket(
+    py: Python<'_>,
+    app: &Arc<dyn Application>,
+    path: &str,
+    threads: usize,
+    describe: &str,
+) -> PyResult<i32> {
     let listener = bind_unix(path).map_err(StartupError::new_err)?;
     let inode = std::fs::metadata(path).map(|meta| meta.ino()).ok();
     let (stop_read, stop_write) = pipe()?;
@@ -112,7 +159,7 @@ fn serve_socket(py: Python<'_>, app: &Arc<App>, path: &str, threads: usize, desc
         .map(|(number, state)| {
             let (shared, state, app) = (shared.clone(), state.clone(), app.clone());
             spawn_thread(number, move |py| {
-                run_slot(py, &shared, &state, &mut |py, transport| serve_guarded(py, &app, transport))
+                run_slot(py, &shared, &state, &mut |py, transport| serve_guarded(py, app.as_ref(), transport))
             })
         })
         .collect::<PyResult<Vec<_>>>()?;

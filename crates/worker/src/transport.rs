@@ -67,6 +67,12 @@ pub trait Transport: Send + Sync {
     /// body is dropped first when that is cheap).
     fn finish(&mut self, py: Python<'_>) -> bool;
 
+    /// The hop slot that carries this request, for a transport that is one (the front tells the
+    /// worker through it when the client has gone: see `asgi::ClientWatcher`).
+    fn hop_slot(&self) -> Option<usize> {
+        None
+    }
+
     /// The app failed: what of the response is not sent yet never will be. A transport whose
     /// peer waits for the end of the response tells it here (a connection is simply closed).
     fn abandon(&mut self, _py: Python<'_>) {}

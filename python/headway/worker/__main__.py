@@ -1,9 +1,10 @@
 """`python -m headway.worker`: the command line the headway front runs for each worker.
 
-    python -m headway.worker --socket PATH --threads T [--workers W] [APP]
+    python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [APP]
 
 APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
-that "the socket accepts" means "the app is loaded". Without APP the demo app is served.
+that "the socket accepts" means "the app is loaded" (and, for ASGI, its startup done: see
+asgi.py). Without APP the demo app is served (its ASGI twin with --interface asgi).
 """
 
 import argparse
@@ -19,8 +20,12 @@ try:
 except ImportError as error:  # this source tree on PYTHONPATH, but headway not installed here
     _native = None
     _NATIVE_MISSING = str(error)
+else:
+    from . import asgi
 
 DEMO_APP = "headway.demo:app"
+# The demo's ASGI twin, served when ASGI is asked for without an app.
+DEMO_ASGI_APP = "headway.twins.demo_asgi:app"
 
 
 class AppImportError(Exception):
@@ -61,7 +66,7 @@ def _positive(text):
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m headway.worker",
-        description="Serve a WSGI app over HTTP/1.1 on a unix socket, one thread per slot.",
+        description="Serve a WSGI or ASGI app over HTTP/1.1 on a unix socket, one slot thread per request.",
     )
     parser.add_argument("--socket", metavar="PATH", default=os.environ.get("HEADWAY_SOCKET"),
                         help="unix socket path to listen on (default: $HEADWAY_SOCKET)")
@@ -69,11 +74,17 @@ def parse_args(argv):
                         help="slots: connections served at once, one thread each (default 1)")
     parser.add_argument("--workers", metavar="W", type=_positive, default=1,
                         help="worker processes the front runs; sets wsgi.multiprocess (default 1)")
-    parser.add_argument("app", nargs="?", default=DEMO_APP, metavar="APP",
-                        help=f"WSGI app as module:callable or module:factory() (default {DEMO_APP})")
+    parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto",
+                        help="how to call the app; auto: ASGI 3 if it is a coroutine function or has an async "
+                             "__call__, else WSGI (default auto)")
+    parser.add_argument("app", nargs="?", metavar="APP",
+                        help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP}, "
+                             f"or {DEMO_ASGI_APP} with --interface asgi)")
     args = parser.parse_args(argv)
     if not args.socket:
         parser.error("--socket PATH is required (or set HEADWAY_SOCKET)")
+    if args.app is None:
+        args.app = DEMO_ASGI_APP if args.interface == "asgi" else DEMO_APP
     return args
 
 
@@ -93,7 +104,12 @@ def main(argv=None):
             traceback.print_exc(file=sys.stderr)
         log(f"cannot import {args.app}: {error}")
         return 1
+    interface = args.interface
+    if interface == "auto":
+        interface = "asgi" if asgi.is_asgi(app) else "wsgi"
     try:
+        if interface == "asgi":
+            return asgi.serve(app, args.socket, args.threads, args.app)
         return _native.serve(app, args.socket, args.threads, args.workers, args.app)
     except _native.StartupError as error:
         log(str(error))

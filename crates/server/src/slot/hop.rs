@@ -140,6 +140,11 @@ impl SlotLine {
         self.link.end.slot(self.index)
     }
 
+    /// How the worker is told that the client of this slot's request has gone.
+    pub(super) fn client_gone_signal(&self) -> ClientGoneSignal {
+        ClientGoneSignal { link: self.link.clone(), index: self.index }
+    }
+
     /// Sends a request and waits for the response head. Whatever goes wrong leaves the line
     /// poisoned; only a clean end (the whole response, or the worker's own abort) does not.
     pub(super) async fn exchange(
@@ -182,6 +187,18 @@ impl SlotLine {
                 Step::Wait => exchange.wait().await?,
             }
         }
+    }
+}
+
+/// Tells the worker that the client of a slot's request has gone (see [`FrontSlot::client_gone`]).
+pub(super) struct ClientGoneSignal {
+    link: Arc<HopLink>,
+    index: usize,
+}
+
+impl ClientGoneSignal {
+    pub(super) fn send(&self) {
+        self.link.end.slot(self.index).client_gone();
     }
 }
 

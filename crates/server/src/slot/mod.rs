@@ -28,6 +28,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use hop::ClientGoneSignal;
 pub use hop::HopLink;
 
 use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
@@ -132,9 +133,12 @@ impl Slot {
                     true
                 }
                 Link::Http(connection) => {
-                    self.forward(job, |request| connection.exchange(&self.worker.socket, request)).await
+                    self.forward(job, None, |request| connection.exchange(&self.worker.socket, request)).await
                 }
-                Link::Hop(line) => self.forward(job, |request| line.exchange(request)).await,
+                Link::Hop(line) => {
+                    let client_gone = line.client_gone_signal();
+                    self.forward(job, Some(&client_gone), |request| line.exchange(request)).await
+                }
             };
             busy.down();
             let took = started.elapsed();
@@ -150,19 +154,38 @@ impl Slot {
     }
 
     /// Runs one job through `exchange` (which sends the request and waits for the response
-    /// head). Returns whether the link can carry another request.
-    async fn forward<B, F>(&self, job: Job, exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F) -> bool
+    /// head). Returns whether the link can carry another request. If the client leaves before
+    /// the response head, `client_gone` (when the link has one) tells the worker, whose app may
+    /// be waiting to hear it (ASGI's `http.disconnect`); the exchange still runs to its end.
+    async fn forward<B, F>(
+        &self,
+        job: Job,
+        client_gone: Option<&ClientGoneSignal>,
+        exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F,
+    ) -> bool
     where
         B: WorkerBody,
         F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
     {
-        let Job { request, reply, complete_at, .. } = job;
+        let Job { request, mut reply, complete_at, .. } = job;
         if reply.is_closed() {
             return true; // the client left between dispatch and now: nothing to run
         }
         let started = Instant::now();
         let timeout = self.settings.request_timeout;
-        let (head, body) = match tokio::time::timeout(timeout, exchange(request)).await {
+        let exchanged = tokio::time::timeout(timeout, exchange(request));
+        tokio::pin!(exchanged);
+        let mut told = client_gone.is_none();
+        let exchanged = loop {
+            tokio::select! {
+                exchanged = &mut exchanged => break exchanged,
+                () = reply.closed(), if !told => {
+                    told = true;
+                    client_gone.inspect(|signal| signal.send());
+                }
+            }
+        };
+        let (head, body) = match exchanged {
             Ok(Ok(response)) => response,
             Ok(Err(err)) => {
                 warn!(worker = self.worker.index, "request failed: {err}");

@@ -42,9 +42,9 @@ pub struct Request {
     pub chunked: bool,
     pub keep_alive: bool,
     pub expect_continue: bool,
-    /// The client's address, as the front judged it from the peer and trusted proxies' word
-    /// (over the hop). Over a socket nobody says, and the last `X-Forwarded-For` entry stands in.
-    pub client: Option<String>,
+    /// The client's address as the front judged it from the peer and trusted proxies' word;
+    /// only the hop carries it.
+    pub front_client: Option<String>,
 }
 
 impl Request {
@@ -55,6 +55,19 @@ impl Request {
 
     pub fn is_head(&self) -> bool {
         self.method == "HEAD"
+    }
+
+    /// The client's address: as the front judged it, else (over a socket, where nobody says)
+    /// the last X-Forwarded-For entry, the address the last proxy received the request from.
+    pub fn client(&self) -> Option<&str> {
+        let forwarded_for = || self.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()).map(last_item);
+        self.front_client.as_deref().or_else(forwarded_for)
+    }
+
+    /// Whether the client came over TLS, as the last proxy says in X-Forwarded-Proto.
+    pub fn is_https(&self) -> bool {
+        self.header("HTTP_X_FORWARDED_PROTO")
+            .is_some_and(|proto| proto != "http" && last_item(proto).eq_ignore_ascii_case("https"))
     }
 }
 
@@ -77,7 +90,7 @@ pub fn parse_request(head: &[u8]) -> Result<Request, HttpError> {
         chunked: false,
         keep_alive: version == Version::Http11,
         expect_continue: false,
-        client: None,
+        front_client: None,
     };
     if line_end < head.len() {
         read_fields(&head[line_end + 2..], &mut request)?;
@@ -203,7 +216,7 @@ pub fn from_fields<'a>(
         chunked: false,
         keep_alive: version == Version::Http11,
         expect_continue: false,
-        client: None,
+        front_client: None,
     };
     for (name, value) in fields {
         let name = std::str::from_utf8(name).map_err(|_| HttpError::bad_request("bad header name"))?;
@@ -298,6 +311,11 @@ pub fn latin1(bytes: &[u8]) -> String {
         Ok(text) if bytes.is_ascii() => text.to_owned(),
         _ => bytes.iter().map(|&b| b as char).collect(),
     }
+}
+
+/// The last item of a comma-separated header value.
+fn last_item(list: &str) -> &str {
+    list.rsplit(',').next().unwrap_or(list).trim_matches([' ', '\t'])
 }
 
 #[cfg(test)]

@@ -71,16 +71,12 @@ pub fn build<'py>(
     environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.version.as_str())?;
     environ.set_item(intern!(py, "wsgi.input"), input)?;
 
-    // The front names the client; over a socket, the last proxy appended the address it saw.
-    let forwarded_for = || request.header("HTTP_X_FORWARDED_FOR").filter(|v| !v.is_empty()).map(last_item);
-    if let Some(client) = request.client.as_deref().or_else(forwarded_for) {
+    if let Some(client) = request.client() {
         environ.set_item(intern!(py, "REMOTE_ADDR"), client)?;
     }
-    if let Some(proto) = request.header("HTTP_X_FORWARDED_PROTO") {
-        if proto != "http" && last_item(proto).eq_ignore_ascii_case("https") {
-            environ.set_item(intern!(py, "wsgi.url_scheme"), "https")?;
-            environ.set_item(intern!(py, "SERVER_PORT"), "443")?;
-        }
+    if request.is_https() {
+        environ.set_item(intern!(py, "wsgi.url_scheme"), "https")?;
+        environ.set_item(intern!(py, "SERVER_PORT"), "443")?;
     }
     if let Some(host) = request.header("HTTP_HOST").filter(|host| !host.is_empty()) {
         let (name, port) = server_of_host(host);
@@ -92,11 +88,6 @@ pub fn build<'py>(
         }
     }
     Ok(environ)
-}
-
-/// The last entry of a comma-separated list, trimmed.
-fn last_item(list: &str) -> &str {
-    list.rsplit(',').next().unwrap_or(list).trim_matches([' ', '\t'])
 }
 
 /// PATH_INFO: the path percent-decoded, the bytes read as latin-1 (PEP 3333).

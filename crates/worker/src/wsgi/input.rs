@@ -40,11 +40,7 @@ impl Input {
             self.wanted = true;
             response.body_wanted(py)?;
         }
-        response.read_body(py, limit, &mut self.buffer).map_err(|error| match error {
-            ReadError::Http(error) => HttpBodyError::new_err(error.message),
-            ReadError::PeerClosed => PeerClosed::new_err("the client closed the connection in the middle of the body"),
-            ReadError::Io(error) => PyErr::from(error),
-        })
+        response.read_body(py, limit, &mut self.buffer).map_err(read_error)
     }
 
     /// Hands the first `count` buffered bytes to the app.
@@ -52,6 +48,15 @@ impl Input {
         let bytes = PyBytes::new(py, &self.buffer[..count]);
         self.buffer.drain(..count);
         bytes
+    }
+}
+
+/// A failed read of the request body, as the app sees it.
+pub fn read_error(error: ReadError) -> PyErr {
+    match error {
+        ReadError::Http(error) => HttpBodyError::new_err(error.message),
+        ReadError::PeerClosed => PeerClosed::new_err("the client closed the connection in the middle of the body"),
+        ReadError::Io(error) => PyErr::from(error),
     }
 }
 

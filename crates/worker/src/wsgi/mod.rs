@@ -17,6 +17,7 @@ use pyo3::{intern, Py, PyRefMut};
 use crate::http::request::Request;
 use crate::http::HttpError;
 use crate::log::{log, print_traceback};
+use crate::server::{request_object, Application};
 use crate::transport::{Next, Transport};
 use file_wrapper::FileWrapper;
 use input::{HttpBodyError, Input, PeerClosed};
@@ -28,10 +29,10 @@ pub struct App {
     pub base_environ: Py<PyDict>,
 }
 
-impl App {
+impl Application for App {
     /// Serves the requests that come through `transport` until it ends or must be closed; gives
     /// the transport back, unless it was lost with a Python object that could not be made.
-    pub fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
+    fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
         loop {
             match transport.next_request(py) {
                 Next::Closed => return Some(transport),
@@ -49,7 +50,9 @@ impl App {
             }
         }
     }
+}
 
+impl App {
     /// Runs the app for one request; returns the transport and whether it can carry another.
     fn handle(
         &self,
@@ -58,14 +61,7 @@ impl App {
         request: Request,
     ) -> Option<(Box<dyn Transport>, bool)> {
         let is_head = request.is_head();
-        let response = match Py::new(py, Response::new(transport)) {
-            Ok(response) => response,
-            Err(error) => {
-                log(py, "cannot make the request's objects; closing the connection:");
-                print_traceback(py, &error);
-                return None;
-            }
-        };
+        let response = request_object(py, Py::new(py, Response::new(transport)))?;
         let outcome = self.run_app(py, &response, &request);
         let mut state = state(py, &response);
         let mut transport = state.take_transport()?;

@@ -1,0 +1,322 @@
+"""ASGI 3 in the bundled worker: telling an ASGI app from a WSGI one, the lifespan protocol, and
+the `http` scope's `receive` and `send`, on an asyncio loop (uvloop when it is installed).
+
+Why this shape: the native core's T slot threads claim requests and do their I/O, in calls that
+let go of the GIL while they wait; the app's coroutines all run on one loop thread. A request's
+`receive` and `send` hand a small operation to the slot thread that claimed the request and await
+its result, so the loop never waits on a client or a ring, and a worker with T slots never has
+more than T requests in the app: the front's queue keeps the rest, in its order. WebSockets come
+on connections of their own and hold no slot (websocket.py).
+"""
+
+import asyncio
+import contextlib
+import http
+import inspect
+import os
+import queue
+import threading
+import traceback
+
+from headway import _native
+
+from . import log, websocket
+from .scope import ASGI_VERSION, connection_scope
+
+
+def is_asgi(app):
+    """An ASGI 3 app is a coroutine function, or an object whose `__call__` is one (as uvicorn
+    decides); anything else callable is taken for WSGI."""
+    if inspect.isclass(app):
+        return False  # an ASGI 2 "double callable", or a WSGI class: not ASGI 3
+    return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(type(app).__call__)
+
+
+def new_loop():
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def serve(app, path, threads, describe):
+    """Runs the app's startup, serves until a stop signal, then runs its shutdown; returns the exit
+    status. Raises `_native.StartupError` as `_native.serve` does. Started by the front (which
+    passes the hop in $HEADWAY_HOP), the worker also takes WebSocket handshakes on `path`, ready
+    before the front hears that the worker is."""
+    server = Server(app)
+    try:
+        server.start(path if os.environ.get("HEADWAY_HOP") else None)
+    except LifespanFailed as error:
+        log(f"the app's startup failed: {error}")
+        server.close()
+        return 1
+    except OSError as error:
+        log(f"cannot listen on {path} for WebSocket handshakes: {error}")
+        server.stop()
+        return 1
+    try:
+        return _native.serve_asgi(server, path, threads, f"{describe} (ASGI)")
+    finally:
+        server.stop()
+
+
+class LifespanFailed(Exception):
+    """The app answered a lifespan event with `...failed`; the message is the app's."""
+
+
+class Server:
+    """The app, its loop (on a thread of its own) and its lifespan."""
+
+    def __init__(self, app):
+        self.app = app
+        self.loop = new_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="headway-asgi-loop", daemon=True)
+        self.lifespan = Lifespan(app)
+        self.websockets = None  # the listener for handshakes, when there is one
+        self.exchanges = {}  # hop slot -> the HttpExchange under way on it (touched on the loop)
+
+    def start(self, websocket_path):
+        self.thread.start()
+        self.on_loop(self.lifespan.startup())
+        if websocket_path:
+            self.websockets = self.on_loop(websocket.listen(websocket_path, self.serve_websocket))
+            self.websocket_socket = (websocket_path, os.stat(websocket_path).st_ino)
+
+    def stop(self):
+        try:
+            if self.websockets is not None:
+                self.loop.call_soon_threadsafe(self.websockets.close)
+                path, inode = self.websocket_socket
+                with contextlib.suppress(OSError):
+                    if os.stat(path).st_ino == inode:  # a newer worker's socket is not ours to remove
+                        os.unlink(path)
+            self.on_loop(self.lifespan.shutdown())
+        except LifespanFailed as error:
+            log(f"the app's shutdown failed: {error}")
+        finally:
+            self.close()
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+    def on_loop(self, coroutine):
+        """Runs `coroutine` on the loop and waits for its result, from another thread."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def serve_websocket(self, reader, writer):
+        await websocket.WebSocket(self.app, self.lifespan.state, reader, writer).run()
+
+    def watch_clients(self, watcher):
+        """Started by the front: the front marks the hop slot of a request whose client has gone,
+        and a thread of ours waits for those marks, for the exchanges on the loop to hear them."""
+
+        def watch():
+            while (slots := watcher.wait()) is not None:
+                self.loop.call_soon_threadsafe(self.clients_gone, watcher, slots)
+
+        threading.Thread(target=watch, name="headway-asgi-clients", daemon=True).start()
+
+    def clients_gone(self, watcher, slots):
+        for slot in slots:
+            exchange = self.exchanges.get(slot)
+            # A mark may be the slot's previous request's: the flag is cleared for the next one.
+            if exchange is not None and watcher.is_gone(slot):
+                exchange.gone()
+
+    def serve_channel(self, channel):
+        """Serves a transport's requests one after another; called on a slot thread."""
+        while True:
+            head = channel.next_request()
+            if head is None or not HttpExchange(self, channel, head).run():
+                return
+
+
+class Lifespan:
+    """The `lifespan` scope: startup completes before the worker tells the front it is ready, and
+    shutdown runs once the worker has drained. An app that raises on this scope before answering
+    startup does not support it, and is served without it (uvicorn's "auto")."""
+
+    def __init__(self, app):
+        self.app = app
+        self.state = {}
+        self.task = None
+
+    async def startup(self):
+        self.events = asyncio.Queue()
+        self.started = asyncio.get_running_loop().create_future()
+        self.stopped = asyncio.get_running_loop().create_future()
+        self.task = asyncio.ensure_future(self.run())
+        self.events.put_nowait({"type": "lifespan.startup"})
+        await self.started
+
+    async def shutdown(self):
+        if self.task is None or self.task.done():
+            return
+        self.events.put_nowait({"type": "lifespan.shutdown"})
+        await self.stopped
+
+    async def run(self):
+        scope = {"type": "lifespan", "asgi": ASGI_VERSION, "state": self.state}
+        try:
+            await self.app(scope, self.events.get, self.send)
+        except Exception as error:
+            if not self.started.done():
+                log(f"the app does not support the lifespan protocol ({error!r}); serving without it")
+                self.started.set_result(None)
+            elif not self.stopped.done() and self.started.exception() is None:
+                self.stopped.set_exception(LifespanFailed(f"{type(error).__name__}: {error}"))
+        finally:
+            # An app that returns without answering has nothing more to do at that step.
+            for step in (self.started, self.stopped):
+                if not step.done():
+                    step.set_result(None)
+
+    async def send(self, message):
+        kind = message["type"]
+        step = {"lifespan.startup": self.started, "lifespan.shutdown": self.stopped}.get(kind.rpartition(".")[0])
+        if step is None or kind.rpartition(".")[2] not in ("complete", "failed"):
+            raise RuntimeError(f"unexpected ASGI message {kind!r} in the lifespan scope")
+        if step.done():
+            return
+        if kind.endswith(".failed"):
+            step.set_exception(LifespanFailed(message.get("message") or "no message"))
+        else:
+            step.set_result(None)
+
+
+def status_line(status):
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} "
+
+
+class HttpExchange:
+    """One request of the `http` scope. `run` is the slot thread's side: it starts the app on the
+    loop and carries out the app's reads and sends until the app is done. The coroutines are the
+    loop's side."""
+
+    def __init__(self, server, channel, head):
+        self.server, self.channel, self.loop = server, channel, server.loop
+        self.slot = channel.slot
+        self.scope = connection_scope("http", head, server.lifespan.state)
+        self.body_left = head[-1]  # whether a body follows
+        self.operations = queue.SimpleQueue()
+        self.request_read = False
+        self.start = None  # the `http.response.start` message, sent with the first body piece
+        self.head_sent = False
+        self.complete = False
+        self.disconnected = False
+        self.over = False
+        self.finished = None  # an asyncio.Event, made on the loop
+
+    def run(self):
+        """Returns whether the channel can carry another request."""
+        done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
+        done.add_done_callback(lambda _: self.operations.put(None))
+        while True:
+            operation = self.operations.get()
+            if operation is None:
+                break
+            function, args, waiter = operation
+            try:
+                result, error = function(*args), None
+            except Exception as raised:
+                result, error = None, raised
+            self.loop.call_soon_threadsafe(settle, waiter, result, error)
+        try:
+            if not self.complete:
+                self.channel.fail()  # over the hop, the exchange must end even if the client is gone
+                return False
+            return self.channel.finish() and not self.disconnected
+        except OSError:
+            return False  # the client left while we ended the exchange
+
+    async def call_app(self):
+        self.finished = asyncio.Event()
+        if self.slot is not None:
+            self.server.exchanges[self.slot] = self
+        try:
+            await self.server.app(self.scope, self.receive, self.send)
+            if not self.complete and not self.disconnected:
+                log("the app returned without completing its response")
+        except Exception:
+            if not self.disconnected:
+                log("the app failed:")
+                traceback.print_exc()
+        finally:
+            self.over = True
+            self.finished.set()
+            if self.server.exchanges.get(self.slot) is self:
+                del self.server.exchanges[self.slot]
+
+    async def io(self, function, *args):
+        """Has the slot thread run `function(*args)`, and waits for its result."""
+        if self.over:
+            raise RuntimeError("the request this belongs to is over")
+        waiter = self.loop.create_future()
+        self.operations.put((function, args, waiter))
+        return await waiter
+
+    async def receive(self):
+        if not self.request_read:
+            if not self.body_left:
+                self.request_read = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            try:
+                body, self.body_left = await self.io(self.channel.read)
+            except ConnectionError:
+                self.gone()
+                return {"type": "http.disconnect"}
+            self.request_read = not self.body_left
+            return {"type": "http.request", "body": body, "more_body": self.body_left}
+        # Nothing more comes from the client: what is left to tell is that the exchange ended.
+        await self.finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message):
+        kind = message["type"]
+        if self.disconnected:
+            raise ConnectionError("the client is gone")
+        if self.complete:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} after the response was complete")
+        if kind == "http.response.start":
+            if self.start is not None:
+                raise RuntimeError("http.response.start sent twice")
+            headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in message.get("headers", ())]
+            self.start = (status_line(message["status"]), headers)
+        elif kind == "http.response.body":
+            if self.start is None:
+                raise RuntimeError("http.response.body before http.response.start")
+            body, more = message.get("body", b""), message.get("more_body", False)
+            try:
+                if self.head_sent:
+                    await self.io(self.channel.send, body, more)
+                else:
+                    await self.io(self.channel.respond, *self.start, body, more)
+                    self.head_sent = True
+            except OSError:
+                self.gone()
+                raise
+            if not more:
+                self.complete = True
+                self.finished.set()
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
+
+    def gone(self):
+        """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
+        self.disconnected = True
+        self.finished.set()
+
+
+def settle(waiter, result, error):
+    if waiter.cancelled():
+        return
+    if error is None:
+        waiter.set_result(result)
+    else:
+        waiter.set_exception(error)

@@ -1,0 +1,179 @@
+"""The ASGI `websocket` scope. The front opens a connection of its own to the worker's unix socket
+for each WebSocket handshake (its slots never carry one), so an ASGI worker started by the front
+listens there, on its asyncio loop: a handshake is read, handed to the app as a `websocket` scope,
+answered `101` (`websocket.accept`) or `403` (`websocket.close` first), and the frames that follow
+go through the native codec (`_native.WebSocketCodec`, tungstenite underneath). An open socket
+holds no slot: it costs the worker a connection and a task on the loop.
+"""
+
+import asyncio
+import os
+import stat
+import traceback
+
+from headway import _native
+
+from . import log
+from .scope import connection_scope
+
+# The most a handshake's head may take, as for any request head.
+MAX_HEAD = 64 * 1024
+READ_BYTES = 64 * 1024
+NORMAL_CLOSURE = 1000
+ABNORMAL_CLOSURE = 1006
+INTERNAL_ERROR = 1011
+
+
+async def listen(path, serve_connection):
+    """Listens on the unix socket `path` (replacing a stale socket file) for handshakes."""
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return await asyncio.start_unix_server(serve_connection, path, limit=MAX_HEAD)
+
+
+class WebSocket:
+    """One handshake connection: the scope, and the app's `receive` and `send` for it."""
+
+    def __init__(self, app, state, reader, writer):
+        self.app, self.state = app, state
+        self.reader, self.writer = reader, writer
+        self.codec = _native.WebSocketCodec()
+        self.events = asyncio.Queue()
+        self.accepted = False
+        self.answered = False  # the handshake got its 101 or its refusal
+        self.closed = False  # a close frame went out, or the peer is gone
+        self.pump = None
+
+    async def run(self):
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            self.writer.close()
+            return
+        try:
+            scope = self.scope(head[:-4])
+        except ValueError as error:
+            await self.refuse(400, str(error))
+            return
+        self.events.put_nowait({"type": "websocket.connect"})
+        try:
+            await self.app(scope, self.events.get, self.send)
+            if not self.answered:
+                log("the app returned without accepting or closing a WebSocket")
+                await self.refuse(403)
+            elif not self.closed:
+                await self.close_with(NORMAL_CLOSURE, "")
+        except Exception:
+            if not (self.closed and self.accepted):
+                log("the app failed on a WebSocket:")
+                traceback.print_exc()
+            if not self.answered:
+                await self.refuse(500)
+            elif not self.closed:
+                await self.close_with(INTERNAL_ERROR, "")
+        finally:
+            if self.pump is not None:
+                self.pump.cancel()
+            self.writer.close()
+
+    def scope(self, head):
+        scope = connection_scope("websocket", _native.parse_head(head), self.state)
+        fields = scope["headers"]
+        self.key = next((value for name, value in fields if name == b"sec-websocket-key"), None)
+        if scope.pop("method") != "GET" or self.key is None:
+            raise ValueError("not a WebSocket handshake")
+        protocols = [value.decode("latin-1") for name, value in fields if name == b"sec-websocket-protocol"]
+        scope["subprotocols"] = [item.strip() for value in protocols for item in value.split(",")]
+        return scope
+
+    async def send(self, message):
+        kind = message["type"]
+        if kind == "websocket.accept" and not self.answered:
+            await self.accept(message)
+        elif kind == "websocket.close" and not self.answered:
+            await self.refuse(403)
+        elif kind == "websocket.close" and self.closed:
+            pass  # the peer closed first, or left
+        elif kind in ("websocket.send", "websocket.close") and self.accepted:
+            if self.closed:
+                raise ConnectionError("the WebSocket is closed")
+            if kind == "websocket.close":
+                await self.close_with(message.get("code", NORMAL_CLOSURE), message.get("reason") or "")
+            elif message.get("bytes") is not None:
+                self.codec.send_bytes(message["bytes"])
+                await self.flush()
+            else:
+                self.codec.send_text(message["text"])
+                await self.flush()
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} on a WebSocket at this point")
+
+    async def accept(self, message):
+        lines = [
+            "HTTP/1.1 101 Switching Protocols",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Accept: {_native.websocket_accept(self.key)}",
+        ]
+        if message.get("subprotocol"):
+            lines.append(f"Sec-WebSocket-Protocol: {message['subprotocol']}")
+        for name, value in message.get("headers", ()):
+            lines.append(f"{name.decode('latin-1')}: {value.decode('latin-1')}")
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        self.answered = self.accepted = True
+        self.pump = asyncio.ensure_future(self.read_frames())
+        await self.writer.drain()
+
+    async def refuse(self, status, message=""):
+        """Answers the handshake with `status` instead of 101; the connection ends with it."""
+        self.answered = self.closed = True
+        body = f"{message}\n".encode() if message else b""
+        reason = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error"}[status]
+        self.writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                          .encode() + body)
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            pass
+
+    async def close_with(self, code, reason):
+        self.codec.close(code, reason)
+        self.closed = True
+        try:
+            await self.flush()
+        except ConnectionError:
+            pass
+
+    async def flush(self):
+        output = self.codec.output()
+        if output:
+            self.writer.write(output)
+            await self.writer.drain()
+
+    async def read_frames(self):
+        """Turns what the peer sends into `websocket.receive` events, until it closes or leaves."""
+        while True:
+            try:
+                data = await self.reader.read(READ_BYTES)
+            except ConnectionError:
+                data = b""
+            if not data:
+                self.closed = True
+                self.events.put_nowait({"type": "websocket.disconnect", "code": ABNORMAL_CLOSURE, "reason": ""})
+                return
+            for kind, *payload in self.codec.feed(data):
+                if kind == "close":
+                    self.closed = True
+                    code, reason = payload
+                    self.events.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
+                else:
+                    self.events.put_nowait({"type": "websocket.receive", kind: payload[0]})
+            try:
+                await self.flush()  # pongs, and the answer to a close
+            except ConnectionError:
+                pass
+            if self.closed:
+                return

@@ -1,0 +1,134 @@
+"""ASGI apps on the bundled worker, through the front: FastAPI and Starlette apps unmodified (JSON,
+a streamed response, a form upload, lifespan startup and shutdown, a failed startup), an app that
+does not support lifespan, and slots that keep their meaning (T slots: at most T requests in the
+app at once, as the app itself counts them)."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import APPS, REPO, headway_binary, parallel_gets, read_response, send_request, wait_until
+
+FRAMEWORKS = {"fastapi": "fastapi_site:app", "starlette": "starlette_site:app"}
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def framework_app(request):
+    pytest.importorskip(request.param)
+    return FRAMEWORKS[request.param]
+
+
+def lifespan_events(log):
+    return [line.split()[0] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_json_with_state_from_startup(serve, framework_app, tmp_path):
+    server = serve("-w", "1", "-t", "2", framework_app, env={"LIFESPAN_LOG": str(tmp_path / "lifespan")})
+    status, headers, body = server.get("/items/42?q=caf%C3%A9")
+    assert status == 200, body
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body) == {"item_id": 42, "q": "café", "greeting": "hello from startup"}
+    assert server.get("/no-such-page")[0] == 404
+
+
+def test_streamed_response_arrives_whole_and_in_order(serve, framework_app):
+    server = serve("-w", "1", "-t", "2", framework_app)
+    status, headers, body = server.get("/stream")
+    assert status == 200
+    assert headers["content-type"].startswith("text/plain")
+    assert body == b"".join(f"line {number}\n".encode() for number in range(10))
+
+
+def test_form_upload(serve, framework_app):
+    pytest.importorskip("multipart")
+    server = serve("-w", "1", "-t", "2", framework_app)
+    payload = bytes(range(256)) * 4096  # 1 MiB, over several hop records
+    boundary = "headwayboundary"
+    body = (
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nreport\r\n"
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"data.bin\"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode() + payload + f"\r\n--{boundary}--\r\n".encode()
+    with server.connect() as sock:
+        send_request(sock, "POST", "/upload", body=body, close=True,
+                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        status, _, answer = read_response(sock.makefile("rb"))
+    assert status == 200, answer
+    assert json.loads(answer) == {"name": "report", "filename": "data.bin", "size": len(payload),
+                                  "sha256": hashlib.sha256(payload).hexdigest()}
+
+
+def test_lifespan_startup_before_ready_and_shutdown_on_drain(serve, framework_app, tmp_path):
+    log = tmp_path / "lifespan"
+    server = serve("-w", "2", "-t", "1", framework_app, env={"LIFESPAN_LOG": str(log)})
+    # Both workers ran their startup before the front counted them ready.
+    wait_until(lambda: [worker["state"] for worker in server.stats()["workers"]] == ["ready", "ready"],
+               message="two ready workers")
+    assert lifespan_events(log) == ["startup", "startup"]
+    assert server.get("/items/1")[0] == 200
+    server.signal(signal.SIGTERM)
+    assert server.wait() == 0
+    assert sorted(lifespan_events(log)) == ["shutdown", "shutdown", "startup", "startup"]
+    pids = {line.split()[1] for line in log.read_text().splitlines()}
+    assert len(pids) == 2, "each worker process runs its own startup and shutdown"
+
+
+def test_failed_startup_stops_boot_with_the_apps_message(framework_app):
+    environment = dict(os.environ, FAIL_STARTUP="1", HEADWAY_PYTHON=os.environ.get("HEADWAY_PYTHON", sys.executable))
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), environment.get("PYTHONPATH")]))
+    finished = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", "-w", "1", "-t", "1", framework_app],
+                              cwd=APPS, env=environment, capture_output=True, timeout=120)
+    log = finished.stderr.decode() + finished.stdout.decode()
+    assert finished.returncode != 0, log
+    assert "the app's startup failed" in log and "RuntimeError: the database is down" in log, log
+    assert "listening on http" not in log, "nothing is served by an app whose startup failed"
+
+
+def test_app_without_lifespan_support_is_served(serve):
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    assert server.get("/hello")[2] == b"hello"
+    assert b"does not support the lifespan protocol" in server.log()
+
+
+def test_slots_bound_the_requests_in_the_app(serve):
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    results = parallel_gets(server, ["/slow"] * 4)
+    assert [(status, body) for status, _, body in results] == [(200, b"slept")] * 4
+    assert server.get("/most")[2] == b"2", "two slots: two requests in the app at once, never more"
+
+
+def test_starlette_websocket_echo_through_the_front(serve):
+    pytest.importorskip("starlette")
+    from websockets.sync.client import connect
+
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
+    with connect(f"ws://127.0.0.1:{server.port}/echo") as ws:
+        for message in ("hello", b"\0\1" * 40_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert server.stats()["slots"]["busy"] == 0, "an open WebSocket holds no slot"
+        assert server.get("/items/7")[0] == 200, "the one slot still serves HTTP"
+
+
+def test_the_demo_as_asgi(serve):
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi")
+    status, _, body = server.get("/hello")
+    assert (status, body) == (200, b"Hello, world!\n")
+    assert b"headway.twins.demo_asgi:app (ASGI)" in server.log()
+
+
+def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    sock = server.connect()
+    send_request(sock, "GET", "/until-gone")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to reach the app")
+    sock.close()
+    wait_until(lambda: json.loads(server.get("/seen")[2]) == ["http.disconnect"],
+               message="the app to hear that its client left")
+    wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")
+    assert server.get("/hello")[2] == b"hello"
