@@ -16,6 +16,7 @@ use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
 use crate::queue::{QueueSettings, Target};
+use crate::recycle::RecyclePolicy;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
 use crate::worker::Launch;
@@ -146,6 +147,25 @@ pub struct ServeArgs {
     #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
     pub boot_timeout: Duration,
 
+    /// Recycle a worker after it has served N requests (plus jitter): it takes no new ones,
+    /// finishes its running ones and is replaced while requests wait in the queue, one worker
+    /// at a time. 0: never. Counted by the front, so --cmd workers too. As gunicorn
+    /// --max-requests, uvicorn --limit-max-requests
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = LIFECYCLE)]
+    pub max_requests: u64,
+
+    /// Add a random 0..=J to --max-requests for each new worker process, so that workers started
+    /// together are not recycled together. As gunicorn --max-requests-jitter, uvicorn
+    /// --limit-max-requests-jitter
+    #[arg(long, default_value_t = 0, value_name = "J", help_heading = LIFECYCLE)]
+    pub max_requests_jitter: u64,
+
+    /// Recycle a worker whose processes' resident memory stays above SIZE (512MiB, 2G) for 3
+    /// readings a second apart, the same way as --max-requests. As granian --workers-max-rss
+    /// with --rss-samples 3, Puma's puma_worker_killer gem [default: no limit]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
+    pub max_worker_memory: Option<u64>,
+
     /// Serve stats (JSON at /stats, Prometheus at /metrics) on this address, HOST:PORT or
     /// unix:PATH. Keep it off the public port
     #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
@@ -207,6 +227,9 @@ pub struct ServeArgs {
     pub print_config: bool,
 }
 
+/// The `--help` heading that groups the flags of a worker's life (recycling, reloading).
+const LIFECYCLE: &str = "Worker lifecycle";
+
 /// `--access-log-format`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessLogFormat {
@@ -263,6 +286,12 @@ impl Config {
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
+        if args.max_requests == 0 && args.max_requests_jitter > 0 {
+            bail!("--max-requests-jitter needs --max-requests");
+        }
+        if args.max_worker_memory == Some(0) {
+            bail!("--max-worker-memory must be more than 0");
+        }
         if args.websocket_idle_timeout.is_zero() {
             bail!("--websocket-idle-timeout must be more than 0");
         }
@@ -304,6 +333,11 @@ impl Config {
                 boot_timeout: args.boot_timeout,
                 request_timeout: args.timeout,
                 max_head: args.max_header_size as usize,
+                recycle: RecyclePolicy {
+                    max_requests: args.max_requests,
+                    max_requests_jitter: args.max_requests_jitter,
+                    max_memory: args.max_worker_memory,
+                },
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },

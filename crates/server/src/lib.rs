@@ -18,6 +18,7 @@ pub mod http1;
 pub mod job;
 pub mod queue;
 pub mod readiness;
+pub mod recycle;
 mod server;
 pub mod slot;
 pub mod spool;

@@ -23,6 +23,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tokio::sync::{watch, Notify};
 
+use crate::recycle::{Lifetime, Recycles};
 use crate::slot::HopLink;
 use crate::tally::Tally;
 
@@ -73,7 +74,12 @@ pub struct Worker {
     /// Total time its slots spent running requests, in microseconds. Against the worker's CPU
     /// time it tells how CPU-bound the app is (`headway lab recommend` uses it).
     pub busy_micros: AtomicU64,
+    /// Replacements after a crash or a timeout.
     pub restarts: AtomicU64,
+    /// Replacements of every kind, by cause.
+    pub recycles: Recycles,
+    /// The current process: what it served, and whether it is due for recycling.
+    pub lifetime: Lifetime,
     /// WebSockets open to this worker, each on a connection of its own (never on a slot).
     pub websockets: Arc<Tally>,
     /// Bumped to have every open WebSocket of this worker closed.
@@ -94,6 +100,8 @@ impl Worker {
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            recycles: Recycles::default(),
+            lifetime: Lifetime::default(),
             websockets: Arc::new(Tally::default()),
             websockets_closing: watch::Sender::new(0),
             pid: AtomicU32::new(0),
