@@ -1,9 +1,10 @@
 """Worker lifecycle: recycling after --max-requests or above --max-worker-memory, counted by
 cause; no request fails while a worker is replaced."""
 
+import subprocess
 import threading
 
-from conftest import REPO, read_response, send_request, wait_until
+from conftest import REPO, headway_binary, read_response, send_request, wait_until
 
 TWINS = REPO / "python" / "headway" / "twins"
 
@@ -89,3 +90,50 @@ def test_recycles_by_cause_are_in_metrics(serve):
         metrics = response.read().decode()
     assert 'headway_worker_recycles_total{worker="1",cause="max_requests"} 2' in metrics
     assert 'headway_worker_recycles_total{worker="1",cause="crash"} 0' in metrics
+
+
+RELOADABLE = '''
+import os
+
+def app(environ, start_response):
+    body = {body!r}
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body))),
+                              ("X-Worker-Pid", str(os.getpid()))])
+    return [body]
+'''
+
+
+def test_reload_picks_up_an_edit_and_survives_a_syntax_error(serve, tmp_path):
+    app = tmp_path / "reloadable.py"
+    app.write_text(RELOADABLE.format(body=b"first"))
+    # No bytecode cache: two edits within a second could otherwise look unchanged to Python.
+    server = serve("-w", "2", "-t", "1", "--reload", "reloadable:app", cwd=tmp_path,
+                   env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert server.get("/")[2] == b"first"
+
+    app.write_text(RELOADABLE.format(body=b"second"))
+    wait_until(lambda: server.get("/")[2] == b"second" and b"reload done" in server.log(), timeout=30,
+               interval=0.2, message="the edit to be served")
+    pids = {w["pid"] for w in server.stats()["workers"]}
+
+    app.write_text("def app(environ, start_response:\n")  # a syntax error
+    wait_until(lambda: b"not reloading" in server.log(), timeout=30, interval=0.1, message="the failed check")
+    assert b"SyntaxError" in server.log()
+    assert [server.get("/")[:3:2] for _ in range(4)] == [(200, b"second")] * 4
+    assert {w["pid"] for w in server.stats()["workers"]} == pids, "the workers were left alone"
+
+    app.write_text(RELOADABLE.format(body=b"third, fixed"))
+    wait_until(lambda: server.get("/")[2] == b"third, fixed", timeout=30, interval=0.2, message="the fix")
+    assert sum(w["recycles"]["reload"] for w in server.stats()["workers"]) >= 4
+
+
+def test_lifecycle_flags_are_checked_before_anything_starts(tmp_path):
+    for args, message in [
+        (["--reload", "--reload-dir", str(tmp_path / "missing")], b"--reload-dir"),
+        (["--reload", "--reload-include", "[*.py"], b"--reload-include"),
+        (["--max-requests-jitter", "5"], b"--max-requests-jitter needs --max-requests"),
+        (["--max-worker-memory", "lots"], b"--max-worker-memory"),
+    ]:
+        result = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", *args], capture_output=True,
+                                timeout=30)
+        assert result.returncode != 0 and message in result.stderr, (args, result.stderr)

@@ -17,6 +17,7 @@ use crate::front::FrontSettings;
 use crate::http1::request::Limits;
 use crate::queue::{QueueSettings, Target};
 use crate::recycle::RecyclePolicy;
+use crate::reload::ReloadSettings;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
 use crate::worker::Launch;
@@ -166,6 +167,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
     pub max_worker_memory: Option<u64>,
 
+    /// For development: replace the workers when a watched file changes (an app that no longer
+    /// imports is shown and the old workers keep serving). As gunicorn, uvicorn and granian
+    /// --reload; Puma has none
+    #[arg(long, help_heading = LIFECYCLE)]
+    pub reload: bool,
+
+    /// A directory --reload watches, with everything below it; repeat for several. As uvicorn
+    /// --reload-dir, granian --reload-paths [default: the working directory]
+    #[arg(long, value_name = "DIR", requires = "reload", help_heading = LIFECYCLE)]
+    pub reload_dir: Vec<PathBuf>,
+
+    /// File names whose change reloads, as a glob; repeat for several. Hidden directories and
+    /// __pycache__ are skipped. As uvicorn --reload-include [default: *.py]
+    #[arg(long, value_name = "GLOB", requires = "reload", help_heading = LIFECYCLE)]
+    pub reload_include: Vec<String>,
+
     /// Serve stats (JSON at /stats, Prometheus at /metrics) on this address, HOST:PORT or
     /// unix:PATH. Keep it off the public port
     #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
@@ -258,6 +275,8 @@ pub struct Config {
     pub access_log_format: AccessLogFormat,
     pub shutdown_delay: Duration,
     pub agent_check: Option<Bind>,
+    /// `--reload`: what to watch.
+    pub reload: Option<ReloadSettings>,
 }
 
 impl Config {
@@ -322,6 +341,7 @@ impl Config {
             },
             None => None,
         };
+        let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
         let takes_websockets = launch.takes_websockets();
         Ok(Config {
             binds,
@@ -370,6 +390,7 @@ impl Config {
             access_log_format: args.access_log_format,
             shutdown_delay: args.shutdown_delay,
             agent_check,
+            reload,
         })
     }
 }
@@ -384,6 +405,26 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
         Some(port) if !port.is_empty() => vec![format!("0.0.0.0:{port}")],
         _ => vec!["127.0.0.1:8000".to_owned()],
     }
+}
+
+/// `--reload-dir` (each must exist; made absolute, as the watcher reports paths) and
+/// `--reload-include`, with their defaults.
+fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<ReloadSettings> {
+    let dirs = if dirs.is_empty() { vec![PathBuf::from(".")] } else { dirs };
+    let dirs = dirs
+        .into_iter()
+        .map(|dir| {
+            let absolute = dir.canonicalize().with_context(|| format!("--reload-dir {}", dir.display()))?;
+            anyhow::ensure!(absolute.is_dir(), "--reload-dir {} is not a directory", dir.display());
+            Ok(absolute)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let include = if include.is_empty() { vec!["*.py".to_owned()] } else { include };
+    let include = include
+        .iter()
+        .map(|text| glob::Pattern::new(text).map_err(|err| anyhow::anyhow!("--reload-include '{text}': {err}")))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(ReloadSettings { dirs, include })
 }
 
 /// The interpreter for the bundled worker, by the rules of [`find_python`].

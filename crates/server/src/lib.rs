@@ -19,6 +19,7 @@ pub mod job;
 pub mod queue;
 pub mod readiness;
 pub mod recycle;
+pub mod reload;
 mod server;
 pub mod slot;
 pub mod spool;
