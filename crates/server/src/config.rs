@@ -21,6 +21,7 @@ use crate::reload::ReloadSettings;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
 use crate::worker::Launch;
+use crate::zygote::ZygoteConfig;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
@@ -166,6 +167,19 @@ pub struct ServeArgs {
     /// with --rss-samples 3, Puma's puma_worker_killer gem [default: no limit]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
     pub max_worker_memory: Option<u64>,
+
+    /// Import the app once, in a parent process, and fork every worker from it: the workers
+    /// share its memory until they write to it. Connections opened at import must be opened
+    /// again in each worker (--hooks). Bundled worker only. As gunicorn --preload, Puma
+    /// preload_app!, uvicorn and granian have none
+    #[arg(long, conflicts_with = "cmd", help_heading = LIFECYCLE)]
+    pub preload: bool,
+
+    /// With --preload: a module whose post_fork(worker) each worker calls right after the fork
+    /// and on_exit(worker) as it stops cleanly (worker.index, worker.pid). As gunicorn's
+    /// post_fork, Puma's before_worker_boot
+    #[arg(long, value_name = "MODULE", requires = "preload", help_heading = LIFECYCLE)]
+    pub hooks: Option<String>,
 
     /// For development: replace the workers when a watched file changes (an app that no longer
     /// imports is shown and the old workers keep serving). As gunicorn, uvicorn and granian
@@ -341,6 +355,16 @@ impl Config {
             },
             None => None,
         };
+        let preload = match (&launch, args.preload) {
+            (Launch::Python { python, app }, true) => Some(ZygoteConfig {
+                python: python.clone(),
+                app: app.clone(),
+                threads: args.threads,
+                workers,
+                hooks: args.hooks,
+            }),
+            _ => None,
+        };
         let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
         let takes_websockets = launch.takes_websockets();
         Ok(Config {
@@ -358,6 +382,7 @@ impl Config {
                     max_requests_jitter: args.max_requests_jitter,
                     max_memory: args.max_worker_memory,
                 },
+                preload,
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },

@@ -28,6 +28,7 @@ pub mod supervisor;
 pub mod systemd;
 pub mod tally;
 pub mod worker;
+pub mod zygote;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

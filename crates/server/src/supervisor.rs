@@ -33,6 +33,7 @@ use crate::queue::Queue;
 use crate::recycle::{self, Cause, RecyclePolicy, Turns};
 use crate::slot::{HopLink, Slot, SlotSettings};
 use crate::worker::{self, Launch, Phase, Process, Transport, Worker};
+use crate::zygote::{Preloaded, ZygoteConfig};
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -54,6 +55,8 @@ pub struct SupervisorConfig {
     pub max_head: usize,
     /// When healthy workers are recycled.
     pub recycle: RecyclePolicy,
+    /// `--preload`: the bundled worker's app is imported once and its workers forked.
+    pub preload: Option<ZygoteConfig>,
 }
 
 pub struct Supervisor {
@@ -81,13 +84,21 @@ impl Supervisor {
                 Arc::new(Worker::new(index, socket, config.launch.transport()))
             })
             .collect();
+        let preloaded = match &config.preload {
+            Some(zygote) => Some(
+                Preloaded::start(zygote.clone(), config.boot_timeout)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("the preloaded parent {err}"))?,
+            ),
+            None => None,
+        };
         let config = Arc::new(config);
 
         let mut boots = JoinSet::new();
         for worker in &workers {
-            let (worker, config) = (worker.clone(), config.clone());
+            let (worker, config, preloaded) = (worker.clone(), config.clone(), preloaded.clone());
             boots.spawn(async move {
-                let result = start_process(&worker, &config, 1).await;
+                let result = start_process(&worker, &config, preloaded.as_deref(), 1).await;
                 (worker.index, result)
             });
         }
@@ -124,14 +135,19 @@ impl Supervisor {
             }
             let (reload, reload_requests) = mpsc::channel(1);
             reloads.push(reload);
-            let channels = Channels { stop: stop.subscribe(), reloads: reload_requests, turns: turns.clone() };
+            let channels = Channels {
+                stop: stop.subscribe(),
+                reloads: reload_requests,
+                turns: turns.clone(),
+                preloaded: preloaded.clone(),
+            };
             managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
         }
         let memory_watch =
             config.recycle.max_memory.map(|limit| tokio::spawn(recycle::watch_memory(workers.clone(), limit)));
         Ok(Supervisor {
             workers,
-            reloader: Reloader { workers: reloads, turns },
+            reloader: Reloader { workers: reloads, turns, preloaded },
             stop,
             managers,
             memory_watch,
@@ -169,6 +185,7 @@ impl Supervisor {
 async fn start_process(
     worker: &Worker,
     config: &SupervisorConfig,
+    preloaded: Option<&Preloaded>,
     generation: u64,
 ) -> Result<Process, worker::BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
@@ -186,7 +203,18 @@ async fn start_process(
             // the Arc) for its whole life.
             let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }
                 .map_err(|err| worker::BootError::Spawn(err.into()))?;
-            let process = worker::boot(&mut command, HopLink::until_ready(&doorbell), config.boot_timeout).await?;
+            let ready = HopLink::until_ready(&doorbell);
+            let process = match preloaded {
+                Some(preloaded) => {
+                    let forked = preloaded
+                        .current()
+                        .fork(worker.index, &worker.socket, doorbell.get_ref())
+                        .await
+                        .map_err(worker::BootError::Spawn)?;
+                    worker::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
+                }
+                None => worker::boot(&mut command, ready, config.boot_timeout).await?,
+            };
             *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));
             Ok(process)
         }
@@ -201,6 +229,8 @@ pub struct Reloader {
     /// Shared with recycling, so that a reload never takes a worker away while a recycle has
     /// another one away.
     turns: Turns,
+    /// With `--preload`, a reload imports the new code in a new parent first.
+    preloaded: Option<Arc<Preloaded>>,
 }
 
 /// Tells whoever asked for a reload whether the new process started.
@@ -210,6 +240,12 @@ impl Reloader {
     /// Replaces every worker in turn. Stops at the first worker whose new process does not
     /// start, leaving the rest on the old code.
     pub async fn reload(&self) -> anyhow::Result<()> {
+        if let Some(preloaded) = &self.preloaded {
+            preloaded
+                .renew()
+                .await
+                .map_err(|err| anyhow::anyhow!("a new preloaded parent {err}; the workers keep the old code"))?;
+        }
         for (index, manager) in self.workers.iter().enumerate() {
             let _turn = self.turns.take().await;
             let (done, result) = oneshot::channel();
@@ -229,11 +265,12 @@ struct Channels {
     stop: watch::Receiver<Option<Duration>>,
     reloads: mpsc::Receiver<ReloadDone>,
     turns: Turns,
+    preloaded: Option<Arc<Preloaded>>,
 }
 
 /// Why a worker's process is being replaced.
 enum Event {
-    Exited(std::io::Result<std::process::ExitStatus>),
+    Exited(String),
     Hung,
     Reload(ReloadDone),
     /// Due for recycling, and holding the turn to be away until the new process serves.
@@ -243,13 +280,13 @@ enum Event {
 
 /// Watches one worker for its whole life.
 async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<SupervisorConfig>, channels: Channels) {
-    let Channels { mut stop, mut reloads, turns } = channels;
+    let Channels { mut stop, mut reloads, turns, preloaded } = channels;
     let mut generation = 1;
     let mut backoff = Duration::ZERO;
     loop {
         let ready_at = Instant::now();
         let event = tokio::select! {
-            status = process.child.wait() => Event::Exited(status),
+            status = process.exited() => Event::Exited(status),
             () = worker.hung() => Event::Hung,
             Some(done) = reloads.recv() => Event::Reload(done),
             (cause, turn) = async { (worker.lifetime.due().await, turns.take().await) } => Event::Recycle(cause, turn),
@@ -268,7 +305,6 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             Event::Exited(status) => {
                 worker.set_phase(Phase::Starting);
                 process.signal(libc::SIGKILL); // anything the worker left in its group
-                let status = status.map_or_else(|err| err.to_string(), |status| status.to_string());
                 warn!("worker {} (pid {}) exited ({status}); restarting it", worker.index, process.pid);
                 Cause::Crash
             }
@@ -312,7 +348,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 worker.set_phase(Phase::Stopped);
                 return;
             }
-            let started = start_process(&worker, &config, generation + 1).await;
+            let started = start_process(&worker, &config, preloaded.as_deref(), generation + 1).await;
             if let Some(done) = reload_done.take() {
                 let _ = done.send(started.as_ref().map(|_| ()).map_err(ToString::to_string));
             }
@@ -411,6 +447,7 @@ while True:
             request_timeout: Duration::from_secs(30),
             max_head: 8192,
             recycle,
+            preload: None,
         };
         let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });

@@ -26,6 +26,7 @@ use tokio::sync::{watch, Notify};
 use crate::recycle::{Lifetime, Recycles};
 use crate::slot::HopLink;
 use crate::tally::Tally;
+use crate::zygote::Forked;
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -231,19 +232,49 @@ impl Launch {
 pub enum BootError {
     #[error("could not start: {0}")]
     Spawn(io::Error),
-    #[error("exited with {0} before listening on its socket (its output is above)")]
-    Exited(std::process::ExitStatus),
+    #[error("exited ({0}) before listening on its socket (its output is above)")]
+    Exited(String),
+    #[error("did not import the app ({0}; the traceback is above)")]
+    NotImported(String),
     #[error("did not listen on its socket within {0:?}")]
     Timeout(Duration),
 }
 
 /// A running worker process. It leads its own process group, so the group id is its pid.
 pub struct Process {
-    pub child: Child,
     pub pid: u32,
+    exit: ExitWatch,
+}
+
+/// How the end of a worker process is seen.
+enum ExitWatch {
+    /// A child of the front: waited for.
+    Child(Child),
+    /// Forked by the preloaded parent (`--preload`): watched through a pidfd.
+    Forked(Forked),
 }
 
 impl Process {
+    /// A process the front started itself.
+    pub fn spawned(child: Child) -> Process {
+        Process { pid: child.id().unwrap_or(0), exit: ExitWatch::Child(child) }
+    }
+
+    /// A process the preloaded parent forked.
+    pub fn forked(forked: Forked) -> Process {
+        Process { pid: forked.pid, exit: ExitWatch::Forked(forked) }
+    }
+
+    /// Resolves once the process has exited, saying how as far as the front can know.
+    pub async fn exited(&mut self) -> String {
+        match &mut self.exit {
+            ExitWatch::Child(child) => {
+                child.wait().await.map_or_else(|err| err.to_string(), |status| status.to_string())
+            }
+            ExitWatch::Forked(forked) => forked.exited().await,
+        }
+    }
+
     /// Sends `signal` to the whole process group, reaching whatever the worker forked.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill(2) with a negative pid signals the process group we created.
@@ -259,12 +290,12 @@ impl Process {
     pub async fn terminate(&mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + grace;
-        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        let _ = tokio::time::timeout(grace, self.exited()).await;
         while self.group_alive() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.signal(libc::SIGKILL);
-        let _ = self.child.wait().await;
+        self.exited().await;
     }
 
     /// Whether any process of the group is left (a zombie counts until its parent reaps it).
@@ -281,8 +312,15 @@ pub async fn boot(
     timeout: Duration,
 ) -> Result<Process, BootError> {
     let child = command.spawn().map_err(BootError::Spawn)?;
-    let pid = child.id().unwrap_or(0);
-    let mut process = Process { child, pid };
+    until_ready(Process::spawned(child), ready, timeout).await
+}
+
+/// Waits until `ready` says the started `process` serves; stops it if it does not in time.
+pub async fn until_ready(
+    mut process: Process,
+    ready: impl Future<Output = io::Result<()>>,
+    timeout: Duration,
+) -> Result<Process, BootError> {
     tokio::select! {
         ready = ready => match ready {
             Ok(()) => Ok(process),
@@ -291,9 +329,9 @@ pub async fn boot(
                 Err(BootError::Spawn(err))
             }
         },
-        status = process.child.wait() => {
+        status = process.exited() => {
             process.signal(libc::SIGKILL);
-            Err(status.map_or_else(BootError::Spawn, BootError::Exited))
+            Err(BootError::Exited(status))
         }
         () = tokio::time::sleep(timeout) => {
             process.terminate(Duration::ZERO).await;
