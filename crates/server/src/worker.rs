@@ -232,7 +232,7 @@ impl Launch {
 pub enum BootError {
     #[error("could not start: {0}")]
     Spawn(io::Error),
-    #[error("exited ({0}) before listening on its socket (its output is above)")]
+    #[error("exited with {0} before listening on its socket (its output is above)")]
     Exited(String),
     #[error("did not import the app ({0}; the traceback is above)")]
     NotImported(String),

@@ -141,7 +141,7 @@ impl Forked {
     /// Resolves once the process has exited.
     pub async fn exited(&mut self) -> String {
         match self.pidfd.readable().await {
-            Ok(_) => "its exit status went to the preloaded parent".to_owned(),
+            Ok(_) => "a status only the preloaded parent sees".to_owned(),
             Err(err) => err.to_string(),
         }
     }
