@@ -178,7 +178,7 @@ pub struct ServeArgs {
     /// With --preload: a module whose post_fork(worker) each worker calls right after the fork
     /// and on_exit(worker) as it stops cleanly (worker.index, worker.pid). As gunicorn's
     /// post_fork, Puma's before_worker_boot
-    #[arg(long, value_name = "MODULE", requires = "preload", help_heading = LIFECYCLE)]
+    #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
     pub hooks: Option<String>,
 
     /// For development: replace the workers when a watched file changes (an app that no longer
@@ -189,12 +189,12 @@ pub struct ServeArgs {
 
     /// A directory --reload watches, with everything below it; repeat for several. As uvicorn
     /// --reload-dir, granian --reload-paths [default: the working directory]
-    #[arg(long, value_name = "DIR", requires = "reload", help_heading = LIFECYCLE)]
+    #[arg(long, value_name = "DIR", help_heading = LIFECYCLE)]
     pub reload_dir: Vec<PathBuf>,
 
     /// File names whose change reloads, as a glob; repeat for several. Hidden directories and
     /// __pycache__ are skipped. As uvicorn --reload-include [default: *.py]
-    #[arg(long, value_name = "GLOB", requires = "reload", help_heading = LIFECYCLE)]
+    #[arg(long, value_name = "GLOB", help_heading = LIFECYCLE)]
     pub reload_include: Vec<String>,
 
     /// Serve stats (JSON at /stats, Prometheus at /metrics) on this address, HOST:PORT or
@@ -321,6 +321,14 @@ impl Config {
         }
         if args.max_requests == 0 && args.max_requests_jitter > 0 {
             bail!("--max-requests-jitter needs --max-requests");
+        }
+        // Checked here rather than by clap's `requires`: the flag and what it needs may come from
+        // different layers (a flag, the environment, the file).
+        if args.hooks.is_some() && !args.preload {
+            bail!("--hooks needs --preload");
+        }
+        if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
+            bail!("--reload-dir and --reload-include need --reload");
         }
         if args.max_worker_memory == Some(0) {
             bail!("--max-worker-memory must be more than 0");
