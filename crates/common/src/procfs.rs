@@ -72,14 +72,20 @@ impl ProcessUsage {
 
     /// Summed over the processes of the group `pgid`.
     pub fn of_group(pgid: u32) -> Self {
-        processes().values().filter(|stat| stat.pgrp == pgid).map(ProcStat::usage).fold(
-            ProcessUsage::default(),
-            |total, usage| ProcessUsage {
-                rss_bytes: total.rss_bytes + usage.rss_bytes,
-                cpu_secs: total.cpu_secs + usage.cpu_secs,
-            },
-        )
+        group_usage(&processes(), pgid)
     }
+}
+
+/// Summed over the processes of the group `pgid` among `processes` (one read of `/proc` serves
+/// every group a caller looks at).
+pub fn group_usage(processes: &HashMap<u32, ProcStat>, pgid: u32) -> ProcessUsage {
+    processes.values().filter(|stat| stat.pgrp == pgid).map(ProcStat::usage).fold(
+        ProcessUsage::default(),
+        |total, usage| ProcessUsage {
+            rss_bytes: total.rss_bytes + usage.rss_bytes,
+            cpu_secs: total.cpu_secs + usage.cpu_secs,
+        },
+    )
 }
 
 #[cfg(test)]

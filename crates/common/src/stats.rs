@@ -104,12 +104,31 @@ pub struct WorkerSnapshot {
     pub requests: u64,
     /// Seconds its slots spent running requests (summed over slots).
     pub busy_secs: f64,
+    /// Replacements after a crash or a timeout (also counted by cause in `recycles`).
     pub restarts: u64,
+    /// Replacements of this worker's process, by cause.
+    #[serde(default)]
+    pub recycles: RecyclesSnapshot,
     /// WebSockets open to this worker.
     #[serde(default)]
     pub websockets: usize,
     #[serde(flatten)]
     pub usage: ProcessUsage,
+}
+
+/// Why a worker's processes were replaced, counted by cause.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecyclesSnapshot {
+    /// It served `--max-requests` (plus jitter).
+    pub max_requests: u64,
+    /// Its memory stayed above `--max-worker-memory`.
+    pub memory: u64,
+    /// A request outlived `--timeout` (or it broke the hop's rules).
+    pub timeout: u64,
+    /// It exited on its own.
+    pub crash: u64,
+    /// A reload: SIGHUP, or `--reload` seeing a change.
+    pub reload: u64,
 }
 
 /// Where a worker is in its life, as `/stats` spells it.

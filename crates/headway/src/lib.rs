@@ -20,11 +20,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a WSGI app (or any HTTP server given with --cmd) behind one FIFO queue.
-    Serve(headway_server::ServeArgs),
+    // Boxed, as `Load`: their many flags make them far larger than the other commands.
+    Serve(Box<headway_server::ServeArgs>),
     /// Print the stats of a running server, read from its --control address.
     Stats(headway_server::StatsArgs),
     /// Generate HTTP load and report latency percentiles (hey-compatible output).
-    Load(headway_load::LoadArgs),
+    Load(Box<headway_load::LoadArgs>),
     /// Run the seed experiments against headway and the peer servers.
     Lab(headway_lab::LabArgs),
 }
@@ -63,7 +64,7 @@ pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
             headway_server::serve(matches.subcommand_matches("serve").expect("serve was matched"), invocation.python)
         }
         Command::Stats(args) => headway_server::stats(args),
-        Command::Load(args) => headway_load::run(args),
+        Command::Load(args) => headway_load::run(*args),
         Command::Lab(args) => headway_lab::run(args, &invocation.program),
     };
     match result {

@@ -16,9 +16,12 @@ use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
 use crate::queue::{QueueSettings, Target};
+use crate::recycle::RecyclePolicy;
+use crate::reload::ReloadSettings;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
 use crate::worker::{Interface, Launch};
+use crate::zygote::ZygoteConfig;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
@@ -161,6 +164,54 @@ pub struct ServeArgs {
     #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
     pub boot_timeout: Duration,
 
+    /// Recycle a worker after it has served N requests (plus jitter): it takes no new ones,
+    /// finishes its running ones and is replaced while requests wait in the queue, one worker
+    /// at a time. 0: never. Counted by the front, so --cmd workers too. As gunicorn
+    /// --max-requests, uvicorn --limit-max-requests
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = LIFECYCLE)]
+    pub max_requests: u64,
+
+    /// Add a random 0..=J to --max-requests for each new worker process, so that workers started
+    /// together are not recycled together. As gunicorn --max-requests-jitter, uvicorn
+    /// --limit-max-requests-jitter
+    #[arg(long, default_value_t = 0, value_name = "J", help_heading = LIFECYCLE)]
+    pub max_requests_jitter: u64,
+
+    /// Recycle a worker whose processes' resident memory stays above SIZE (512MiB, 2G) for 3
+    /// readings a second apart, the same way as --max-requests. As granian --workers-max-rss
+    /// with --rss-samples 3, Puma's puma_worker_killer gem [default: no limit]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
+    pub max_worker_memory: Option<u64>,
+
+    /// Import the app once, in a parent process, and fork every worker from it: the workers
+    /// share its memory until they write to it. Connections opened at import must be opened
+    /// again in each worker (--hooks). Bundled worker only. As gunicorn --preload, Puma
+    /// preload_app!, uvicorn and granian have none
+    #[arg(long, conflicts_with = "cmd", help_heading = LIFECYCLE)]
+    pub preload: bool,
+
+    /// With --preload: a module whose post_fork(worker) each worker calls right after the fork
+    /// and on_exit(worker) as it stops cleanly (worker.index, worker.pid). As gunicorn's
+    /// post_fork, Puma's before_worker_boot
+    #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
+    pub hooks: Option<String>,
+
+    /// For development: replace the workers when a watched file changes (an app that no longer
+    /// imports is shown and the old workers keep serving). As gunicorn, uvicorn and granian
+    /// --reload; Puma has none
+    #[arg(long, help_heading = LIFECYCLE)]
+    pub reload: bool,
+
+    /// A directory --reload watches, with everything below it; repeat for several. As uvicorn
+    /// --reload-dir, granian --reload-paths [default: the working directory]
+    #[arg(long, value_name = "DIR", help_heading = LIFECYCLE)]
+    pub reload_dir: Vec<PathBuf>,
+
+    /// File names whose change reloads, as a glob; repeat for several. Hidden directories and
+    /// __pycache__ are skipped. As uvicorn --reload-include [default: *.py]
+    #[arg(long, value_name = "GLOB", help_heading = LIFECYCLE)]
+    pub reload_include: Vec<String>,
+
     /// Serve stats (JSON at /stats, Prometheus at /metrics) on this address, HOST:PORT or
     /// unix:PATH. Keep it off the public port
     #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
@@ -222,6 +273,9 @@ pub struct ServeArgs {
     pub print_config: bool,
 }
 
+/// The `--help` heading that groups the flags of a worker's life (recycling, reloading).
+const LIFECYCLE: &str = "Worker lifecycle";
+
 /// `--access-log-format`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessLogFormat {
@@ -251,6 +305,8 @@ pub struct Config {
     pub access_log_format: AccessLogFormat,
     pub shutdown_delay: Duration,
     pub agent_check: Option<Bind>,
+    /// `--reload`: what to watch.
+    pub reload: Option<ReloadSettings>,
 }
 
 impl Config {
@@ -282,6 +338,20 @@ impl Config {
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
+        if args.max_requests == 0 && args.max_requests_jitter > 0 {
+            bail!("--max-requests-jitter needs --max-requests");
+        }
+        // Checked here rather than by clap's `requires`: the flag and what it needs may come from
+        // different layers (a flag, the environment, the file).
+        if args.hooks.is_some() && !args.preload {
+            bail!("--hooks needs --preload");
+        }
+        if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
+            bail!("--reload-dir and --reload-include need --reload");
+        }
+        if args.max_worker_memory == Some(0) {
+            bail!("--max-worker-memory must be more than 0");
+        }
         if args.websocket_idle_timeout.is_zero() {
             bail!("--websocket-idle-timeout must be more than 0");
         }
@@ -312,6 +382,18 @@ impl Config {
             },
             None => None,
         };
+        let preload = match (&launch, args.preload) {
+            (Launch::Python { python, app, interface }, true) => Some(ZygoteConfig {
+                python: python.clone(),
+                app: app.clone(),
+                threads: args.threads,
+                workers,
+                interface: *interface,
+                hooks: args.hooks,
+            }),
+            _ => None,
+        };
+        let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
         let takes_websockets = launch.takes_websockets();
         Ok(Config {
             front_threads: args.front_threads,
@@ -324,6 +406,12 @@ impl Config {
                 boot_timeout: args.boot_timeout,
                 request_timeout: args.timeout,
                 max_head: args.max_header_size as usize,
+                recycle: RecyclePolicy {
+                    max_requests: args.max_requests,
+                    max_requests_jitter: args.max_requests_jitter,
+                    max_memory: args.max_worker_memory,
+                },
+                preload,
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },
@@ -356,6 +444,7 @@ impl Config {
             access_log_format: args.access_log_format,
             shutdown_delay: args.shutdown_delay,
             agent_check,
+            reload,
         })
     }
 }
@@ -370,6 +459,26 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
         Some(port) if !port.is_empty() => vec![format!("0.0.0.0:{port}")],
         _ => vec!["127.0.0.1:8000".to_owned()],
     }
+}
+
+/// `--reload-dir` (each must exist; made absolute, as the watcher reports paths) and
+/// `--reload-include`, with their defaults.
+fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<ReloadSettings> {
+    let dirs = if dirs.is_empty() { vec![PathBuf::from(".")] } else { dirs };
+    let dirs = dirs
+        .into_iter()
+        .map(|dir| {
+            let absolute = dir.canonicalize().with_context(|| format!("--reload-dir {}", dir.display()))?;
+            anyhow::ensure!(absolute.is_dir(), "--reload-dir {} is not a directory", dir.display());
+            Ok(absolute)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let include = if include.is_empty() { vec!["*.py".to_owned()] } else { include };
+    let include = include
+        .iter()
+        .map(|text| glob::Pattern::new(text).map_err(|err| anyhow::anyhow!("--reload-include '{text}': {err}")))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(ReloadSettings { dirs, include })
 }
 
 /// The interpreter for the bundled worker, by the rules of [`find_python`].

@@ -195,6 +195,27 @@ fn prometheus(s: &Snapshot) -> String {
         &per_worker(|w| w.busy_secs),
     );
     metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
+    let recycles: Vec<(String, f64)> = s
+        .workers
+        .iter()
+        .flat_map(|w| {
+            let r = &w.recycles;
+            [
+                ("max_requests", r.max_requests),
+                ("memory", r.memory),
+                ("timeout", r.timeout),
+                ("crash", r.crash),
+                ("reload", r.reload),
+            ]
+            .map(|(cause, n)| (format!("{{worker=\"{}\",cause=\"{cause}\"}}", w.index), n as f64))
+        })
+        .collect();
+    metric(
+        "worker_recycles_total",
+        "counter",
+        "Replacements of each worker's process, by cause (max_requests, memory, timeout, crash, reload).",
+        &recycles,
+    );
     metric("worker_websockets", "gauge", "WebSockets open to each worker.", &per_worker(|w| w.websockets as f64));
     metric(
         "worker_rss_bytes",

@@ -18,6 +18,8 @@ pub mod http1;
 pub mod job;
 pub mod queue;
 pub mod readiness;
+pub mod recycle;
+pub mod reload;
 mod server;
 pub mod slot;
 pub mod spool;
@@ -26,6 +28,7 @@ pub mod supervisor;
 pub mod systemd;
 pub mod tally;
 pub mod worker;
+pub mod zygote;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

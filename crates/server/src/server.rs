@@ -8,7 +8,8 @@
 //! already queued), lets idle connections go, finishes every queued and running request
 //! (bounded by --graceful-timeout), closes the open WebSockets (1001 to both sides), stops the
 //! workers and exits 0. A second signal skips the waits. SIGHUP restarts the workers one at a
-//! time (new code, same sockets and queue); SIGUSR1 reopens the access log.
+//! time (new code, same sockets and queue), as `--reload` does when a watched file changes;
+//! SIGUSR1 reopens the access log.
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -27,6 +28,7 @@ use crate::front::listener::Listener;
 use crate::front::Front;
 use crate::queue::Queue;
 use crate::readiness::{Readiness, State};
+use crate::reload;
 use crate::stats::Stats;
 use crate::supervisor::Supervisor;
 use crate::systemd::{self, Activated, Notifier};
@@ -116,6 +118,10 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
         _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
     };
     let _ = sources.workers.set(supervisor.workers().to_vec());
+    let _watch = match config.reload.clone() {
+        Some(settings) => Some(reload::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?),
+        None => None,
+    };
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let front = Arc::new(Front {

@@ -13,6 +13,10 @@
 //! meanwhile, so none fails. If a new process cannot start, the reload stops there and the
 //! workers not yet replaced keep the old code. WebSockets open to a worker that is replaced are
 //! closed (1001, going away, to both sides) once its requests are done, just before it stops.
+//!
+//! A worker due for recycling (`--max-requests`, `--max-worker-memory`; see `recycle`) is
+//! replaced the same way as on a reload, when its turn comes: recycles and reloads take one
+//! worker away at a time between them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,8 +30,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
 use crate::queue::Queue;
+use crate::recycle::{self, Cause, RecyclePolicy, Turns};
 use crate::slot::{HopLink, Slot, SlotSettings};
 use crate::worker::{self, Launch, Phase, Process, Transport, Worker};
+use crate::zygote::{Preloaded, ZygoteConfig};
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -47,6 +53,10 @@ pub struct SupervisorConfig {
     pub request_timeout: Duration,
     /// The largest request head the front accepts (a hop's rings must hold one).
     pub max_head: usize,
+    /// When healthy workers are recycled.
+    pub recycle: RecyclePolicy,
+    /// `--preload`: the bundled worker's app is imported once and its workers forked.
+    pub preload: Option<ZygoteConfig>,
 }
 
 pub struct Supervisor {
@@ -54,6 +64,8 @@ pub struct Supervisor {
     reloader: Reloader,
     stop: watch::Sender<Option<Duration>>,
     managers: Vec<JoinHandle<()>>,
+    /// Reads worker memory for `--max-worker-memory`; stopped with the supervisor.
+    memory_watch: Option<JoinHandle<()>>,
     /// Holds the workers' sockets; removed when the supervisor goes.
     _socket_dir: tempfile::TempDir,
 }
@@ -72,13 +84,21 @@ impl Supervisor {
                 Arc::new(Worker::new(index, socket, config.launch.transport()))
             })
             .collect();
+        let preloaded = match &config.preload {
+            Some(zygote) => Some(
+                Preloaded::start(zygote.clone(), config.boot_timeout)
+                    .await
+                    .map_err(|err| anyhow::anyhow!("the preloaded parent {err}"))?,
+            ),
+            None => None,
+        };
         let config = Arc::new(config);
 
         let mut boots = JoinSet::new();
         for worker in &workers {
-            let (worker, config) = (worker.clone(), config.clone());
+            let (worker, config, preloaded) = (worker.clone(), config.clone(), preloaded.clone());
             boots.spawn(async move {
-                let result = start_process(&worker, &config, 1).await;
+                let result = start_process(&worker, &config, preloaded.as_deref(), 1).await;
                 (worker.index, result)
             });
         }
@@ -100,12 +120,14 @@ impl Supervisor {
         }
 
         let (stop, _) = watch::channel(None);
+        let turns = Turns::default();
         let mut managers = Vec::with_capacity(workers.len());
         let mut reloads = Vec::with_capacity(workers.len());
         for (worker, process) in workers.iter().zip(processes) {
             let process = process.expect("every worker started");
             info!("worker {} (pid {}) listening", worker.index, process.pid);
             worker.set_pid(process.pid);
+            worker.lifetime.begin(&config.recycle);
             worker.set_phase(Phase::Ready { generation: 1 });
             for index in 0..config.threads {
                 let slot = Slot { worker: worker.clone(), index, queue: queue.clone(), settings: slots.clone() };
@@ -113,10 +135,24 @@ impl Supervisor {
             }
             let (reload, reload_requests) = mpsc::channel(1);
             reloads.push(reload);
-            let channels = Channels { stop: stop.subscribe(), reloads: reload_requests };
+            let channels = Channels {
+                stop: stop.subscribe(),
+                reloads: reload_requests,
+                turns: turns.clone(),
+                preloaded: preloaded.clone(),
+            };
             managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
         }
-        Ok(Supervisor { workers, reloader: Reloader { workers: reloads }, stop, managers, _socket_dir: socket_dir })
+        let memory_watch =
+            config.recycle.max_memory.map(|limit| tokio::spawn(recycle::watch_memory(workers.clone(), limit)));
+        Ok(Supervisor {
+            workers,
+            reloader: Reloader { workers: reloads, turns, preloaded },
+            stop,
+            managers,
+            memory_watch,
+            _socket_dir: socket_dir,
+        })
     }
 
     pub fn workers(&self) -> &[Arc<Worker>] {
@@ -135,6 +171,9 @@ impl Supervisor {
 
     /// Stops every worker, giving each `grace` to exit after SIGTERM.
     pub async fn stop(self, grace: Duration) {
+        if let Some(watch) = &self.memory_watch {
+            watch.abort();
+        }
         self.stop.send_replace(Some(grace));
         for manager in self.managers {
             let _ = manager.await;
@@ -146,6 +185,7 @@ impl Supervisor {
 async fn start_process(
     worker: &Worker,
     config: &SupervisorConfig,
+    preloaded: Option<&Preloaded>,
     generation: u64,
 ) -> Result<Process, worker::BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
@@ -163,7 +203,18 @@ async fn start_process(
             // the Arc) for its whole life.
             let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }
                 .map_err(|err| worker::BootError::Spawn(err.into()))?;
-            let process = worker::boot(&mut command, HopLink::until_ready(&doorbell), config.boot_timeout).await?;
+            let ready = HopLink::until_ready(&doorbell);
+            let process = match preloaded {
+                Some(preloaded) => {
+                    let forked = preloaded
+                        .current()
+                        .fork(worker.index, &worker.socket, doorbell.get_ref())
+                        .await
+                        .map_err(worker::BootError::Spawn)?;
+                    worker::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
+                }
+                None => worker::boot(&mut command, ready, config.boot_timeout).await?,
+            };
             *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));
             Ok(process)
         }
@@ -175,6 +226,11 @@ async fn start_process(
 pub struct Reloader {
     /// Per worker: where to ask its manager for a reload, and get the result.
     workers: Vec<mpsc::Sender<ReloadDone>>,
+    /// Shared with recycling, so that a reload never takes a worker away while a recycle has
+    /// another one away.
+    turns: Turns,
+    /// With `--preload`, a reload imports the new code in a new parent first.
+    preloaded: Option<Arc<Preloaded>>,
 }
 
 /// Tells whoever asked for a reload whether the new process started.
@@ -184,7 +240,14 @@ impl Reloader {
     /// Replaces every worker in turn. Stops at the first worker whose new process does not
     /// start, leaving the rest on the old code.
     pub async fn reload(&self) -> anyhow::Result<()> {
+        if let Some(preloaded) = &self.preloaded {
+            preloaded
+                .renew()
+                .await
+                .map_err(|err| anyhow::anyhow!("a new preloaded parent {err}; the workers keep the old code"))?;
+        }
         for (index, manager) in self.workers.iter().enumerate() {
+            let _turn = self.turns.take().await;
             let (done, result) = oneshot::channel();
             manager.send(done).await.map_err(|_| anyhow::anyhow!("the server is stopping"))?;
             match result.await {
@@ -201,31 +264,38 @@ impl Reloader {
 struct Channels {
     stop: watch::Receiver<Option<Duration>>,
     reloads: mpsc::Receiver<ReloadDone>,
+    turns: Turns,
+    preloaded: Option<Arc<Preloaded>>,
 }
 
 /// Why a worker's process is being replaced.
 enum Event {
-    Exited(std::io::Result<std::process::ExitStatus>),
+    Exited(String),
     Hung,
     Reload(ReloadDone),
+    /// Due for recycling, and holding the turn to be away until the new process serves.
+    Recycle(Cause, tokio::sync::OwnedSemaphorePermit),
     Stop(Duration),
 }
 
 /// Watches one worker for its whole life.
 async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<SupervisorConfig>, channels: Channels) {
-    let Channels { mut stop, mut reloads } = channels;
+    let Channels { mut stop, mut reloads, turns, preloaded } = channels;
     let mut generation = 1;
     let mut backoff = Duration::ZERO;
     loop {
         let ready_at = Instant::now();
         let event = tokio::select! {
-            status = process.child.wait() => Event::Exited(status),
+            status = process.exited() => Event::Exited(status),
             () = worker.hung() => Event::Hung,
             Some(done) = reloads.recv() => Event::Reload(done),
+            (cause, turn) = async { (worker.lifetime.due().await, turns.take().await) } => Event::Recycle(cause, turn),
             grace = stop.wait_for(Option::is_some) => Event::Stop(grace.ok().and_then(|g| *g).unwrap_or_default()),
         };
         let mut reload_done = None;
-        match event {
+        // Held until the new process serves: the turn of a recycle.
+        let mut _turn = None;
+        let cause = match event {
             Event::Stop(grace) => {
                 worker.set_phase(Phase::Stopped);
                 process.terminate(grace).await;
@@ -235,8 +305,8 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             Event::Exited(status) => {
                 worker.set_phase(Phase::Starting);
                 process.signal(libc::SIGKILL); // anything the worker left in its group
-                let status = status.map_or_else(|err| err.to_string(), |status| status.to_string());
                 warn!("worker {} (pid {}) exited ({status}); restarting it", worker.index, process.pid);
+                Cause::Crash
             }
             Event::Hung => {
                 worker.set_phase(Phase::Draining);
@@ -244,19 +314,25 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 close_websockets(std::slice::from_ref(&worker)).await;
                 warn!("worker {} (pid {}) is stuck; replacing it", worker.index, process.pid);
                 process.terminate(Duration::from_secs(1)).await;
+                Cause::Timeout
             }
             Event::Reload(done) => {
-                worker.set_phase(Phase::Draining);
-                wait_until_idle(&worker, config.request_timeout).await;
-                close_websockets(std::slice::from_ref(&worker)).await;
                 info!("worker {} (pid {}) reloading", worker.index, process.pid);
-                process.terminate(config.request_timeout).await;
+                drain_and_stop(&worker, &mut process, &config).await;
                 reload_done = Some(done);
+                Cause::Reload
             }
-        }
+            Event::Recycle(cause, turn) => {
+                info!("worker {} (pid {}) recycling ({})", worker.index, process.pid, cause.label());
+                drain_and_stop(&worker, &mut process, &config).await;
+                _turn = Some(turn);
+                cause
+            }
+        };
+        worker.recycles.count(cause);
         worker.process_gone();
         worker.set_pid(0);
-        backoff = if reload_done.is_some() {
+        backoff = if matches!(cause, Cause::Reload | Cause::MaxRequests | Cause::Memory) {
             Duration::ZERO
         } else {
             worker.restarts.fetch_add(1, Ordering::Relaxed);
@@ -272,7 +348,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 worker.set_phase(Phase::Stopped);
                 return;
             }
-            let started = start_process(&worker, &config, generation + 1).await;
+            let started = start_process(&worker, &config, preloaded.as_deref(), generation + 1).await;
             if let Some(done) = reload_done.take() {
                 let _ = done.send(started.as_ref().map(|_| ()).map_err(ToString::to_string));
             }
@@ -287,8 +363,18 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
         generation += 1;
         info!("worker {} (pid {}) listening", worker.index, process.pid);
         worker.set_pid(process.pid);
+        worker.lifetime.begin(&config.recycle);
         worker.set_phase(Phase::Ready { generation });
     }
+}
+
+/// Takes a healthy worker out of service: no new requests, its running ones finish (up to the
+/// request timeout), its WebSockets close, then its process stops.
+async fn drain_and_stop(worker: &Arc<Worker>, process: &mut Process, config: &SupervisorConfig) {
+    worker.set_phase(Phase::Draining);
+    wait_until_idle(worker, config.request_timeout).await;
+    close_websockets(std::slice::from_ref(worker)).await;
+    process.terminate(config.request_timeout).await;
 }
 
 /// Waits until none of the worker's slots is running a request, or `limit` passes.
@@ -346,6 +432,10 @@ while True:
 "#;
 
     async fn start() -> (Supervisor, Arc<Queue>, tempfile::TempDir) {
+        start_with(RecyclePolicy::default()).await
+    }
+
+    async fn start_with(recycle: RecyclePolicy) -> (Supervisor, Arc<Queue>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("worker.py");
         std::fs::write(&script, WORKER).unwrap();
@@ -356,6 +446,8 @@ while True:
             boot_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             max_head: 8192,
+            recycle,
+            preload: None,
         };
         let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });
@@ -407,6 +499,26 @@ while True:
         assert!(during.is_ok(), "{during:?}");
         assert_ne!(after, before);
         assert_eq!(supervisor.workers()[0].restarts.load(Ordering::Relaxed), 0, "a reload is not a restart");
+        supervisor.stop(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_served_its_max_requests_is_recycled_with_no_failed_request() {
+        let policy = RecyclePolicy { max_requests: 3, ..RecyclePolicy::default() };
+        let (supervisor, queue, _dir) = start_with(policy).await;
+        let mut pids = Vec::new();
+        for _ in 0..12 {
+            // A request made while the process is replaced waits in the queue for the next one.
+            pids.push(request(&queue, "/").await.expect("no request fails"));
+        }
+        let worker = supervisor.workers()[0].clone();
+        let processes: Vec<&[u32]> = pids.chunk_by(|a, b| a == b).collect();
+        // Each process served its three (one more may reach it in the moment it is found due).
+        assert!(processes.len() >= 3, "{pids:?}");
+        assert!(processes[..processes.len() - 1].iter().all(|served| (3..=4).contains(&served.len())), "{pids:?}");
+        let recycled = worker.recycles.snapshot().max_requests;
+        assert!(recycled as usize >= processes.len() - 1, "{recycled} for {pids:?}");
+        assert_eq!(worker.restarts.load(Ordering::Relaxed), 0, "a recycle is not a restart");
         supervisor.stop(Duration::from_secs(1)).await;
     }
 }

@@ -24,8 +24,10 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 use tokio::sync::{watch, Notify};
 
+use crate::recycle::{Lifetime, Recycles};
 use crate::slot::HopLink;
 use crate::tally::Tally;
+use crate::zygote::Forked;
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -63,6 +65,13 @@ pub enum Interface {
     Asgi,
 }
 
+impl Interface {
+    /// As the flag spells it, for the worker's command line.
+    pub fn name(self) -> String {
+        self.to_possible_value().expect("no variant is skipped").get_name().to_owned()
+    }
+}
+
 /// How the front's slots reach a worker.
 pub enum Transport {
     /// HTTP/1.1 over the worker's unix socket, a keep-alive connection per slot.
@@ -86,7 +95,12 @@ pub struct Worker {
     /// Total time its slots spent running requests, in microseconds. Against the worker's CPU
     /// time it tells how CPU-bound the app is (`headway lab recommend` uses it).
     pub busy_micros: AtomicU64,
+    /// Replacements after a crash or a timeout.
     pub restarts: AtomicU64,
+    /// Replacements of every kind, by cause.
+    pub recycles: Recycles,
+    /// The current process: what it served, and whether it is due for recycling.
+    pub lifetime: Lifetime,
     /// WebSockets open to this worker, each on a connection of its own (never on a slot).
     pub websockets: Arc<Tally>,
     /// Bumped to have every open WebSocket of this worker closed.
@@ -107,6 +121,8 @@ impl Worker {
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            recycles: Recycles::default(),
+            lifetime: Lifetime::default(),
             websockets: Arc::new(Tally::default()),
             websockets_closing: watch::Sender::new(0),
             pid: AtomicU32::new(0),
@@ -201,7 +217,7 @@ impl Launch {
                     "--workers",
                     &workers.to_string(),
                     "--interface",
-                    interface.to_possible_value().expect("no variant is skipped").get_name(),
+                    &interface.name(),
                 ]);
                 command.args(app);
                 command
@@ -240,18 +256,48 @@ pub enum BootError {
     #[error("could not start: {0}")]
     Spawn(io::Error),
     #[error("exited with {0} before listening on its socket (its output is above)")]
-    Exited(std::process::ExitStatus),
+    Exited(String),
+    #[error("did not import the app ({0}; the traceback is above)")]
+    NotImported(String),
     #[error("did not listen on its socket within {0:?}")]
     Timeout(Duration),
 }
 
 /// A running worker process. It leads its own process group, so the group id is its pid.
 pub struct Process {
-    pub child: Child,
     pub pid: u32,
+    exit: ExitWatch,
+}
+
+/// How the end of a worker process is seen.
+enum ExitWatch {
+    /// A child of the front: waited for.
+    Child(Child),
+    /// Forked by the preloaded parent (`--preload`): watched through a pidfd.
+    Forked(Forked),
 }
 
 impl Process {
+    /// A process the front started itself.
+    pub fn spawned(child: Child) -> Process {
+        Process { pid: child.id().unwrap_or(0), exit: ExitWatch::Child(child) }
+    }
+
+    /// A process the preloaded parent forked.
+    pub fn forked(forked: Forked) -> Process {
+        Process { pid: forked.pid, exit: ExitWatch::Forked(forked) }
+    }
+
+    /// Resolves once the process has exited, saying how as far as the front can know.
+    pub async fn exited(&mut self) -> String {
+        match &mut self.exit {
+            ExitWatch::Child(child) => {
+                child.wait().await.map_or_else(|err| err.to_string(), |status| status.to_string())
+            }
+            ExitWatch::Forked(forked) => forked.exited().await,
+        }
+    }
+
     /// Sends `signal` to the whole process group, reaching whatever the worker forked.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill(2) with a negative pid signals the process group we created.
@@ -267,12 +313,12 @@ impl Process {
     pub async fn terminate(&mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + grace;
-        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        let _ = tokio::time::timeout(grace, self.exited()).await;
         while self.group_alive() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.signal(libc::SIGKILL);
-        let _ = self.child.wait().await;
+        self.exited().await;
     }
 
     /// Whether any process of the group is left (a zombie counts until its parent reaps it).
@@ -289,8 +335,15 @@ pub async fn boot(
     timeout: Duration,
 ) -> Result<Process, BootError> {
     let child = command.spawn().map_err(BootError::Spawn)?;
-    let pid = child.id().unwrap_or(0);
-    let mut process = Process { child, pid };
+    until_ready(Process::spawned(child), ready, timeout).await
+}
+
+/// Waits until `ready` says the started `process` serves; stops it if it does not in time.
+pub async fn until_ready(
+    mut process: Process,
+    ready: impl Future<Output = io::Result<()>>,
+    timeout: Duration,
+) -> Result<Process, BootError> {
     tokio::select! {
         ready = ready => match ready {
             Ok(()) => Ok(process),
@@ -299,9 +352,9 @@ pub async fn boot(
                 Err(BootError::Spawn(err))
             }
         },
-        status = process.child.wait() => {
+        status = process.exited() => {
             process.signal(libc::SIGKILL);
-            Err(status.map_or_else(BootError::Spawn, BootError::Exited))
+            Err(BootError::Exited(status))
         }
         () = tokio::time::sleep(timeout) => {
             process.terminate(Duration::ZERO).await;

@@ -104,13 +104,18 @@ def main(argv=None):
             traceback.print_exc(file=sys.stderr)
         log(f"cannot import {args.app}: {error}")
         return 1
-    interface = args.interface
+    return serve(app, args.app, args.interface, args.socket, args.threads, args.workers)
+
+
+def serve(app, spec, interface, socket_path, threads, workers):
+    """Serves the imported APP (named SPEC) until told to stop; returns the exit status. Also what
+    a worker forked from a preloaded parent runs."""
     if interface == "auto":
         interface = "asgi" if asgi.is_asgi(app) else "wsgi"
     try:
         if interface == "asgi":
-            return asgi.serve(app, args.socket, args.threads, args.app)
-        return _native.serve(app, args.socket, args.threads, args.workers, args.app)
+            return asgi.serve(app, socket_path, threads, spec)
+        return _native.serve(app, socket_path, threads, workers, spec)
     except _native.StartupError as error:
         log(str(error))
         return 1

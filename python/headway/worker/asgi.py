@@ -76,6 +76,7 @@ class Server:
         self.lifespan = Lifespan(app)
         self.websockets = None  # the listener for handshakes, when there is one
         self.exchanges = {}  # hop slot -> the HttpExchange under way on it (touched on the loop)
+        self.watcher = None  # hears the front mark clients gone, over the hop
 
     def start(self, websocket_path):
         self.thread.start()
@@ -112,6 +113,8 @@ class Server:
     def watch_clients(self, watcher):
         """Started by the front: the front marks the hop slot of a request whose client has gone,
         and a thread of ours waits for those marks, for the exchanges on the loop to hear them."""
+
+        self.watcher = watcher
 
         def watch():
             while (slots := watcher.wait()) is not None:
@@ -239,6 +242,10 @@ class HttpExchange:
         self.finished = asyncio.Event()
         if self.slot is not None:
             self.server.exchanges[self.slot] = self
+            # The mark may have come before this exchange was there to hear it.
+            watcher = self.server.watcher
+            if watcher is not None and watcher.is_gone(self.slot):
+                self.gone()
         try:
             await self.server.app(self.scope, self.receive, self.send)
             if not self.complete and not self.disconnected:

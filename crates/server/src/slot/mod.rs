@@ -201,6 +201,7 @@ impl Slot {
             }
         };
         self.worker.served.fetch_add(1, Ordering::Relaxed);
+        self.worker.lifetime.served_one();
         let timing = Timing {
             queued: started.saturating_duration_since(complete_at),
             service: started.elapsed(),

@@ -1,0 +1,230 @@
+//! `--preload`: the app is imported once, in a parent process (the *zygote*), and every worker
+//! process of the bundled worker is forked from it, so the workers share the app's memory pages
+//! until they write to them (copy-on-write), as with `gunicorn --preload` or Puma's
+//! `preload_app!`.
+//!
+//! Why a zygote that the front asks for each worker, rather than one parent that forks them
+//! all at start: each worker process needs its own hop region and doorbell, made by the front
+//! when that process is about to start (a crashed or recycled worker gets a fresh region, see
+//! `slot::hop`). So the front keeps making them, and passes them to the zygote over a unix
+//! datagram socket (SCM_RIGHTS) with the worker's number; the zygote forks a child that keeps
+//! them, and answers with the child's pid. The child makes itself a process group of its own,
+//! so that signals, the memory limit and stats reach it exactly as a worker the front started.
+//! It is not the front's child, so the front watches it through a pidfd ([`Forked`]); its exit
+//! status goes to the zygote, which reaps it.
+//!
+//! A worker that dies is forked again from the same zygote. A reload starts a new zygote with
+//! the new code first, and only if it imports are the workers replaced (forked from it); each
+//! worker process holds its zygote, so an old zygote goes once its last worker has.
+//! The Python side is `python -m headway.worker.preload`.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use headway_hop::front::FrontEnd;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::process::{Child, Command};
+
+use crate::worker::{BootError, Interface};
+
+/// What the zygote runs.
+#[derive(Debug, Clone)]
+pub struct ZygoteConfig {
+    pub python: PathBuf,
+    pub app: Option<String>,
+    pub threads: usize,
+    pub workers: usize,
+    pub interface: Interface,
+    /// `--hooks`: a module whose `post_fork(worker)` and `on_exit(worker)` the workers call.
+    pub hooks: Option<String>,
+}
+
+/// A running zygote: the app imported, waiting for fork requests.
+pub struct Zygote {
+    /// The front's end of the socket pair; one request and its answer at a time.
+    channel: Mutex<UnixDatagram>,
+    /// Killed when the last worker forked from it (and the supervisor) let go of it.
+    child: Child,
+}
+
+impl Zygote {
+    /// Starts a zygote and waits until it has imported the app. An import error is its
+    /// traceback on stderr and [`BootError::Exited`].
+    pub async fn start(config: &ZygoteConfig, timeout: Duration) -> Result<Arc<Zygote>, BootError> {
+        let (front, zygote) = seqpacket_pair().map_err(BootError::Spawn)?;
+        let mut command = Command::new(&config.python);
+        command.args(["-m", "headway.worker.preload", "--threads", &config.threads.to_string()]);
+        command.args(["--workers", &config.workers.to_string()]);
+        command.args(["--interface", &config.interface.name()]);
+        if let Some(hooks) = &config.hooks {
+            command.args(["--hooks", hooks]);
+        }
+        command.args(&config.app);
+        let fd = zygote.as_raw_fd();
+        command.env("HEADWAY_ZYGOTE", fd.to_string()).stdin(Stdio::null()).process_group(0).kill_on_drop(true);
+        // SAFETY: fcntl and prctl are async-signal-safe and touch only the child's own state.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(BootError::Spawn)?;
+        drop(zygote);
+        front.set_read_timeout(Some(timeout)).map_err(BootError::Spawn)?;
+        let ready = tokio::task::spawn_blocking(move || {
+            let word = receive(&front);
+            (front, word)
+        });
+        let (front, word) = ready.await.map_err(|err| BootError::Spawn(err.into()))?;
+        match word {
+            Ok(word) if word == "ready" => {}
+            _ => {
+                let status = match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    _ => "it did not say it was ready".to_owned(),
+                };
+                return Err(BootError::NotImported(status));
+            }
+        }
+        Ok(Arc::new(Zygote { channel: Mutex::new(front), child }))
+    }
+
+    /// Has the zygote fork worker `index` with `end`'s region and doorbell; returns the worker.
+    pub async fn fork(self: &Arc<Self>, index: usize, socket: &Path, end: &FrontEnd) -> io::Result<Forked> {
+        let fds = [end.region_fd().try_clone_to_owned()?, end.doorbell().as_fd().try_clone_to_owned()?];
+        let message = format!("{index}\0{}", socket.display());
+        let zygote = self.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            let channel = zygote.channel.lock().unwrap_or_else(|p| p.into_inner());
+            send_with_fds(&channel, message.as_bytes(), &[fds[0].as_raw_fd(), fds[1].as_raw_fd()])?;
+            receive(&channel)
+        })
+        .await??;
+        let pid: u32 = answer
+            .parse()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("the preloaded parent said {answer:?}")))?;
+        // SAFETY: pidfd_open has no memory arguments; a negative result is an error.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        // SAFETY: the AsyncFd owns the pidfd for its whole life.
+        let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }?;
+        Ok(Forked { pid, pidfd, _zygote: self.clone() })
+    }
+
+    /// The zygote's pid, for logs.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
+/// A worker process forked by a zygote.
+pub struct Forked {
+    pub pid: u32,
+    /// Readable once the process has exited.
+    pidfd: AsyncFd<OwnedFd>,
+    /// Kept alive while any of its workers is.
+    _zygote: Arc<Zygote>,
+}
+
+impl Forked {
+    /// Resolves once the process has exited.
+    pub async fn exited(&mut self) -> String {
+        match self.pidfd.readable().await {
+            Ok(_) => "a status only the preloaded parent sees".to_owned(),
+            Err(err) => err.to_string(),
+        }
+    }
+}
+
+/// A connected pair of SOCK_SEQPACKET unix sockets, close-on-exec: messages keep their
+/// boundaries (one request, one answer), and unlike datagrams the survivor sees the other end
+/// close (a read of 0), so a zygote that dies never leaves the front waiting. std has no type
+/// for them; `UnixDatagram` makes the same calls (send, recv, timeouts).
+fn seqpacket_pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair fills the two-element array.
+    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair returned two new descriptors that nothing else owns.
+    Ok(unsafe { (UnixDatagram::from_raw_fd(fds[0]), UnixDatagram::from_raw_fd(fds[1])) })
+}
+
+/// One message as text.
+fn receive(channel: &UnixDatagram) -> io::Result<String> {
+    let mut buf = [0u8; 64];
+    let read = channel.recv(&mut buf)?;
+    if read == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the preloaded parent is gone"));
+    }
+    Ok(String::from_utf8_lossy(&buf[..read]).into_owned())
+}
+
+/// Sends `data` with the descriptors `fds` (SCM_RIGHTS).
+fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd; 2]) -> io::Result<()> {
+    let payload = std::mem::size_of_val(fds) as u32;
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
+    let mut control = vec![0u8; space];
+    let iov = [IoSlice::new(data)];
+    // SAFETY: msghdr is plain data; every pointer set below outlives the sendmsg call, and the
+    // control buffer is CMSG_SPACE bytes, room for one header and the two descriptors.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(payload) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(header).cast::<RawFd>(), fds.len());
+        if libc::sendmsg(channel.as_raw_fd(), &msg, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The zygote the next worker process is forked from, replaced by a reload.
+pub struct Preloaded {
+    config: ZygoteConfig,
+    timeout: Duration,
+    current: Mutex<Arc<Zygote>>,
+}
+
+impl Preloaded {
+    /// Starts the first zygote; `timeout` bounds the app's import.
+    pub async fn start(config: ZygoteConfig, timeout: Duration) -> Result<Arc<Preloaded>, BootError> {
+        let zygote = Zygote::start(&config, timeout).await?;
+        tracing::info!("app imported once, in the preloaded parent (pid {})", zygote.pid());
+        Ok(Arc::new(Preloaded { config, timeout, current: Mutex::new(zygote) }))
+    }
+
+    pub fn current(&self) -> Arc<Zygote> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Starts a zygote with the code as it is now; only once it has imported the app does it
+    /// replace the current one (whose workers keep it until they are replaced).
+    pub async fn renew(&self) -> Result<(), BootError> {
+        let zygote = Zygote::start(&self.config, self.timeout).await?;
+        tracing::info!("app imported again, in a new preloaded parent (pid {})", zygote.pid());
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = zygote;
+        Ok(())
+    }
+}

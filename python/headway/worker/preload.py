@@ -1,0 +1,133 @@
+"""`python -m headway.worker.preload`: the preloaded parent of `headway serve --preload`.
+
+    python -m headway.worker.preload --threads T --workers W [--hooks MODULE] [APP]
+
+Imports APP once, freezes what the import made (`gc.freeze()`, so the collector of a worker
+never writes to those objects and their pages stay shared), says "ready" to the front on the
+socket named by $HEADWAY_ZYGOTE, then forks a worker each time the front asks: the request is
+the worker's number and socket path, with the descriptors of its shared memory (SCM_RIGHTS);
+the answer is the child's pid. The child serves exactly as `python -m headway.worker` would.
+Why the front asks for each worker rather than this process forking them all: see
+crates/server/src/zygote.rs.
+
+Hooks (--hooks MODULE, both optional): `post_fork(worker)` runs in each worker right after the
+fork, before it serves (reopen what the import opened: database connections, sockets, threads
+do not survive a fork usefully); `on_exit(worker)` runs in each worker as it stops cleanly.
+`worker.index` is its number (1..W), `worker.pid` its pid.
+"""
+
+import argparse
+import ctypes
+import gc
+import importlib
+import os
+import signal
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+
+from . import log
+from .__main__ import DEMO_APP, DEMO_ASGI_APP, AppImportError, load_app, serve
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What a hook learns about the worker it runs in."""
+
+    index: int
+    pid: int
+
+
+class HooksImportError(Exception):
+    """The --hooks module does not import (the traceback is printed before)."""
+
+    def __init__(self, spec, error):
+        super().__init__(str(error))
+        self.spec = spec
+
+
+def _import(spec):
+    try:
+        return importlib.import_module(spec)
+    except Exception as error:
+        traceback.print_exc(file=sys.stderr)
+        raise HooksImportError(spec, error) from error
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m headway.worker.preload")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--hooks", metavar="MODULE")
+    parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto")
+    parser.add_argument("app", nargs="?")
+    args = parser.parse_args(argv)
+    if args.app is None:
+        args.app = DEMO_ASGI_APP if args.interface == "asgi" else DEMO_APP
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    channel = socket.socket(fileno=int(os.environ.pop("HEADWAY_ZYGOTE")))
+    cwd = os.getcwd()
+    if sys.path[:1] != [cwd]:
+        sys.path.insert(0, cwd)
+    try:
+        app = load_app(args.app)
+        hooks = _import(args.hooks) if args.hooks else None
+    except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
+        if not isinstance(error, (AppImportError, HooksImportError)):
+            traceback.print_exc(file=sys.stderr)
+        log(f"cannot import {error.spec if isinstance(error, HooksImportError) else args.app}: {error}")
+        return 1
+    gc.freeze()
+    # Children are reaped by the kernel: the front watches each through a pidfd.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    log(f"pid {os.getpid()} imported {args.app}; forking workers from it")
+    channel.send(b"ready")
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 2)
+        except InterruptedError:
+            continue
+        if not message:  # the front is gone
+            return 0
+        index, _, socket_path = message.decode().partition("\0")
+        pid = os.fork()
+        if pid == 0:
+            channel.close()
+            os._exit(_serve_child(app, hooks, args, int(index), socket_path, fds))
+        for fd in fds:
+            os.close(fd)
+        channel.send(str(pid).encode())
+
+
+def _serve_child(app, hooks, args, index, socket_path, fds):
+    """Runs in the forked worker; returns its exit status."""
+    try:
+        os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.environ["HEADWAY_HOP"] = f"{fds[0]},{fds[1]}"
+        os.environ["HEADWAY_WORKER"] = str(index)
+        worker = Worker(index=index, pid=os.getpid())
+        if hooks is not None and hasattr(hooks, "post_fork"):
+            hooks.post_fork(worker)
+        status = serve(app, args.app, args.interface, socket_path, args.threads, args.workers)
+        if hooks is not None and hasattr(hooks, "on_exit"):
+            hooks.on_exit(worker)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return status
+    except BaseException:
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""--preload: the app is imported once, in a parent the workers are forked from; they share its
+memory, a crashed worker is forked again from it, hooks run in each worker, and a reload imports
+the new code in a new parent first."""
+
+import os
+import shutil
+import signal
+import subprocess
+
+from conftest import APPS, REPO, headway_binary, wait_until
+
+MB = 1000 * 1000
+
+
+def imports(counter):
+    return counter.read_text().split() if counter.exists() else []
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def memory(pid, field):
+    """A field of /proc/PID/smaps_rollup, in bytes."""
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def ready_pids(server, workers):
+    def pids():
+        found = [w["pid"] for w in server.stats()["workers"] if w["state"] == "ready"]
+        return found if len(found) == workers else None
+
+    return wait_until(pids, message=f"{workers} ready workers")
+
+
+def test_the_app_is_imported_once_and_its_pages_are_shared(serve, tmp_path):
+    counter = tmp_path / "imports"
+    preloaded = serve("-w", "4", "-t", "1", "--preload", "preloaded:app", env={"PRELOAD_COUNTER": str(counter)})
+    workers = ready_pids(preloaded, 4)
+    assert len(imports(counter)) == 1
+    parent = int(imports(counter)[0])
+    assert all(parent_of(pid) == parent for pid in workers)
+    assert {preloaded.get("/")[0] for _ in range(8)} == {200}
+    shared_pss = sum(memory(pid, "Pss") for pid in workers)
+    shared_rss = sum(memory(pid, "Rss") for pid in workers)
+
+    alone = serve("-w", "4", "-t", "1", "preloaded:app", env={"PRELOAD_COUNTER": str(tmp_path / "alone")})
+    alone_workers = ready_pids(alone, 4)
+    assert len(imports(tmp_path / "alone")) == 4
+    alone_pss = sum(memory(pid, "Pss") for pid in alone_workers)
+    # Each worker maps the 50 MB table: without --preload each has a copy of its own; with it,
+    # the copy is the parent's, shared by all five processes.
+    assert shared_rss > 4 * 50 * MB and alone_pss > 4 * 50 * MB
+    assert shared_pss < alone_pss / 2, (shared_pss, alone_pss)
+
+
+def test_a_crashed_worker_is_forked_again_from_the_same_parent(serve, tmp_path):
+    counter = tmp_path / "imports"
+    server = serve("-w", "2", "-t", "1", "--preload", "preloaded:app", env={"PRELOAD_COUNTER": str(counter)})
+    before = ready_pids(server, 2)
+    os.kill(before[0], signal.SIGKILL)
+    wait_until(lambda: server.stats()["workers"][0]["pid"] not in (0, before[0])
+               and server.stats()["workers"][0]["state"] == "ready", message="worker 1 forked again")
+    after = ready_pids(server, 2)
+    assert after[1] == before[1]
+    assert parent_of(after[0]) == int(imports(counter)[0]) and len(imports(counter)) == 1
+    assert server.stats()["workers"][0]["recycles"]["crash"] == 1
+    assert {server.get("/")[0] for _ in range(4)} == {200}
+
+
+def test_hooks_run_in_each_worker(serve, tmp_path):
+    hooks_log = tmp_path / "hooks"
+    env = {"PRELOAD_COUNTER": str(tmp_path / "imports"), "HOOKS_LOG": str(hooks_log)}
+    server = serve("-w", "2", "-t", "1", "--preload", "--hooks", "preload_hooks", "preloaded:app", env=env)
+    pids = ready_pids(server, 2)
+    post_forks = sorted(line.split()[1:] for line in hooks_log.read_text().splitlines())
+    # Each worker's own pid, as the hook was given it and as it ran in it.
+    assert post_forks == [["1", str(pids[0]), str(pids[0])], ["2", str(pids[1]), str(pids[1])]]
+    server.signal(signal.SIGTERM)
+    assert server.wait() == 0
+    exits = sorted(line for line in hooks_log.read_text().splitlines() if line.startswith("on_exit"))
+    assert exits == [f"on_exit 1 {pids[0]}", f"on_exit 2 {pids[1]}"]
+
+
+def test_an_import_error_stops_the_boot_with_its_traceback(tmp_path):
+    (tmp_path / "broken.py").write_text("import nonexistent_module_for_headway\n")
+    result = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", "--preload", "broken:app"],
+                            cwd=tmp_path, capture_output=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    assert result.returncode != 0
+    assert b"Traceback" in result.stderr and b"nonexistent_module_for_headway" in result.stderr
+    assert b"preloaded parent" in result.stderr
+
+
+def test_a_reload_forks_from_a_new_parent_and_keeps_the_old_one_if_the_new_code_breaks(serve, tmp_path):
+    shutil.copy(APPS / "preloaded.py", tmp_path / "preloaded.py")
+    counter = tmp_path / "imports"
+    server = serve("-w", "2", "-t", "1", "--preload", "preloaded:app", cwd=tmp_path,
+                   env={"PRELOAD_COUNTER": str(counter), "PYTHONDONTWRITEBYTECODE": "1"})
+    first = ready_pids(server, 2)
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: server.log().count(b"reload done") == 1, message="the reload")
+    second = ready_pids(server, 2)
+    assert not set(first) & set(second) and len(imports(counter)) == 2
+    assert all(parent_of(pid) == int(imports(counter)[1]) for pid in second)
+
+    (tmp_path / "preloaded.py").write_text("raise RuntimeError('broken on purpose')\n")
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"keep the old code" in server.log(), message="the failed reload")
+    assert b"broken on purpose" in server.log()
+    assert ready_pids(server, 2) == second
+    assert {server.get("/")[0] for _ in range(4)} == {200}
