@@ -23,8 +23,9 @@ from websockets.sync.client import connect
 from conftest import APPS, parallel_gets, read_response, send_request, wait_until
 
 UVICORN = f"{sys.executable} -m uvicorn --uds {{socket}} --lifespan off --log-level warning ws_echo:app"
-# The same echo app on uvicorn as a --cmd worker, and on the bundled worker's ASGI side.
-ECHO_WORKERS = {"uvicorn": ("--cmd", UVICORN), "bundled-asgi": ("--interface", "asgi", "ws_echo:app")}
+# The same echo app on uvicorn as a --cmd worker, and on the bundled worker, which finds it is
+# ASGI (--interface auto) and tells the front it takes handshakes.
+ECHO_WORKERS = {"uvicorn": ("--cmd", UVICORN), "bundled-asgi": ("ws_echo:app",)}
 NODE_APP = APPS / "node" / "ws_echo.js"
 
 

@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{fence, Ordering};
 
-use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED};
+use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS};
 use crate::wake::{futex_wake, Doorbell};
 use crate::HopError;
 
@@ -48,6 +48,11 @@ impl FrontEnd {
     /// Whether the worker has attached and its threads serve.
     pub fn is_worker_ready(&self) -> bool {
         self.region.header().ready.0.load(Ordering::Acquire) != 0
+    }
+
+    /// Whether the worker, once ready, said it takes WebSocket handshakes on its socket.
+    pub fn worker_takes_websockets(&self) -> bool {
+        self.region.header().ready.0.load(Ordering::Acquire) == READY_FOR_WEBSOCKETS
     }
 
     pub fn slot(&self, index: usize) -> FrontSlot<'_> {

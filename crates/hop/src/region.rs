@@ -60,7 +60,7 @@ pub(crate) struct Header {
     magic: u64,
     slots: u32,
     ring_capacity: u32,
-    /// 1 once the worker's threads serve.
+    /// [`READY`] or [`READY_FOR_WEBSOCKETS`] once the worker's threads serve.
     pub ready: Line,
     /// Bumped each time the front publishes a request: the futex word idle worker threads
     /// sleep on.
@@ -102,6 +102,11 @@ pub(crate) struct SlotControl {
     pub request: RingControl,
     pub response: RingControl,
 }
+
+/// The worker serves.
+pub(crate) const READY: u32 = 1;
+/// The worker serves, and takes WebSocket handshakes on its socket.
+pub(crate) const READY_FOR_WEBSOCKETS: u32 = 2;
 
 pub(crate) const IDLE: u32 = 0;
 pub(crate) const PUBLISHED: u32 = 1;

@@ -12,7 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED};
+use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS};
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
@@ -73,9 +73,11 @@ impl WorkerEnd {
         self.region.layout().slots as usize
     }
 
-    /// Tells the front the worker serves.
-    pub fn announce_ready(&self) {
-        self.region.header().ready.0.store(1, Ordering::SeqCst);
+    /// Tells the front the worker serves, and whether it takes WebSocket handshakes on its
+    /// socket (an ASGI app does; the front cannot know before the worker has imported it).
+    pub fn announce_ready(&self, takes_websockets: bool) {
+        let ready = if takes_websockets { READY_FOR_WEBSOCKETS } else { READY };
+        self.region.header().ready.0.store(ready, Ordering::SeqCst);
         self.doorbell.ring();
     }
 

@@ -165,7 +165,7 @@ fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
             std::thread::spawn(move || serve(&worker))
         })
         .collect();
-    worker.announce_ready();
+    worker.announce_ready(false);
     assert!(end.is_worker_ready());
 
     let mut front =

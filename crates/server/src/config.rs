@@ -20,7 +20,7 @@ use crate::recycle::RecyclePolicy;
 use crate::reload::ReloadSettings;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
-use crate::worker::{Interface, Launch};
+use crate::worker::{Interface, Launch, TakesWebSockets};
 use crate::zygote::ZygoteConfig;
 
 #[derive(clap::Args, Debug)]
@@ -394,7 +394,7 @@ impl Config {
             _ => None,
         };
         let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
-        let takes_websockets = launch.takes_websockets();
+        let takes_websockets = TakesWebSockets::new(launch.takes_websockets());
         Ok(Config {
             front_threads: args.front_threads,
             binds,
@@ -412,6 +412,7 @@ impl Config {
                     max_memory: args.max_worker_memory,
                 },
                 preload,
+                takes_websockets: takes_websockets.clone(),
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },
@@ -425,7 +426,7 @@ impl Config {
                 proxy_protocol: args.proxy_protocol,
                 health_path: args.health_path,
                 websocket: WebSocketSettings {
-                    workers_take_them: takes_websockets,
+                    workers_take_them: takes_websockets.clone(),
                     max_open: args.max_websockets,
                     idle_timeout: args.websocket_idle_timeout,
                     max_message: args.max_websocket_message,

@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use crate::queue::Queue;
 use crate::recycle::{self, Cause, RecyclePolicy, Turns};
 use crate::slot::{HopLink, Slot, SlotSettings};
-use crate::worker::{self, Launch, Phase, Process, Transport, Worker};
+use crate::worker::{self, Launch, Phase, Process, TakesWebSockets, Transport, Worker};
 use crate::zygote::{Preloaded, ZygoteConfig};
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
@@ -57,6 +57,8 @@ pub struct SupervisorConfig {
     pub recycle: RecyclePolicy,
     /// `--preload`: the bundled worker's app is imported once and its workers forked.
     pub preload: Option<ZygoteConfig>,
+    /// Set as each bundled worker says when it is ready.
+    pub takes_websockets: TakesWebSockets,
 }
 
 pub struct Supervisor {
@@ -215,6 +217,7 @@ async fn start_process(
                 }
                 None => worker::boot(&mut command, ready, config.boot_timeout).await?,
             };
+            config.takes_websockets.set(doorbell.get_ref().worker_takes_websockets());
             *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));
             Ok(process)
         }
@@ -448,6 +451,7 @@ while True:
             max_head: 8192,
             recycle,
             preload: None,
+            takes_websockets: TakesWebSockets::new(true),
         };
         let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });

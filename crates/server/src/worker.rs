@@ -12,7 +12,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,27 @@ impl Interface {
     /// As the flag spells it, for the worker's command line.
     pub fn name(self) -> String {
         self.to_possible_value().expect("no variant is skipped").get_name().to_owned()
+    }
+}
+
+/// Whether the workers take WebSocket handshakes (else a handshake is a plain request): from the
+/// launch at first, then as each bundled worker says when it is ready, since with `--interface
+/// auto` only the worker knows whether it imported an ASGI app. The supervisor hears it; the
+/// front routes handshakes by it.
+#[derive(Debug, Clone)]
+pub struct TakesWebSockets(Arc<AtomicBool>);
+
+impl TakesWebSockets {
+    pub fn new(takes: bool) -> TakesWebSockets {
+        TakesWebSockets(Arc::new(AtomicBool::new(takes)))
+    }
+
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, takes: bool) {
+        self.0.store(takes, Ordering::Relaxed);
     }
 }
 
@@ -194,10 +215,9 @@ impl Launch {
     }
 
     /// Whether workers started this way take WebSocket handshakes, each on a connection of its
-    /// own to their socket (see `slot::upgrade`). Any `--cmd` server may; the bundled worker does
-    /// when told to run ASGI, and listens on its socket for them. The front must know before any
-    /// worker starts, and `auto` is decided inside the worker, so with `auto` (and WSGI, which has
-    /// no WebSocket) a handshake stays a plain request.
+    /// own to their socket (see `slot::upgrade`), as far as the launch tells: any `--cmd` server
+    /// may; the bundled worker does when told to run ASGI. With `auto`, the worker says so
+    /// itself once it has imported the app ([`TakesWebSockets`]).
     pub fn takes_websockets(&self) -> bool {
         match self {
             Launch::Python { interface, .. } => *interface == Interface::Asgi,

@@ -48,6 +48,11 @@ pub trait Application: Send + Sync {
     fn attach(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>) -> PyResult<()> {
         Ok(())
     }
+
+    /// Whether WebSocket handshakes are served on the worker's socket (ASGI listens there).
+    fn takes_websockets(&self) -> bool {
+        false
+    }
 }
 
 /// A request's Python object, just made: failing to make one (memory) costs the connection,
@@ -131,7 +136,7 @@ fn serve_hop(
             })
         })
         .collect::<PyResult<Vec<_>>>()?;
-    end.announce_ready();
+    end.announce_ready(app.takes_websockets());
     log(py, &format!("pid {} serving {describe} over shared memory with {threads} threads", std::process::id()));
     py.detach(|| stops.wait());
     end.stop();

@@ -21,6 +21,7 @@ use crate::queue::{Queue, Reader};
 use crate::readiness::Readiness;
 use crate::stats::Stats;
 use crate::tally::Tally;
+use crate::worker::TakesWebSockets;
 
 mod websocket;
 
@@ -94,7 +95,7 @@ impl Harness {
             proxy_protocol: false,
             health_path: None,
             websocket: WebSocketSettings {
-                workers_take_them: true,
+                workers_take_them: TakesWebSockets::new(true),
                 max_open: 100,
                 idle_timeout: Duration::from_secs(300),
                 max_message: 1 << 20,

@@ -21,7 +21,7 @@ impl<S: ClientStream> Connection<S> {
     pub(super) fn admit_websocket(&self, head: &RequestHead) -> Result<Option<Gauge>, End> {
         let settings = &self.front.settings.websocket;
         let refuse = |error| End::Refuse(error, head.version);
-        if !settings.workers_take_them || !is_handshake(head).map_err(refuse)? {
+        if !settings.workers_take_them.get() || !is_handshake(head).map_err(refuse)? {
             return Ok(None);
         }
         match self.front.stats.admit_websocket(settings.max_open) {

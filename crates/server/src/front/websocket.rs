@@ -27,6 +27,7 @@ use super::conn::{ClientStream, Connection};
 use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY};
 use crate::job::WorkerSocket;
 use crate::stats::Gauge;
+use crate::worker::TakesWebSockets;
 
 /// Read size of each direction. Each open socket holds two such buffers at most.
 const READ_CHUNK: usize = 8 * 1024;
@@ -42,8 +43,8 @@ const CLOSE_TIME: Duration = Duration::from_secs(1);
 /// How the front treats WebSockets.
 #[derive(Debug, Clone)]
 pub struct WebSocketSettings {
-    /// The workers take WebSocket handshakes; if not, a handshake is a plain request.
-    pub workers_take_them: bool,
+    /// Whether the workers take WebSocket handshakes; if not, a handshake is a plain request.
+    pub workers_take_them: TakesWebSockets,
     /// WebSockets open or in their handshake at once; a handshake beyond gets 503.
     pub max_open: usize,
     /// A socket with no bytes moving either way this long is closed (1001).

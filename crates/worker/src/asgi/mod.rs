@@ -31,6 +31,10 @@ pub struct Handler {
 }
 
 impl Application for Handler {
+    fn takes_websockets(&self) -> bool {
+        true
+    }
+
     fn attach(&self, py: Python<'_>, end: &Arc<WorkerEnd>) -> PyResult<()> {
         let watcher = ClientWatcher { end: end.clone(), seen: Mutex::new(0) };
         self.server.bind(py).call_method1(intern!(py, "watch_clients"), (watcher,))?;

@@ -53,7 +53,7 @@ async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProce
             std::thread::spawn(move || serve(&end, behaviour))
         })
         .collect();
-    worker_end.announce_ready();
+    worker_end.announce_ready(false);
     // SAFETY: the doorbell belongs to `end`, which the AsyncFd owns.
     let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }.unwrap();
     HopLink::until_ready(&doorbell).await.unwrap();
