@@ -102,10 +102,7 @@ fn serve_with(py: Python<'_>, app: Arc<dyn Application>, path: &str, threads: us
 
 /// Runs `serve_request` for every request, on a new thread: a bug costs one request (or
 /// connection), not the thread.
-fn spawn_thread(
-    number: usize,
-    body: impl FnOnce(Python<'_>) + Send + 'static,
-) -> PyResult<JoinHandle<()>> {
+fn spawn_thread(number: usize, body: impl FnOnce(Python<'_>) + Send + 'static) -> PyResult<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("headway-slot-{number}"))
         .spawn(move || Python::attach(body))

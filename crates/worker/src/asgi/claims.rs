@@ -11,12 +11,17 @@
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use headway_hop::wake::Doorbell;
 use headway_hop::worker::WorkerEnd;
 use pyo3::prelude::*;
 
 use super::channel::Channel;
+
+/// The longest the claimer sleeps at once: the front wakes it, and this bounds what a missed
+/// wake-up could cost.
+const NAP: Duration = Duration::from_secs(1);
 use crate::hop::Exchange;
 
 #[pyclass(module = "headway._native", name = "Claims", frozen)]
@@ -61,6 +66,21 @@ impl Shared {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Claims the next published request, sleeping until there is one; None once stopped.
+    /// It does not spin as the slot threads do: on a busy machine the spinning cost more CPU
+    /// than the wake-ups it saved, and the loop claims for itself whenever a request ends.
+    fn claim(&self) -> Option<usize> {
+        loop {
+            if let Some(index) = self.end.try_claim() {
+                return Some(index);
+            }
+            if self.end.is_stopped() {
+                return None;
+            }
+            self.end.wait_for_work(Some(NAP));
+        }
+    }
+
     fn run(&self) {
         loop {
             let mut state = self.state();
@@ -71,10 +91,13 @@ impl Shared {
             state.claimer_waits = false;
             state.free -= 1;
             drop(state);
-            let Some(index) = self.end.claim_waiting(|wait| wait()) else { break };
-            let mut state = self.state();
-            state.claimed.push(index);
-            if state.claimed.len() == 1 {
+            let Some(index) = self.claim() else { break };
+            let first = {
+                let mut state = self.state();
+                state.claimed.push(index);
+                state.claimed.len() == 1
+            };
+            if first {
                 self.bell.ring();
             }
         }
