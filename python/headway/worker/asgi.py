@@ -142,10 +142,10 @@ class Server:
     def serve_claims(self, claims):
         """Started by the front: the loop serves the hop's requests itself (see claims.rs)."""
         self.claims = claims
-        self.loop.call_soon_threadsafe(self.loop.add_reader, claims.fileno(), self.take_claims)
+        self.loop.call_soon_threadsafe(self.loop.add_reader, claims.fileno(), self.take_claims, True)
 
-    def take_claims(self):
-        for channel in self.claims.take():
+    def take_claims(self, rung=False):
+        for channel in self.claims.take(rung):
             self.loop.create_task(self.serve_claimed(channel))
 
     async def serve_claimed(self, channel):
@@ -211,7 +211,9 @@ class Lifespan:
             step.set_result(None)
 
 
+@functools.cache
 def status_line(status):
+    """`200 OK` for 200; cached, as looking the phrase up was a measurable part of a request."""
     try:
         return f"{status} {http.HTTPStatus(status).phrase}"
     except ValueError:
@@ -356,7 +358,8 @@ class LoopExchange(HttpExchange):
                 self.channel.finish()
             else:
                 self.channel.fail()  # the exchange must end even if the client is gone
-            await self.flush()
+            if self.channel.pending:
+                await self.flush()
         except OSError:
             pass  # the client left while we ended the exchange
 
@@ -367,12 +370,12 @@ class LoopExchange(HttpExchange):
             result = function(*args)
         except BlockingIOError:
             result = await self.loop.run_in_executor(None, functools.partial(function, *args, wait=True))
-        await self.flush()
+        if self.channel.pending:
+            await self.flush()
         return result
 
     async def flush(self):
-        if self.channel.pending:
-            await self.loop.run_in_executor(None, self.channel.flush)
+        await self.loop.run_in_executor(None, self.channel.flush)
 
 
 def settle(waiter, result, error):

@@ -119,10 +119,14 @@ impl Claims {
     }
 
     /// The requests claimed for the loop, and those it can claim now that it has room for; each
-    /// is a channel to serve, then to give back with `done`.
-    fn take(&self, py: Python<'_>) -> PyResult<Vec<Py<Channel>>> {
+    /// is a channel to serve, then to give back with `done`. `rung`: called because the eventfd
+    /// is readable, which this clears (a read the other calls, one a request, do without).
+    #[pyo3(signature = (rung=false))]
+    fn take(&self, py: Python<'_>, rung: bool) -> PyResult<Vec<Py<Channel>>> {
         let shared = &self.shared;
-        shared.bell.drain();
+        if rung {
+            shared.bell.drain();
+        }
         let mut indexes = {
             let mut state = shared.state();
             let mut indexes = std::mem::take(&mut state.claimed);
