@@ -182,7 +182,8 @@ impl WorkerEnd {
         futex_wake(&header.gone_seq.0, u32::MAX);
     }
 
-    fn is_stopped(&self) -> bool {
+    /// Whether [`WorkerEnd::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
     }
 

@@ -10,6 +10,13 @@
 //! response goes back as records the front frames for its client. What the app did not read of
 //! its upload is taken off the ring before the slot is given back, so the next request starts
 //! clean.
+//!
+//! An ASGI worker serves the hop from its event loop's thread instead (`asgi::claims`), which must
+//! not wait: its exchanges are told so ([`Transport::set_waiting`]), and a read with nothing on
+//! the ring fails with `WouldBlock` while output that does not fit is kept until
+//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: the
+//! front puts a request's head (and a small body) on the ring before it publishes the request,
+//! and a small response fits the ring.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -35,7 +42,7 @@ pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Py
 }
 
 /// One claimed request, as a [`Transport`] that carries exactly it.
-struct Exchange {
+pub struct Exchange {
     end: Arc<WorkerEnd>,
     index: usize,
     stage: Stage,
@@ -47,6 +54,13 @@ struct Exchange {
     body_left: u64,
     is_head: bool,
     framing: Framing,
+    /// False while served on an event loop's thread: see the module's comment.
+    may_wait: bool,
+    /// Response records that did not fit the ring when the exchange could not wait.
+    pending: Vec<(u8, Vec<u8>)>,
+    /// The end of the exchange (last record, reason), decided when the exchange could not wait
+    /// for the rest of the upload to come off the ring.
+    closing: Option<(u8, Vec<u8>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +76,7 @@ enum Stage {
 }
 
 impl Exchange {
-    fn new(end: Arc<WorkerEnd>, index: usize) -> Exchange {
+    pub fn new(end: Arc<WorkerEnd>, index: usize) -> Exchange {
         Exchange {
             end,
             index,
@@ -72,6 +86,9 @@ impl Exchange {
             body_left: 0,
             is_head: false,
             framing: Framing::NoBody,
+            may_wait: true,
+            pending: Vec::new(),
+            closing: None,
         }
     }
 
@@ -79,32 +96,58 @@ impl Exchange {
         self.end.slot(self.index)
     }
 
-    fn pop(&mut self, py: Python<'_>) -> Result<u8, HopError> {
+    /// Takes the next request record; `WouldBlock` if it is not there and the exchange may not
+    /// wait.
+    fn pop(&mut self, py: Python<'_>) -> io::Result<u8> {
         let (end, index) = (&self.end, self.index);
-        end.slot(index).pop_waiting(&mut self.record, |wait| py.detach(wait))
+        let slot = end.slot(index);
+        if self.may_wait {
+            return slot.pop_waiting(&mut self.record, |wait| py.detach(wait)).map_err(io::Error::other);
+        }
+        slot.pop(&mut self.record).map_err(io::Error::other)?.ok_or_else(|| io::ErrorKind::WouldBlock.into())
     }
 
-    fn push(&self, py: Python<'_>, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
-        self.slot().push_waiting(kind, parts, |wait| py.detach(wait)).map_err(io::Error::other)
+    /// Writes a response record, after those kept back; one that does not fit is kept back if
+    /// the exchange may not wait.
+    fn push(&mut self, py: Python<'_>, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
+        if self.may_wait {
+            self.push_pending(py)?;
+            return self.slot().push_waiting(kind, parts, |wait| py.detach(wait)).map_err(io::Error::other);
+        }
+        if self.pending.is_empty() && self.slot().push(kind, parts).map_err(io::Error::other)? {
+            self.slot().pushed();
+        } else {
+            self.pending.push((kind, parts.concat()));
+        }
+        Ok(())
+    }
+
+    fn push_pending(&mut self, py: Python<'_>) -> io::Result<()> {
+        for (kind, payload) in std::mem::take(&mut self.pending) {
+            self.slot().push_waiting(kind, &[&payload], |wait| py.detach(wait)).map_err(io::Error::other)?;
+        }
+        Ok(())
     }
 
     /// Pushes body bytes, in records as large as the ring takes.
-    fn push_body(&self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+    fn push_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
         for piece in data.chunks(self.slot().max_payload()) {
             self.push(py, BODY, &[piece])?;
         }
         Ok(())
     }
 
-    fn read_head(&mut self, py: Python<'_>) -> Result<Request, HopError> {
+    /// Never waits in fact: the front publishes a request once its head is on the ring.
+    fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
+        let corrupt = |what| io::Error::other(HopError::Corrupt(what));
         if self.pop(py)? != REQUEST_HEAD {
-            return Err(HopError::Corrupt("a request that does not start with its head"));
+            return Err(corrupt("a request that does not start with its head"));
         }
-        let head = message::decode_request_head(&self.record)?;
+        let head = message::decode_request_head(&self.record).map_err(io::Error::other)?;
         let version = if head.http11 { Version::Http11 } else { Version::Http10 };
         self.body_left = head.body_len;
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
-            .map_err(|_| HopError::Corrupt("a request head the front should have refused"))?;
+            .map_err(|_| corrupt("a request head the front should have refused"))?;
         request.front_client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
         self.taken = self.record.len(); // the head is not body
         Ok(request)
@@ -112,19 +155,23 @@ impl Exchange {
 
     /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
     /// and writes the last record (`END`, or `ABORT` for a response that cannot be complete).
+    /// An exchange that may not wait for the rest of the upload leaves that to `flush`.
     fn close(&mut self, py: Python<'_>, last: u8, why: &[u8]) -> io::Result<()> {
-        if self.stage == Stage::Over {
+        if self.stage == Stage::Over || self.closing.is_some() {
             return Ok(());
         }
-        self.stage = Stage::Over;
         while self.body_left > 0 {
             match self.pop(py) {
                 Ok(BODY) => self.body_left = self.body_left.saturating_sub(self.record.len() as u64),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.closing = Some((last, why.to_vec()));
+                    return Ok(());
+                }
                 Ok(_) | Err(_) => break,
             }
         }
-        let slot = self.slot();
-        slot.release();
+        self.stage = Stage::Over;
+        self.slot().release();
         self.push(py, last, &[why])
     }
 }
@@ -160,7 +207,7 @@ impl Transport for Exchange {
             match self.pop(py) {
                 Ok(BODY) => {}
                 Ok(_) => return Err(ReadError::Io(io::Error::other("a request body record was expected"))),
-                Err(error) => return Err(ReadError::Io(io::Error::other(error))),
+                Err(error) => return Err(ReadError::Io(error)),
             }
             self.body_left = self.body_left.saturating_sub(self.record.len() as u64);
             self.taken = 0;
@@ -269,6 +316,24 @@ impl Transport for Exchange {
 
     fn hop_slot(&self) -> Option<usize> {
         Some(self.index)
+    }
+
+    fn set_waiting(&mut self, may_wait: bool) {
+        self.may_wait = may_wait;
+    }
+
+    fn pending(&self) -> bool {
+        !self.pending.is_empty() || self.closing.is_some()
+    }
+
+    fn flush(&mut self, py: Python<'_>) -> io::Result<()> {
+        let may_wait = std::mem::replace(&mut self.may_wait, true);
+        let mut flushed = self.push_pending(py);
+        if let (Ok(()), Some((last, why))) = (&flushed, self.closing.take()) {
+            flushed = self.close(py, last, &why);
+        }
+        self.may_wait = may_wait;
+        flushed
     }
 
     fn abandon(&mut self, py: Python<'_>) {

@@ -36,6 +36,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<asgi::channel::Channel>()?;
     m.add_class::<asgi::websocket::WebSocketCodec>()?;
     m.add_class::<asgi::ClientWatcher>()?;
+    m.add_class::<asgi::claims::Claims>()?;
     m.add_function(wrap_pyfunction!(asgi::channel::parse_head, m)?)?;
     m.add_function(wrap_pyfunction!(asgi::websocket::websocket_accept, m)?)?;
     Ok(())

@@ -16,6 +16,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use headway_hop::worker::WorkerEnd;
 use pyo3::create_exception;
@@ -52,6 +53,13 @@ pub trait Application: Send + Sync {
     /// Whether WebSocket handshakes are served on the worker's socket (ASGI listens there).
     fn takes_websockets(&self) -> bool {
         false
+    }
+
+    /// Started by the front: an application that serves the hop its own way, with at most
+    /// `threads` requests at once, starts here and returns the thread that ends once the hop
+    /// is stopped and its requests are done. None: T slot threads serve it.
+    fn serve_hop(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>, _threads: usize) -> PyResult<Option<JoinHandle<()>>> {
+        Ok(None)
     }
 }
 
@@ -99,10 +107,7 @@ fn serve_with(py: Python<'_>, app: Arc<dyn Application>, path: &str, threads: us
 
 /// Runs `serve_request` for every request, on a new thread: a bug costs one request (or
 /// connection), not the thread.
-fn spawn_thread(
-    number: usize,
-    body: impl FnOnce(Python<'_>) + Send + 'static,
-) -> PyResult<std::thread::JoinHandle<()>> {
+fn spawn_thread(number: usize, body: impl FnOnce(Python<'_>) + Send + 'static) -> PyResult<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("headway-slot-{number}"))
         .spawn(move || Python::attach(body))
@@ -126,16 +131,19 @@ fn serve_hop(
 ) -> PyResult<i32> {
     let stops = StopSignals::install(py)?;
     app.attach(py, &end)?;
-    let handles = (0..threads)
-        .map(|number| {
-            let (end, app) = (end.clone(), app.clone());
-            spawn_thread(number, move |py| {
-                hop::run_thread(py, &end, &mut |py, transport| {
-                    serve_guarded(py, app.as_ref(), transport);
+    let handles = match app.serve_hop(py, &end, threads)? {
+        Some(handle) => vec![handle],
+        None => (0..threads)
+            .map(|number| {
+                let (end, app) = (end.clone(), app.clone());
+                spawn_thread(number, move |py| {
+                    hop::run_thread(py, &end, &mut |py, transport| {
+                        serve_guarded(py, app.as_ref(), transport);
+                    })
                 })
             })
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+            .collect::<PyResult<Vec<_>>>()?,
+    };
     end.announce_ready(app.takes_websockets());
     log(py, &format!("pid {} serving {describe} over shared memory with {threads} threads", std::process::id()));
     py.detach(|| stops.wait());
@@ -185,7 +193,7 @@ fn serve_socket(
 }
 
 /// Waits for the slot threads, without the GIL they need to finish.
-fn join(py: Python<'_>, handles: Vec<std::thread::JoinHandle<()>>) {
+fn join(py: Python<'_>, handles: Vec<JoinHandle<()>>) {
     let panicked = py.detach(|| handles.into_iter().map(|handle| handle.join()).filter(Result::is_err).count());
     if panicked > 0 {
         log(py, &format!("{panicked} slot thread(s) failed"));

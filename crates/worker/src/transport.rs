@@ -73,6 +73,22 @@ pub trait Transport: Send + Sync {
         None
     }
 
+    /// Whether operations may wait (they may, unless told otherwise). One that may not serves
+    /// from an event loop's thread: a read with nothing to read fails with `WouldBlock`, and
+    /// output that cannot go at once is kept for [`Transport::flush`].
+    fn set_waiting(&mut self, _may_wait: bool) {}
+
+    /// Whether something is kept for [`Transport::flush`].
+    fn pending(&self) -> bool {
+        false
+    }
+
+    /// Sends what was kept back, and ends the exchange if that was kept back too; waits as
+    /// needed (call it off the event loop's thread).
+    fn flush(&mut self, _py: Python<'_>) -> io::Result<()> {
+        Ok(())
+    }
+
     /// The app failed: what of the response is not sent yet never will be. A transport whose
     /// peer waits for the end of the response tells it here (a connection is simply closed).
     fn abandon(&mut self, _py: Python<'_>) {}

@@ -1,16 +1,22 @@
 """ASGI 3 in the bundled worker: telling an ASGI app from a WSGI one, the lifespan protocol, and
 the `http` scope's `receive` and `send`, on an asyncio loop (uvloop when it is installed).
 
-Why this shape: the native core's T slot threads claim requests and do their I/O, in calls that
-let go of the GIL while they wait; the app's coroutines all run on one loop thread. A request's
-`receive` and `send` hand a small operation to the slot thread that claimed the request and await
-its result, so the loop never waits on a client or a ring, and a worker with T slots never has
-more than T requests in the app: the front's queue keeps the rest, in its order. WebSockets come
-on connections of their own and hold no slot (websocket.py).
+Why this shape: the app's coroutines all run on one loop thread, which must never wait on a
+client or a ring, and a worker with T slots never has more than T requests in the app: the front's
+queue keeps the rest, in its order. Served by the front, over the hop, the loop claims requests and
+does their I/O itself (`LoopExchange`), since under load the request is on the ring when it is
+claimed and the response fits it: a request that crossed to a slot thread and back three times,
+each crossing waiting for the GIL, cost about three times the CPU. What would wait (a body not
+there yet, a ring full of response) goes to a thread of the loop's executor. On its own unix
+socket, the native core's T slot threads take connections and do their I/O, in calls that let go
+of the GIL while they wait; a request's `receive` and `send` hand a small operation to the slot
+thread that took the request and await its result (`SlotExchange`). WebSockets come on
+connections of their own and hold no slot (websocket.py).
 """
 
 import asyncio
 import contextlib
+import functools
 import http
 import inspect
 import os
@@ -133,8 +139,26 @@ class Server:
         """Serves a transport's requests one after another; called on a slot thread."""
         while True:
             head = channel.next_request()
-            if head is None or not HttpExchange(self, channel, head).run():
+            if head is None or not SlotExchange(self, channel, head).run():
                 return
+
+    def serve_claims(self, claims):
+        """Started by the front: the loop serves the hop's requests itself (see claims.rs)."""
+        self.claims = claims
+        self.loop.call_soon_threadsafe(self.loop.add_reader, claims.fileno(), self.take_claims, True)
+
+    def take_claims(self, rung=False):
+        for channel in self.claims.take(rung):
+            self.loop.create_task(self.serve_claimed(channel))
+
+    async def serve_claimed(self, channel):
+        try:
+            head = channel.next_request()
+            if head is not None:
+                await LoopExchange(self, channel, head).run()
+        finally:
+            self.claims.done()
+            self.take_claims()  # the next request, before the loop sleeps
 
 
 class Lifespan:
@@ -190,7 +214,9 @@ class Lifespan:
             step.set_result(None)
 
 
+@functools.cache
 def status_line(status):
+    """`200 OK` for 200; cached, as looking the phrase up was a measurable part of a request."""
     try:
         return f"{status} {http.HTTPStatus(status).phrase}"
     except ValueError:
@@ -198,16 +224,14 @@ def status_line(status):
 
 
 class HttpExchange:
-    """One request of the `http` scope. `run` is the slot thread's side: it starts the app on the
-    loop and carries out the app's reads and sends until the app is done. The coroutines are the
-    loop's side."""
+    """One request of the `http` scope: the app's `receive` and `send`, whose I/O goes through
+    `io`, which each way of serving defines."""
 
     def __init__(self, server, channel, head):
         self.server, self.channel, self.loop = server, channel, server.loop
         self.slot = channel.slot
         self.scope = connection_scope("http", head, server.lifespan.state)
         self.body_left = head[-1]  # whether a body follows
-        self.operations = queue.SimpleQueue()
         self.request_read = False
         self.start = None  # the `http.response.start` message, sent with the first body piece
         self.head_sent = False
@@ -215,28 +239,6 @@ class HttpExchange:
         self.disconnected = False
         self.over = False
         self.finished = None  # an asyncio.Event, made on the loop
-
-    def run(self):
-        """Returns whether the channel can carry another request."""
-        done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
-        done.add_done_callback(lambda _: self.operations.put(None))
-        while True:
-            operation = self.operations.get()
-            if operation is None:
-                break
-            function, args, waiter = operation
-            try:
-                result, error = function(*args), None
-            except Exception as raised:
-                result, error = None, raised
-            self.loop.call_soon_threadsafe(settle, waiter, result, error)
-        try:
-            if not self.complete:
-                self.channel.fail()  # over the hop, the exchange must end even if the client is gone
-                return False
-            return self.channel.finish() and not self.disconnected
-        except OSError:
-            return False  # the client left while we ended the exchange
 
     async def call_app(self):
         self.finished = asyncio.Event()
@@ -259,14 +261,6 @@ class HttpExchange:
             self.finished.set()
             if self.server.exchanges.get(self.slot) is self:
                 del self.server.exchanges[self.slot]
-
-    async def io(self, function, *args):
-        """Has the slot thread run `function(*args)`, and waits for its result."""
-        if self.over:
-            raise RuntimeError("the request this belongs to is over")
-        waiter = self.loop.create_future()
-        self.operations.put((function, args, waiter))
-        return await waiter
 
     async def receive(self):
         if not self.request_read:
@@ -318,6 +312,77 @@ class HttpExchange:
         """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
         self.disconnected = True
         self.finished.set()
+
+
+class SlotExchange(HttpExchange):
+    """A request served by the slot thread that took it: `run` is that thread's side; it starts
+    the app on the loop and carries out the app's reads and sends until the app is done."""
+
+    def __init__(self, server, channel, head):
+        super().__init__(server, channel, head)
+        self.operations = queue.SimpleQueue()
+
+    def run(self):
+        """Returns whether the channel can carry another request."""
+        done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
+        done.add_done_callback(lambda _: self.operations.put(None))
+        while True:
+            operation = self.operations.get()
+            if operation is None:
+                break
+            function, args, waiter = operation
+            try:
+                result, error = function(*args), None
+            except Exception as raised:
+                result, error = None, raised
+            self.loop.call_soon_threadsafe(settle, waiter, result, error)
+        try:
+            if not self.complete:
+                self.channel.fail()  # the exchange must end even if the client is gone
+                return False
+            return self.channel.finish() and not self.disconnected
+        except OSError:
+            return False  # the client left while we ended the exchange
+
+    async def io(self, function, *args):
+        """Has the slot thread run `function(*args)`, and waits for its result."""
+        if self.over:
+            raise RuntimeError("the request this belongs to is over")
+        waiter = self.loop.create_future()
+        self.operations.put((function, args, waiter))
+        return await waiter
+
+
+class LoopExchange(HttpExchange):
+    """A request the loop claimed from the hop and serves itself: an operation runs at once,
+    unless it has to wait (a body piece not on the ring yet, output kept back because the ring
+    was full), which a thread of the loop's executor does."""
+
+    async def run(self):
+        await self.call_app()
+        try:
+            if self.complete:
+                self.channel.finish()
+            else:
+                self.channel.fail()  # the exchange must end even if the client is gone
+            if self.channel.pending:
+                await self.flush()
+        except OSError:
+            pass  # the client left while we ended the exchange
+
+    async def io(self, function, *args):
+        if self.over:
+            raise RuntimeError("the request this belongs to is over")
+        try:
+            result = function(*args)
+        except BlockingIOError:
+            result = await self.loop.run_in_executor(None, functools.partial(function, *args, wait=True))
+        if self.channel.pending:
+            await self.flush()
+        return result
+
+    async def flush(self):
+        await self.loop.run_in_executor(None, self.channel.flush)
 
 
 def settle(waiter, result, error):

@@ -1,8 +1,10 @@
 //! One transport's requests, as the ASGI side of the worker sees them: the request head in the
 //! shape of an ASGI `http` scope, the body as `read` calls, and the response as a head followed
-//! by body pieces. Every method is called on the slot thread that owns the transport; the ones
+//! by body pieces. Served by a slot thread, every method is called on that thread, and the ones
 //! that may wait let go of the GIL while they do (the transport's rule), so the asyncio loop
-//! runs other requests meanwhile.
+//! runs other requests meanwhile. Served by the loop itself ([`Channel::on_loop`], over the
+//! hop), no method waits: `read` raises BlockingIOError when nothing has come yet, and output
+//! that cannot go at once waits for `flush`; the loop runs those two on another thread.
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -42,6 +44,8 @@ pub struct Channel {
     /// The transport has been told that the app reads the body.
     body_wanted: bool,
     head_sent: bool,
+    /// Served on the loop's thread: operations may not wait.
+    on_loop: bool,
 }
 
 impl Channel {
@@ -53,7 +57,14 @@ impl Channel {
             body_done: true,
             body_wanted: false,
             head_sent: false,
+            on_loop: false,
         }
+    }
+
+    /// A channel served on the asyncio loop's thread, which must never wait.
+    pub fn on_loop(mut transport: Box<dyn Transport>) -> Self {
+        transport.set_waiting(false);
+        Channel { on_loop: true, ..Channel::new(transport) }
     }
 
     pub fn take_transport(&mut self) -> Option<Box<dyn Transport>> {
@@ -62,6 +73,22 @@ impl Channel {
 
     fn transport(&mut self) -> PyResult<&mut Box<dyn Transport>> {
         self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err(OVER))
+    }
+
+    fn read_body<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, bool)> {
+        if self.body_done {
+            return Ok((PyBytes::new(py, b""), false));
+        }
+        if !self.body_wanted {
+            self.body_wanted = true;
+            self.transport()?.body_wanted(py)?;
+        }
+        let mut data = Vec::new();
+        let limit = self.body_left.map_or(RECV_BYTES, |left| left.min(RECV_BYTES as u64) as usize);
+        let read = self.transport()?.read_body(py, limit, &mut data).map_err(read_error)?;
+        self.body_left = self.body_left.map(|left| left.saturating_sub(read as u64));
+        self.body_done = read == 0 || self.body_left == Some(0);
+        Ok((PyBytes::new(py, &data), !self.body_done))
     }
 
     fn start(&mut self, request: &Request) {
@@ -97,20 +124,27 @@ impl Channel {
     }
 
     /// The next piece of the request body and whether more follows (`(b"", False)` at its end).
-    fn read<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, bool)> {
-        if self.body_done {
-            return Ok((PyBytes::new(py, b""), false));
+    /// On the loop, `wait` lets it wait for the piece (call it on another thread then).
+    #[pyo3(signature = (wait=false))]
+    fn read<'py>(&mut self, py: Python<'py>, wait: bool) -> PyResult<(Bound<'py, PyBytes>, bool)> {
+        if !wait || !self.on_loop {
+            return self.read_body(py);
         }
-        if !self.body_wanted {
-            self.body_wanted = true;
-            self.transport()?.body_wanted(py)?;
-        }
-        let mut data = Vec::new();
-        let limit = self.body_left.map_or(RECV_BYTES, |left| left.min(RECV_BYTES as u64) as usize);
-        let read = self.transport()?.read_body(py, limit, &mut data).map_err(read_error)?;
-        self.body_left = self.body_left.map(|left| left.saturating_sub(read as u64));
-        self.body_done = read == 0 || self.body_left == Some(0);
-        Ok((PyBytes::new(py, &data), !self.body_done))
+        self.transport()?.set_waiting(true);
+        let read = self.read_body(py);
+        self.transport()?.set_waiting(false);
+        read
+    }
+
+    /// Whether output waits for `flush`.
+    #[getter]
+    fn pending(&self) -> bool {
+        self.transport.as_ref().is_some_and(|transport| transport.pending())
+    }
+
+    /// Sends the output kept back, waiting as long as it takes (call it off the loop's thread).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        Ok(self.transport()?.flush(py)?)
     }
 
     /// Sends the response head (`status` as `"200 OK"`, `headers` as a list of str pairs, checked

@@ -5,14 +5,18 @@
 //!
 //! Slots keep their meaning: each of the T slot threads carries one request at a time to the
 //! loop and waits with it, so an ASGI worker runs at most T HTTP requests at once and the
-//! front's queue decides the order. A WebSocket holds no slot: the front opens a connection of
+//! front's queue decides the order. Over the hop the loop serves requests itself, without slot
+//! threads and with the same bound ([`claims`]): handing each request from thread to thread was
+//! where most of its time went. A WebSocket holds no slot: the front opens a connection of
 //! its own for each handshake, which the Python side serves on its loop, with [`websocket`] for
 //! the frames.
 
 pub mod channel;
+pub mod claims;
 pub mod websocket;
 
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use headway_hop::worker::WorkerEnd;
 use pyo3::intern;
@@ -22,10 +26,12 @@ use crate::log::{log, print_traceback};
 use crate::server::{request_object, Application};
 use crate::transport::Transport;
 use channel::Channel;
+use claims::Claims;
 
 /// The Python side (`headway.worker.asgi.Server`): its `serve_channel(channel)`, called on a slot
-/// thread, serves the channel's requests and returns when the transport can carry no more; its
-/// `watch_clients(watcher)` is given a [`ClientWatcher`] when the worker serves the front.
+/// thread, serves the channel's requests and returns when the transport can carry no more; when
+/// the worker serves the front, its `watch_clients(watcher)` is given a [`ClientWatcher`] and
+/// its `serve_claims(claims)` the hop's requests as [`claims::Claims`].
 pub struct Handler {
     pub server: Py<PyAny>,
 }
@@ -39,6 +45,12 @@ impl Application for Handler {
         let watcher = ClientWatcher { end: end.clone(), seen: Mutex::new(0) };
         self.server.bind(py).call_method1(intern!(py, "watch_clients"), (watcher,))?;
         Ok(())
+    }
+
+    fn serve_hop(&self, py: Python<'_>, end: &Arc<WorkerEnd>, threads: usize) -> PyResult<Option<JoinHandle<()>>> {
+        let (claims, claimer) = Claims::start(end.clone(), threads)?;
+        self.server.bind(py).call_method1(intern!(py, "serve_claims"), (claims,))?;
+        Ok(Some(claimer))
     }
 
     fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
