@@ -10,6 +10,7 @@ naming an address other than 127.0.0.1.
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -333,6 +334,23 @@ def test_systemd_socket_activation_and_notifications(tmp_path):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         notify.close()
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_limit(serve):
+    """Every connection holds a descriptor, every WebSocket two: a soft limit of 256 (many systems
+    start processes at 1024) is raised to the hard limit, as Go's runtime and nginx do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard <= 256:
+        pytest.skip(f"the hard limit is {hard}: nothing to raise to")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        server = serve("-w", "1", "probe:app")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open(f"/proc/{server.process.pid}/limits") as limits:
+        line = next(line for line in limits if line.startswith("Max open files"))
+    assert line.split()[3] == str(hard)
+    assert server.get("/bytes?n=3")[0] == 200
 
 
 def _connectable(port):

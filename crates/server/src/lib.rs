@@ -57,6 +57,7 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
         return Ok(ExitCode::SUCCESS);
     }
     init_logging(&log_level, log_format)?;
+    raise_open_files_limit();
     // Both change the environment, which is sound only while this is the only thread.
     let from_systemd =
         server::FromSystemd { notifier: systemd::Notifier::from_env(), sockets: systemd::take_listen_fds()? };
@@ -69,6 +70,25 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
         }
     };
     runtime.enable_all().build()?.block_on(server::run(config, from_systemd))
+}
+
+/// Every client connection holds a descriptor, and an open WebSocket two (the client's and the
+/// worker's): the soft limit many systems start processes with (1024) would turn clients away
+/// long before the machine is busy. Raised to the hard limit, as Go's runtime and nginx's
+/// `worker_rlimit_nofile` do; the workers inherit it.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit read and write only the struct they are given.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && (limit.rlim_cur >= limit.rlim_max || {
+                let wanted = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0
+            })
+    };
+    if !raised {
+        tracing::warn!("cannot raise the open files limit ({}): {}", limit.rlim_cur, std::io::Error::last_os_error());
+    }
 }
 
 fn init_logging(level: &str, format: config::LogFormat) -> anyhow::Result<()> {
