@@ -126,11 +126,15 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: Peer) {
 /// local router that sent no `X-Forwarded-For`).
 pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client> {
     let chain = headers.get_all(&X_FORWARDED_FOR).iter().filter_map(|value| value.to_str().ok());
-    let entries: Vec<&str> =
-        chain.flat_map(|value| value.split(',')).map(str::trim).filter(|entry| !entry.is_empty()).collect();
-    let is_proxy = |entry: &&str| ip_of(entry).is_some_and(|ip| trusted.trusts(ip));
-    let client = entries.iter().rev().find(|entry| !is_proxy(entry)).or(entries.first())?;
-    Some(Client(ip_of(client).map_or_else(|| (*client).to_owned(), |ip| ip.to_canonical().to_string())))
+    let entries: Vec<(&str, Option<IpAddr>)> = chain
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| (entry, ip_of(entry)))
+        .collect();
+    let is_proxy = |ip: &Option<IpAddr>| ip.is_some_and(|ip| trusted.trusts(ip));
+    let (entry, ip) = entries.iter().rev().find(|(_, ip)| !is_proxy(ip)).or(entries.first())?;
+    Some(Client(ip.map_or_else(|| (*entry).to_owned(), |ip| ip.to_canonical().to_string())))
 }
 
 /// The address of an `X-Forwarded-For` entry: `192.0.2.1`, `2001:db8::1`, or either with a port

@@ -174,7 +174,7 @@ impl Growth {
     }
 
     /// Takes in the queue's length as a request starts, and says whether it has kept growing.
-    fn keeps_growing(&mut self, now: Instant, waiting: usize, slots: usize, interval: std::time::Duration) -> bool {
+    fn keeps_growing(&mut self, now: Instant, waiting: usize, slots: usize, interval: Duration) -> bool {
         self.high = self.high.max(waiting);
         if now < self.ends {
             return false;
