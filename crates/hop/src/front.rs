@@ -124,8 +124,7 @@ impl FrontSlot<'_> {
         self.0.client_gone.0.store(0, Ordering::SeqCst);
         self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
         self.0.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-        let header = self.0.header;
-        if header.spinning.0.load(Ordering::SeqCst) == 0 && header.sleepers.0.load(Ordering::SeqCst) > 0 {
+        if self.0.header.needs_waking() {
             futex_wake(&self.0.header.work_seq.0, 1);
         }
     }

@@ -10,14 +10,14 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ring::Ring;
 use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5902;
+const MAGIC: u64 = 0x4845_4144_5741_5903;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -70,12 +70,30 @@ pub(crate) struct Header {
     /// 1 while a worker thread spins, looking for work without sleeping: the front need not wake
     /// anyone then.
     pub spinning: Line,
+    /// Worker threads serving a request they claimed (the hop's own worker threads; an ASGI
+    /// loop's claims are not counted): one of them takes the next request when it is done.
+    pub serving: Line,
+    /// 1 while an idle worker thread keeps the lookout for a serving thread the app blocked.
+    pub lookout: Line,
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
     pub front_waiting: Line,
     /// Bumped each time the front marks a slot's client gone: the futex word the worker's
     /// watcher sleeps on.
     pub gone_seq: Line,
+}
+
+impl Header {
+    /// Whether a request just published needs a sleeping worker thread woken: none spins, one
+    /// sleeps, and either none serves (so none comes back for the request) or none keeps the
+    /// lookout in case the one that serves is blocked. While one thread serves and another
+    /// keeps the lookout, nobody is woken: the serving thread takes the request when it is done,
+    /// holding the GIL, instead of a second thread waking up to wait for the GIL.
+    pub fn needs_waking(&self) -> bool {
+        self.spinning.0.load(Ordering::SeqCst) == 0
+            && self.sleepers.0.load(Ordering::SeqCst) > 0
+            && (self.serving.0.load(Ordering::SeqCst) == 0 || self.lookout.0.load(Ordering::SeqCst) == 0)
+    }
 }
 
 /// The control words of one direction of a slot.

@@ -6,17 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use headway_hop::front::FrontEnd;
-use headway_hop::message::{self, REQUEST_HEAD};
+use headway_hop::message::REQUEST_HEAD;
 use headway_hop::worker::WorkerEnd;
 use headway_hop::Layout;
 
-fn publish(front: &FrontEnd, index: usize) {
-    let mut head = Vec::new();
-    message::encode_request_head(&mut head, 0, true, b"GET", b"/", b"", std::iter::empty());
-    let slot = front.slot(index);
-    assert!(slot.push(REQUEST_HEAD, &[&head]).unwrap());
-    slot.publish();
-}
+mod common;
+use common::publish;
 
 #[test]
 fn the_watcher_hears_which_client_left_and_the_next_request_starts_clean() {
