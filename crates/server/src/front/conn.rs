@@ -144,7 +144,7 @@ impl<S: ClientStream> Connection<S> {
                 continue;
             }
             let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let mut request = worker_request(head, body, self.peer, &self.front.settings.trusted_proxies);
+            let mut request = worker_request(head, body, &self.peer, &self.front.settings.trusted_proxies);
             if websocket.is_some() {
                 ask_worker_to_upgrade(&mut request);
             }

@@ -72,7 +72,7 @@ impl fmt::Debug for TrustedProxies {
 }
 
 /// The other end of a client connection, as far as the front can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     /// `None` on a unix socket.
     pub ip: Option<IpAddr>,
@@ -80,32 +80,43 @@ pub struct Peer {
     pub trusted: bool,
     /// The client spoke TLS to the balancer, as a PROXY protocol header said.
     pub tls: bool,
+    /// `ip` as `X-Forwarded-For` writes it, made once per connection rather than per request.
+    text: Option<HeaderValue>,
 }
 
 impl Peer {
+    pub fn new(ip: Option<IpAddr>, trusted: bool, tls: bool) -> Peer {
+        let text = ip.and_then(|ip| HeaderValue::try_from(ip.to_canonical().to_string()).ok());
+        Peer { ip, trusted, tls, text }
+    }
+
     pub fn tcp(ip: IpAddr, trusted: &TrustedProxies) -> Peer {
-        Peer { ip: Some(ip), trusted: trusted.trusts(ip), tls: false }
+        Peer::new(Some(ip), trusted.trusts(ip), false)
     }
 
     /// A process on this machine, connected over a unix socket.
     pub fn local() -> Peer {
-        Peer { ip: None, trusted: true, tls: false }
+        Peer::new(None, true, false)
     }
 }
 
 /// Makes the forwarding headers of a request say what is true for `peer`; see the module
 /// comment.
-pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: Peer) {
+pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
     if !peer.trusted {
         for name in [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
             headers.remove(name);
         }
     }
-    if let Some(ip) = peer.ip {
+    if let Some(ip) = &peer.text {
         let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
-        let ip = ip.to_canonical().to_string();
-        chain.push(ip.as_bytes());
-        if let Ok(value) = HeaderValue::from_bytes(&chain.join(&b", "[..])) {
+        let value = if chain.is_empty() {
+            Ok(ip.clone())
+        } else {
+            chain.push(ip.as_bytes());
+            HeaderValue::from_bytes(&chain.join(&b", "[..]))
+        };
+        if let Ok(value) = value {
             headers.insert(X_FORWARDED_FOR.clone(), value);
         }
     }
@@ -134,7 +145,12 @@ pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client
         .collect();
     let is_proxy = |ip: &Option<IpAddr>| ip.is_some_and(|ip| trusted.trusts(ip));
     let (entry, ip) = entries.iter().rev().find(|(_, ip)| !is_proxy(ip)).or(entries.first())?;
-    Some(Client(ip.map_or_else(|| (*entry).to_owned(), |ip| ip.to_canonical().to_string())))
+    let canonical = match ip {
+        // A dotted quad that parsed is written as the standard library would write it.
+        Some(IpAddr::V4(_)) if !entry.contains(':') => None,
+        ip => ip.map(|ip| ip.to_canonical().to_string()),
+    };
+    Some(Client(canonical.unwrap_or_else(|| (*entry).to_owned())))
 }
 
 /// The address of an `X-Forwarded-For` entry: `192.0.2.1`, `2001:db8::1`, or either with a port
@@ -191,10 +207,7 @@ mod tests {
     #[test]
     fn a_trusted_peer_keeps_its_headers_and_is_appended() {
         let mut forwarded = headers(&ROUTER);
-        set_forwarding_headers(
-            &mut forwarded,
-            Peer { ip: Some("10.0.0.2".parse().unwrap()), trusted: true, tls: false },
-        );
+        set_forwarding_headers(&mut forwarded, &Peer::new(Some("10.0.0.2".parse().unwrap()), true, false));
         assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9, 10.0.0.2");
         for (name, value) in &ROUTER[1..] {
             assert_eq!(forwarded[*name], value);
@@ -204,10 +217,7 @@ mod tests {
     #[test]
     fn an_untrusted_peer_cannot_claim_anything() {
         let mut forwarded = headers(&ROUTER);
-        set_forwarding_headers(
-            &mut forwarded,
-            Peer { ip: Some("192.0.2.66".parse().unwrap()), trusted: false, tls: false },
-        );
+        set_forwarding_headers(&mut forwarded, &Peer::new(Some("192.0.2.66".parse().unwrap()), false, false));
         assert_eq!(forwarded[&X_FORWARDED_FOR], "192.0.2.66");
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "http");
         for gone in [&X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
@@ -218,15 +228,15 @@ mod tests {
     #[test]
     fn a_balancer_that_terminated_tls_says_https_through_the_proxy_protocol() {
         let mut forwarded = headers(&[("x-forwarded-proto", "http")]);
-        let client = Peer { ip: Some("203.0.113.9".parse().unwrap()), trusted: false, tls: true };
-        set_forwarding_headers(&mut forwarded, client);
+        let client = Peer::new(Some("203.0.113.9".parse().unwrap()), false, true);
+        set_forwarding_headers(&mut forwarded, &client);
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
     }
 
     #[test]
     fn a_local_router_names_the_client_last() {
         let mut forwarded = headers(&ROUTER[..2]);
-        set_forwarding_headers(&mut forwarded, Peer::local());
+        set_forwarding_headers(&mut forwarded, &Peer::local());
         assert_eq!(forwarded[&X_FORWARDED_FOR], "203.0.113.9");
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
     }
@@ -248,10 +258,10 @@ mod tests {
     fn the_scheme_of_rfc_7239_alone() {
         let mut forwarded =
             headers(&[("forwarded", "for=192.0.2.1;proto=http, for=\"[2001:db8::1]\";Proto=\"HTTPS\"")]);
-        set_forwarding_headers(&mut forwarded, Peer::local());
+        set_forwarding_headers(&mut forwarded, &Peer::local());
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
         let mut odd = headers(&[("forwarded", "for=192.0.2.1;proto=\"ht tp\"")]);
-        set_forwarding_headers(&mut odd, Peer::local());
+        set_forwarding_headers(&mut odd, &Peer::local());
         assert_eq!(odd[&X_FORWARDED_PROTO], "http");
     }
 }
