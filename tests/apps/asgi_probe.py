@@ -7,11 +7,24 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /until-gone  reads its request, then waits for the next message without answering: the client
                is expected to leave, and the message type is kept
 - /seen        the message types /until-gone got, as JSON
+- /digest      the request body's length and SHA-256, as JSON, read message by message
+- /digest-streaming
+               the same JSON, last in a streamed response: one task reads the request body
+               while another sends dots until that is done, as a streaming proxy would
+- /large?size=N&pieces=K
+               large_body(N), in K `http.response.body` messages (one by default)
+- /endless?record=FILE&listen=1
+               streams pieces until its client leaves, and appends how it heard to FILE:
+               "http.disconnect" from a task awaiting `receive` (with listen=1), or the error
+               `send` raised
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
 """
 
 import asyncio
+import hashlib
 import json
+import random
+from urllib.parse import parse_qs
 
 _inside = 0
 _most = 0
@@ -33,6 +46,16 @@ async def app(scope, receive, send):
     elif scope["path"] == "/until-gone":
         await receive()
         _seen.append((await receive())["type"])
+    elif scope["path"] == "/digest":
+        await _digest(receive, send)
+    elif scope["path"] == "/digest-streaming":
+        await _digest_streaming(receive, send)
+    elif scope["path"] == "/large":
+        query = _query(scope)
+        await _send_in_pieces(send, large_body(int(query["size"])), int(query.get("pieces", 1)))
+    elif scope["path"] == "/endless":
+        query = _query(scope)
+        await _endless(receive, send, query["record"], listen=query.get("listen") == "1")
     elif scope["path"] == "/seen":
         await _reply(send, json.dumps(_seen).encode())
     elif scope["path"] == "/most":
@@ -45,3 +68,67 @@ async def _reply(send, body):
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def large_body(size):
+    """`size` bytes no shorter period repeats, so a piece lost, doubled or out of order shows."""
+    return random.Random(size).randbytes(size)
+
+
+def _query(scope):
+    return {name: values[0] for name, values in parse_qs(scope["query_string"].decode()).items()}
+
+
+async def _digest(receive, send):
+    await _reply(send, await _read_digest(receive))
+
+
+async def _digest_streaming(receive, send):
+    reading = asyncio.ensure_future(_read_digest(receive))
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    while not reading.done():
+        await send({"type": "http.response.body", "body": b".", "more_body": True})
+        await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b"\n" + await reading})
+
+
+async def _read_digest(receive):
+    digest, length = hashlib.sha256(), 0
+    while True:
+        message = await receive()
+        digest.update(message["body"])
+        length += len(message["body"])
+        if not message.get("more_body"):
+            break
+    return json.dumps({"length": length, "sha256": digest.hexdigest()}).encode()
+
+
+async def _send_in_pieces(send, body, pieces):
+    headers = [(b"content-type", b"application/octet-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    size = -(-len(body) // pieces)
+    for start in range(0, len(body), size):
+        await send({"type": "http.response.body", "body": body[start:start + size], "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _endless(receive, send, record, listen):
+    def note(what):
+        with open(record, "a") as file:
+            file.write(f"{what}\n")
+
+    async def until_disconnect():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        note("http.disconnect")
+
+    listener = asyncio.ensure_future(until_disconnect()) if listen else None
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    try:
+        while listener is None or not listener.done():
+            await send({"type": "http.response.body", "body": b"piece\n" * 100, "more_body": True})
+            await asyncio.sleep(0.01)
+    except OSError as error:
+        note(f"send raised {type(error).__name__}")
+    if listener is not None:
+        await listener

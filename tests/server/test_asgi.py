@@ -1,14 +1,18 @@
 """ASGI apps on the bundled worker, through the front: FastAPI and Starlette apps unmodified (JSON,
 a streamed response, a form upload, lifespan startup and shutdown, a failed startup), an app that
-does not support lifespan, and slots that keep their meaning (T slots: at most T requests in the
-app at once, as the app itself counts them)."""
+does not support lifespan, slots that keep their meaning (T slots: at most T requests in the
+app at once, as the app itself counts them), and the loop's slow paths over the hop: uploads and
+responses many rings long, and clients that leave mid-response."""
 
 import hashlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
+from urllib.parse import quote
 
 import pytest
 
@@ -132,3 +136,103 @@ def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
                message="the app to hear that its client left")
     wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")
     assert server.get("/hello")[2] == b"hello"
+
+
+# The loop's slow paths over the hop: a request body that is not on the ring when the loop reads
+# it (then an executor thread waits for it), a response that does not fit the ring (then output
+# is kept back and flushed from an executor thread), and a client that leaves mid-response. The
+# hop's rings hold 64 KiB (twice the 32 KiB --max-header-size, rounded to a power of two); the
+# bodies here are many times that.
+
+def test_an_upload_sent_in_pauses_reaches_the_app_exactly(serve):
+    """The front has the whole body before the request queues, but a body many rings long comes
+    onto the ring piece by piece as the app reads it, and now and then the app reads faster."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    piece = 2 << 20
+    body = os.urandom(3 * piece + 7)
+    pieces = [body[:piece], body[piece:2 * piece], body[2 * piece:]]
+    assert upload_in_pauses(server, {"Content-Length": len(body)}, pieces) == digest_of(body)
+
+
+def test_a_chunked_upload_sent_in_pauses_reaches_the_app_exactly(serve):
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    pieces = [os.urandom(size) for size in (2 << 20, 1, (2 << 20) + 7)]
+    chunks = [b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces] + [b"0\r\n\r\n"]
+    assert upload_in_pauses(server, {"Transfer-Encoding": "chunked"}, chunks) == digest_of(b"".join(pieces))
+
+
+def test_an_app_reading_its_upload_while_it_streams_gets_both_through(serve):
+    """One task of the app reads a body many rings long (reads that wait, on an executor thread)
+    while another sends piece after piece: the channel takes one operation at a time, so the
+    two must take turns, not fail."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    body = os.urandom(8 << 20)
+    with server.connect(timeout=60) as sock:
+        send_request(sock, "POST", "/digest-streaming", body=body, close=True)
+        status, _, answer = read_response(sock.makefile("rb"))
+    assert status == 200, answer
+    dots, _, digest = answer.rpartition(b"\n")
+    assert dots.strip(b".") == b"", answer[:200]
+    assert json.loads(digest) == digest_of(body)
+    status, _, answer = server.get("/hello")
+    assert (status, answer) == (200, b"hello"), "the one slot is free again"
+
+
+@pytest.mark.parametrize("pieces", [1, 97], ids=["one-message", "many-messages"])
+def test_a_response_many_rings_long_arrives_whole_and_the_slot_serves_again(serve, pieces):
+    """The client waits before it reads; the worker meanwhile writes far more than the ring holds,
+    which the front takes off the ring into its spool as room frees up."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    size = 6 << 20
+    with server.connect(timeout=60) as sock:
+        send_request(sock, "GET", f"/large?size={size}&pieces={pieces}", close=True)
+        time.sleep(0.5)
+        status, _, body = read_response(sock.makefile("rb"))
+    assert status == 200
+    assert len(body) == size
+    assert hashlib.sha256(body).digest() == hashlib.sha256(large_body(size)).digest(), "bytes lost or out of order"
+    status, _, body = server.get("/hello")
+    assert (status, body) == (200, b"hello"), "the one slot is free again"
+
+
+@pytest.mark.parametrize("listen", [True, False], ids=["awaiting-receive", "noticed-by-send"])
+def test_a_client_leaving_mid_stream_ends_the_app_and_frees_its_slot(serve, tmp_path, listen):
+    """An endless streamed response whose client reads a little and leaves: the app hears it, from
+    `receive` (http.disconnect) or from `send` raising, and the one slot serves the next request."""
+    heard = tmp_path / "heard"
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    sock = server.connect()
+    send_request(sock, "GET", f"/endless?listen={int(listen)}&record={quote(str(heard))}")
+    stream = sock.makefile("rb")
+    assert stream.readline().startswith(b"HTTP/1.1 200")
+    for _ in range(5):
+        assert stream.read(1000)
+    stream.close()
+    sock.close()
+    expected = "http.disconnect" if listen else "send raised ConnectionError"
+    wait_until(lambda: heard.exists() and expected in heard.read_text().splitlines(), timeout=60,
+               message=f"the app to note {expected!r}")
+    status, _, body = server.get("/hello", timeout=60)
+    assert (status, body) == (200, b"hello"), "the one slot is free again"
+
+
+def upload_in_pauses(server, headers, pieces):
+    """POSTs to asgi_probe's /digest: the head, then each piece 0.2 s after the one before;
+    returns what the app read, as JSON."""
+    with server.connect() as sock:
+        send_request(sock, "POST", "/digest", headers=headers, close=True)
+        for piece in pieces:
+            time.sleep(0.2)
+            sock.sendall(piece)
+        status, _, answer = read_response(sock.makefile("rb"))
+    assert status == 200, answer
+    return json.loads(answer)
+
+
+def digest_of(body):
+    return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def large_body(size):
+    """What asgi_probe's /large sends: seeded pseudo-random bytes."""
+    return random.Random(size).randbytes(size)

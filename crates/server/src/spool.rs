@@ -39,6 +39,7 @@ pub fn channel(memory_limit: usize) -> (Writer, Reader) {
             reader_gone: false,
         }),
         readable: Notify::new(),
+        left: Notify::new(),
         memory_limit,
     });
     (Writer { shared: shared.clone() }, Reader { shared, file: None })
@@ -47,6 +48,8 @@ pub fn channel(memory_limit: usize) -> (Writer, Reader) {
 struct Shared {
     state: Mutex<State>,
     readable: Notify,
+    /// Notified when the reader is dropped (its client has gone).
+    left: Notify,
     memory_limit: usize,
 }
 
@@ -114,6 +117,14 @@ impl Writer {
     /// Whether the reader is gone, so writing is pointless (but harmless).
     pub fn reader_gone(&self) -> bool {
         self.shared.lock().reader_gone
+    }
+
+    /// Resolves once the reader is gone.
+    pub async fn reader_left(&self) {
+        // `notify_one` keeps a permit, so a drop between the look and the wait is not missed.
+        while !self.reader_gone() {
+            self.shared.left.notified().await;
+        }
     }
 
     fn end(&self, end: End) {
@@ -194,6 +205,8 @@ impl Drop for Reader {
         state.memory.clear();
         state.memory_bytes = 0;
         state.spill = None;
+        drop(state);
+        self.shared.left.notify_one();
     }
 }
 
@@ -258,6 +271,16 @@ mod tests {
         drop(writer);
         assert_eq!(reader.next().await.unwrap().unwrap(), "partial");
         assert!(reader.next().await.unwrap().is_err());
+    }
+
+    #[tokio::test]
+    async fn the_writer_hears_the_reader_leave() {
+        let (writer, reader) = channel(100);
+        let left = tokio::spawn(async move { writer.reader_left().await });
+        tokio::task::yield_now().await;
+        assert!(!left.is_finished());
+        drop(reader);
+        tokio::time::timeout(std::time::Duration::from_secs(10), left).await.unwrap().unwrap();
     }
 
     #[tokio::test]

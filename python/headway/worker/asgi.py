@@ -356,10 +356,22 @@ class SlotExchange(HttpExchange):
 class LoopExchange(HttpExchange):
     """A request the loop claimed from the hop and serves itself: an operation runs at once,
     unless it has to wait (a body piece not on the ring yet, output kept back because the ring
-    was full), which a thread of the loop's executor does."""
+    was full), which a thread of the loop's executor does.
+
+    The channel takes one operation at a time, and while a thread waits in one, it holds the
+    channel: an app that reads its body in one task while it sends in another (a streaming
+    proxy, a task listening for http.disconnect) must not reach it then, or the operation fails
+    with "Already borrowed" and the request with it. So every operation first waits until no
+    thread holds the channel (`idle`)."""
+
+    def __init__(self, server, channel, head):
+        super().__init__(server, channel, head)
+        self.busy = None  # the executor's operation on the channel, while it runs
 
     async def run(self):
         await self.call_app()
+        if self.busy is not None:
+            await self.idle()  # an app task cancelled while it awaited a thread did not stop it
         try:
             if self.complete:
                 self.channel.finish()
@@ -371,18 +383,41 @@ class LoopExchange(HttpExchange):
             pass  # the client left while we ended the exchange
 
     async def io(self, function, *args):
+        if self.busy is not None:
+            await self.idle()
         if self.over:
             raise RuntimeError("the request this belongs to is over")
         try:
             result = function(*args)
         except BlockingIOError:
-            result = await self.loop.run_in_executor(None, functools.partial(function, *args, wait=True))
-        if self.channel.pending:
+            result = await self.off_loop(functools.partial(function, *args, wait=True))
+        if self.busy is not None or self.channel.pending:
             await self.flush()
         return result
 
     async def flush(self):
-        await self.loop.run_in_executor(None, self.channel.flush)
+        """Sends the output kept back, if any."""
+        await self.idle()
+        if self.channel.pending:
+            await self.off_loop(self.channel.flush)
+
+    async def off_loop(self, call):
+        """Runs `call`, which may wait, on a thread of the executor; the thread holds the channel
+        until `call` returns, even if the caller is cancelled meanwhile."""
+        future = self.loop.run_in_executor(None, call)
+        self.busy = future
+        # Before any waiter wakes (done callbacks run in the order they were added).
+        future.add_done_callback(self.not_busy)
+        return await asyncio.shield(future)
+
+    def not_busy(self, future):
+        if self.busy is future:
+            self.busy = None
+
+    async def idle(self):
+        """Waits until no thread holds the channel."""
+        while self.busy is not None:
+            await asyncio.wait((self.busy,))
 
 
 def settle(waiter, result, error):

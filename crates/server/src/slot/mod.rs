@@ -155,7 +155,7 @@ impl Slot {
 
     /// Runs one job through `exchange` (which sends the request and waits for the response
     /// head). Returns whether the link can carry another request. If the client leaves before
-    /// the response head, `client_gone` (when the link has one) tells the worker, whose app may
+    /// the response ends, `client_gone` (when the link has one) tells the worker, whose app may
     /// be waiting to hear it (ASGI's `http.disconnect`); the exchange still runs to its end.
     async fn forward<B, F>(
         &self,
@@ -207,19 +207,21 @@ impl Slot {
             service: started.elapsed(),
             worker: self.worker.index,
         };
-        self.deliver(reply, head, body, timing).await
+        self.deliver(reply, head, body, timing, client_gone).await
     }
 
     /// Passes a response to the client's connection: whole, with the body that is already
     /// there, when that is all of it (the client then gets a `Content-Length` and one write);
     /// otherwise through a spool the slot goes on filling until the body ends, so the slot is
-    /// free as soon as the worker is done, however slowly the client reads.
+    /// free as soon as the worker is done, however slowly the client reads. If the client leaves
+    /// before the body ends, `client_gone` tells the worker.
     async fn deliver(
         &self,
         reply: oneshot::Sender<Outcome>,
         head: http::response::Parts,
         mut body: impl WorkerBody,
         timing: Timing,
+        client_gone: Option<&ClientGoneSignal>,
     ) -> bool {
         let mut pieces = Vec::new();
         let stalled = loop {
@@ -251,8 +253,19 @@ impl Slot {
         let streaming = ResponseBody::Streaming(reader);
         let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
         let timeout = self.settings.request_timeout;
+        let mut told = client_gone.is_none();
         loop {
-            match tokio::time::timeout(timeout, body.next()).await {
+            let next = tokio::select! {
+                next = tokio::time::timeout(timeout, body.next()) => next,
+                // An app streaming without end would otherwise hold the slot for good, pumping
+                // its response into a spool nobody reads.
+                () = writer.reader_left(), if !told => {
+                    told = true;
+                    client_gone.inspect(|signal| signal.send());
+                    continue;
+                }
+            };
+            match next {
                 Ok(Some(Ok(piece))) => {
                     if let Err(err) = writer.write(piece) {
                         warn!("cannot buffer response: {err}");
@@ -264,7 +277,10 @@ impl Slot {
                     return true;
                 }
                 Ok(Some(Err(err))) => {
-                    warn!(worker = self.worker.index, "response body failed: {err}");
+                    // A response cut by its app once its client left is no failure.
+                    if !(writer.reader_gone() && matches!(err, LinkError::Aborted(_))) {
+                        warn!(worker = self.worker.index, "response body failed: {err}");
+                    }
                     self.replace_if_broken(&err);
                     return false;
                 }

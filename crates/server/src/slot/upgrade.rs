@@ -66,7 +66,7 @@ impl Slot {
         if head.status != http::StatusCode::SWITCHING_PROTOCOLS {
             // Refused by the app (403, 404, ...): an ordinary response on a connection that ends
             // with it.
-            self.deliver(reply, head, body, timing).await;
+            self.deliver(reply, head, body, timing, None).await;
             return;
         }
         let opened = if is_accepted(&head) {
