@@ -123,7 +123,9 @@ def test_reload_picks_up_an_edit_and_survives_a_syntax_error(serve, tmp_path):
     assert {w["pid"] for w in server.stats()["workers"]} == pids, "the workers were left alone"
 
     app.write_text(RELOADABLE.format(body=b"third, fixed"))
-    wait_until(lambda: server.get("/")[2] == b"third, fixed", timeout=30, interval=0.2, message="the fix")
+    # The fix is served as soon as one new worker is up; the recycles are counted once both are.
+    wait_until(lambda: server.get("/")[2] == b"third, fixed" and server.log().count(b"reload done") >= 2,
+               timeout=30, interval=0.2, message="the fix")
     assert sum(w["recycles"]["reload"] for w in server.stats()["workers"]) >= 4
 
 

@@ -226,16 +226,17 @@ def test_sustained_overload_is_served_near_the_target_not_at_the_deadline(serve)
 
 
 def test_a_fresh_server_given_a_service_time_hint_refuses_a_burst_on_arrival(serve):
-    """No request has finished yet, but --service-time-hint says they take 100 ms: of 8 sent at
-    once to one slot with a 0.35 s queue timeout, one runs, three can start in time and four are
-    refused as they arrive, as by a server that had measured it. (They take 60 ms, so the three
-    admitted start well before their deadline even on a slow machine; the queue goes by the hint.)"""
-    server = serve("-w", "1", "-t", "1", "--queue-timeout", "0.35", "--service-time-hint", "0.1", "probe:app")
+    """No request has finished yet, but --service-time-hint says they take 1 s: of 8 sent at once
+    to one slot with a 3.5 s queue timeout, one runs, three can start in time and four are
+    refused as they arrive, as by a server that had measured it. (They take 0.6 s: the burst has
+    that long to arrive before the first one ends, even on a busy machine, and the three admitted
+    start well before their deadline; the queue goes by the hint.)"""
+    server = serve("-w", "1", "-t", "1", "--queue-timeout", "3.5", "--service-time-hint", "1", "probe:app")
     assert service_log(server) == [], "the worker answers (one fast request: not yet a measurement)"
     socks = []
     for n in range(8):
         sock = server.connect()
-        send_request(sock, "GET", f"/record?id=burst{n}&ms=60")
+        send_request(sock, "GET", f"/record?id=burst{n}&ms=600")
         socks.append(sock)
     statuses = [read_response(sock.makefile("rb"))[0] for sock in socks]
     assert (statuses.count(200), statuses.count(503)) == (4, 4)
