@@ -17,6 +17,8 @@ use crate::HopError;
 pub struct FrontEnd {
     region: Region,
     doorbell: Doorbell,
+    /// Rung for a worker whose event loop waits for requests (it cannot sleep on a futex).
+    work_bell: Doorbell,
 }
 
 /// Where a slot's rings stood when the front last looked: news is a change.
@@ -29,12 +31,19 @@ pub struct Seen {
 impl FrontEnd {
     /// A region and a doorbell for a worker process about to start.
     pub fn new(layout: Layout) -> io::Result<FrontEnd> {
-        Ok(FrontEnd { region: Region::create(layout)?, doorbell: Doorbell::new()? })
+        Ok(FrontEnd { region: Region::create(layout)?, doorbell: Doorbell::new()?, work_bell: Doorbell::new()? })
     }
 
-    /// The descriptor of the region, for the worker process to inherit.
-    pub fn region_fd(&self) -> BorrowedFd<'_> {
-        self.region.fd()
+    /// What the worker process inherits, in the order [`crate::worker::ENV`] names them: the
+    /// region, the doorbell and the work bell.
+    pub fn descriptors(&self) -> [BorrowedFd<'_>; 3] {
+        [self.region.fd(), self.doorbell.as_fd(), self.work_bell.as_fd()]
+    }
+
+    /// [`FrontEnd::descriptors`], duplicated: for a worker that does not inherit them.
+    pub fn clone_descriptors(&self) -> io::Result<[std::os::fd::OwnedFd; 3]> {
+        let [region, doorbell, work_bell] = self.descriptors().map(|fd| fd.try_clone_to_owned());
+        Ok([region?, doorbell?, work_bell?])
     }
 
     pub fn doorbell(&self) -> &Doorbell {
@@ -56,7 +65,7 @@ impl FrontEnd {
     }
 
     pub fn slot(&self, index: usize) -> FrontSlot<'_> {
-        FrontSlot(self.region.view(index))
+        FrontSlot(self.region.view(index), &self.work_bell)
     }
 
     /// The front is going to sleep on the doorbell: the worker rings it after its next response.
@@ -94,8 +103,8 @@ impl AsRawFd for FrontEnd {
     }
 }
 
-/// The front's view of one slot.
-pub struct FrontSlot<'a>(SlotView<'a>);
+/// The front's view of one slot, and the work bell.
+pub struct FrontSlot<'a>(SlotView<'a>, &'a Doorbell);
 
 impl FrontSlot<'_> {
     /// Whether the worker is done with the last request published here.
@@ -119,13 +128,18 @@ impl FrontSlot<'_> {
         self.0.request.try_push(kind, parts)
     }
 
-    /// Hands the request whose head was just pushed to the worker, waking a sleeping thread.
+    /// Hands the request whose head was just pushed to the worker, waking a sleeping thread, or
+    /// the event loop that waits for it.
     pub fn publish(&self) {
+        let header = self.0.header;
         self.0.client_gone.0.store(0, Ordering::SeqCst);
         self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
-        self.0.header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-        if self.0.header.needs_waking() {
-            futex_wake(&self.0.header.work_seq.0, 1);
+        header.work_seq.0.fetch_add(1, Ordering::SeqCst);
+        if header.needs_waking() {
+            futex_wake(&header.work_seq.0, 1);
+        }
+        if header.loop_waiting.0.load(Ordering::SeqCst) != 0 && header.loop_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            self.1.ring();
         }
     }
 

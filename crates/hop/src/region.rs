@@ -17,7 +17,7 @@ use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5903;
+const MAGIC: u64 = 0x4845_4144_5741_5904;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -75,6 +75,9 @@ pub(crate) struct Header {
     pub serving: Line,
     /// 1 while an idle worker thread keeps the lookout for a serving thread the app blocked.
     pub lookout: Line,
+    /// 1 while the worker's event loop (an ASGI worker's) has room for a request and found none
+    /// published: the front rings the work bell with its next publication, and only then.
+    pub loop_waiting: Line,
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
     pub front_waiting: Line,

@@ -18,12 +18,13 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::front::FrontEnd;
 use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS};
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
 /// The environment variable through which the front names the descriptors it passed down:
-/// `REGION_FD,DOORBELL_FD`.
+/// `REGION_FD,DOORBELL_FD,WORK_BELL_FD`.
 pub const ENV: &str = "HEADWAY_HOP";
 
 /// The longest a worker thread sleeps at once: waits are woken by the front, and this only
@@ -42,6 +43,8 @@ pub const LOOKOUT: Duration = Duration::from_micros(500);
 pub struct WorkerEnd {
     region: Region,
     doorbell: Doorbell,
+    /// Rung by the front for an event loop that waits for requests ([`WorkerEnd::arm_loop`]).
+    work_bell: Doorbell,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
     /// Requests claimed by this process so far: the lookout's sign that the serving thread
@@ -50,10 +53,12 @@ pub struct WorkerEnd {
 }
 
 impl WorkerEnd {
-    pub fn attach(region: OwnedFd, doorbell: OwnedFd) -> Result<WorkerEnd, HopError> {
+    /// The worker's end of a region, from the descriptors [`FrontEnd::descriptors`] gives.
+    pub fn attach([region, doorbell, work_bell]: [OwnedFd; 3]) -> Result<WorkerEnd, HopError> {
         Ok(WorkerEnd {
             region: Region::attach(region)?,
             doorbell: Doorbell::from_fd(doorbell),
+            work_bell: Doorbell::from_fd(work_bell),
             stopped: AtomicBool::new(false),
             claims: AtomicU64::new(0),
         })
@@ -61,11 +66,8 @@ impl WorkerEnd {
 
     /// The worker's end of `front`'s region, in the same process: for tests and tools that play
     /// both sides.
-    pub fn beside(front: &crate::front::FrontEnd) -> Result<WorkerEnd, HopError> {
-        use std::os::fd::AsFd;
-        let region = front.region_fd().try_clone_to_owned()?;
-        let doorbell = front.doorbell().as_fd().try_clone_to_owned()?;
-        WorkerEnd::attach(region, doorbell)
+    pub fn beside(front: &FrontEnd) -> Result<WorkerEnd, HopError> {
+        WorkerEnd::attach(front.clone_descriptors()?)
     }
 
     /// The region and doorbell named by [`ENV`], if the front passed them.
@@ -76,12 +78,11 @@ impl WorkerEnd {
     pub unsafe fn from_env() -> Result<Option<WorkerEnd>, HopError> {
         let Ok(value) = std::env::var(ENV) else { return Ok(None) };
         let fds: Vec<i32> = value.split(',').filter_map(|fd| fd.trim().parse().ok()).collect();
-        let [region, doorbell] = fds[..] else {
-            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD"));
+        let Ok(fds) = <[i32; 3]>::try_from(fds) else {
+            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD,WORK_BELL_FD"));
         };
-        // SAFETY: the caller vouches that both descriptors are ours to own.
-        let (region, doorbell) = unsafe { (OwnedFd::from_raw_fd(region), OwnedFd::from_raw_fd(doorbell)) };
-        WorkerEnd::attach(region, doorbell).map(Some)
+        // SAFETY: the caller vouches that the descriptors are ours to own.
+        WorkerEnd::attach(fds.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })).map(Some)
     }
 
     pub fn slots(&self) -> usize {
@@ -94,6 +95,29 @@ impl WorkerEnd {
         let ready = if takes_websockets { READY_FOR_WEBSOCKETS } else { READY };
         self.region.header().ready.0.store(ready, Ordering::SeqCst);
         self.doorbell.ring();
+    }
+
+    /// The eventfd an event loop watches for requests, rung by the front after
+    /// [`WorkerEnd::arm_loop`]; drain it when it wakes the loop.
+    pub fn work_bell(&self) -> &Doorbell {
+        &self.work_bell
+    }
+
+    /// The event loop has room for a request and found none published: the front rings the
+    /// work bell with its next publication. Look for one once more after this, before the loop
+    /// sleeps.
+    pub fn arm_loop(&self) {
+        self.header().loop_waiting.0.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Sleeps until [`WorkerEnd::stop`] is called.
+    pub fn wait_for_stop(&self) {
+        let word = &self.header().work_seq.0;
+        while !self.is_stopped() {
+            // Not counted as a sleeper: only the stop (which wakes every sleeper) wakes this.
+            futex_wait(word, word.load(Ordering::SeqCst), Some(NAP));
+        }
     }
 
     /// A thread that serves requests through [`WorkerThread::claim_waiting`].

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -392,12 +392,12 @@ pub async fn until_listening(socket: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes the process started by `command` inherit the region and doorbell of `end`, and tells it
+/// Makes the process started by `command` inherit the region and bells of `end`, and tells it
 /// their descriptors in `$HEADWAY_HOP`.
 pub fn hand_over(command: &mut Command, end: &FrontEnd) {
-    let fds = [end.region_fd().as_raw_fd(), end.doorbell().as_fd().as_raw_fd()];
-    command.env(headway_hop::worker::ENV, format!("{},{}", fds[0], fds[1]));
-    // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on two descriptors this
+    let fds = end.descriptors().map(|fd| fd.as_raw_fd());
+    command.env(headway_hop::worker::ENV, fds.map(|fd| fd.to_string()).join(","));
+    // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on descriptors this
     // process owns, in the child between fork and exec.
     unsafe {
         command.pre_exec(move || {

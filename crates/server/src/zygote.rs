@@ -19,7 +19,7 @@
 //! The Python side is `python -m headway.worker.preload`.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -98,14 +98,14 @@ impl Zygote {
         Ok(Arc::new(Zygote { channel: Mutex::new(front), child }))
     }
 
-    /// Has the zygote fork worker `index` with `end`'s region and doorbell; returns the worker.
+    /// Has the zygote fork worker `index` with `end`'s region and bells; returns the worker.
     pub async fn fork(self: &Arc<Self>, index: usize, socket: &Path, end: &FrontEnd) -> io::Result<Forked> {
-        let fds = [end.region_fd().try_clone_to_owned()?, end.doorbell().as_fd().try_clone_to_owned()?];
+        let fds = end.clone_descriptors()?;
         let message = format!("{index}\0{}", socket.display());
         let zygote = self.clone();
         let answer = tokio::task::spawn_blocking(move || {
             let channel = zygote.channel.lock().unwrap_or_else(|p| p.into_inner());
-            send_with_fds(&channel, message.as_bytes(), &[fds[0].as_raw_fd(), fds[1].as_raw_fd()])?;
+            send_with_fds(&channel, message.as_bytes(), &fds.each_ref().map(|fd| fd.as_raw_fd()))?;
             receive(&channel)
         })
         .await??;
@@ -174,7 +174,7 @@ fn receive(channel: &UnixDatagram) -> io::Result<String> {
 }
 
 /// Sends `data` with the descriptors `fds` (SCM_RIGHTS).
-fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd; 2]) -> io::Result<()> {
+fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd; 3]) -> io::Result<()> {
     let payload = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE only computes a size.
     let space = unsafe { libc::CMSG_SPACE(payload) } as usize;

@@ -2,10 +2,11 @@
 //! that started it.
 //!
 //! Any of the T threads serves any slot. A thread that finishes a request claims the next
-//! published one while it still holds the GIL ([`headway_hop::worker::WorkerThread::claim_waiting`] lets go of it only
-//! to look for work or sleep), so under load one thread serves request after request without
-//! handing the GIL over or sleeping; the other threads are there for apps that block. A claimed request is
-//! one [`Exchange`]: its head record becomes a [`Request`] with the same rules as HTTP (the front
+//! published one while it still holds the GIL
+//! ([`headway_hop::worker::WorkerThread::claim_waiting`] lets go of it only to look for work or
+//! sleep), so under load one thread serves request after request without handing the GIL over or
+//! sleeping; the other threads are there for apps that block. A claimed request is one
+//! [`Exchange`]: its head record becomes a [`Request`] with the same rules as HTTP (the front
 //! has already checked it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
 //! its upload is taken off the ring before the slot is given back, so the next request starts

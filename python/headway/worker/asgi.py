@@ -145,7 +145,12 @@ class Server:
     def serve_claims(self, claims):
         """Started by the front: the loop serves the hop's requests itself (see claims.rs)."""
         self.claims = claims
-        self.loop.call_soon_threadsafe(self.loop.add_reader, claims.fileno(), self.take_claims, True)
+
+        def start():
+            self.loop.add_reader(claims.fileno(), self.take_claims, True)
+            self.take_claims()  # and asks to be rung
+
+        self.loop.call_soon_threadsafe(start)
 
     def take_claims(self, rung=False):
         for channel in self.claims.take(rung):

@@ -91,7 +91,7 @@ def main(argv=None):
     channel.send(b"ready")
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, 4096, 2)
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 3)  # region, doorbell, work bell
         except InterruptedError:
             continue
         if not message:  # the front is gone
@@ -112,7 +112,7 @@ def _serve_child(app, hooks, args, index, socket_path, fds):
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.environ["HEADWAY_HOP"] = f"{fds[0]},{fds[1]}"
+        os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
         os.environ["HEADWAY_WORKER"] = str(index)
         worker = Worker(index=index, pid=os.getpid())
         if hooks is not None and hasattr(hooks, "post_fork"):

@@ -48,9 +48,9 @@ impl Application for Handler {
     }
 
     fn serve_hop(&self, py: Python<'_>, end: &Arc<WorkerEnd>, threads: usize) -> PyResult<Option<JoinHandle<()>>> {
-        let (claims, claimer) = Claims::start(end.clone(), threads)?;
+        let (claims, drained) = Claims::start(end.clone(), threads)?;
         self.server.bind(py).call_method1(intern!(py, "serve_claims"), (claims,))?;
-        Ok(Some(claimer))
+        Ok(Some(drained))
     }
 
     fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
