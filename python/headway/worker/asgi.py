@@ -243,10 +243,11 @@ class HttpExchange:
         self.complete = False
         self.disconnected = False
         self.over = False
-        self.finished = None  # an asyncio.Event, made on the loop
+        # Set when the exchange ends (complete, client gone, app returned), for a `receive` that
+        # waits for that; made only then, as most apps never call it.
+        self.finished = None
 
     async def call_app(self):
-        self.finished = asyncio.Event()
         if self.slot is not None:
             self.server.exchanges[self.slot] = self
             # The mark may have come before this exchange was there to hear it.
@@ -263,7 +264,7 @@ class HttpExchange:
                 traceback.print_exc()
         finally:
             self.over = True
-            self.finished.set()
+            self.end()
             if self.server.exchanges.get(self.slot) is self:
                 del self.server.exchanges[self.slot]
 
@@ -280,7 +281,10 @@ class HttpExchange:
             self.request_read = not self.body_left
             return {"type": "http.request", "body": body, "more_body": self.body_left}
         # Nothing more comes from the client: what is left to tell is that the exchange ended.
-        await self.finished.wait()
+        if not (self.complete or self.disconnected or self.over):
+            if self.finished is None:
+                self.finished = asyncio.Event()
+            await self.finished.wait()
         return {"type": "http.disconnect"}
 
     async def send(self, message):
@@ -309,14 +313,19 @@ class HttpExchange:
                 raise
             if not more:
                 self.complete = True
-                self.finished.set()
+                self.end()
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
 
     def gone(self):
         """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
         self.disconnected = True
-        self.finished.set()
+        self.end()
+
+    def end(self):
+        """Wakes a `receive` waiting for the exchange to end."""
+        if self.finished is not None:
+            self.finished.set()
 
 
 class SlotExchange(HttpExchange):
