@@ -70,11 +70,6 @@ pub(crate) struct Header {
     /// 1 while a worker thread spins, looking for work without sleeping: the front need not wake
     /// anyone then.
     pub spinning: Line,
-    /// Worker threads serving a request they claimed (the hop's own worker threads; an ASGI
-    /// loop's claims are not counted): one of them takes the next request when it is done.
-    pub serving: Line,
-    /// 1 while an idle worker thread keeps the lookout for a serving thread the app blocked.
-    pub lookout: Line,
     /// 1 while the worker's event loop (an ASGI worker's) has room for a request and found none
     /// published: the front rings the work bell with its next publication, and only then.
     pub loop_waiting: Line,
@@ -87,15 +82,10 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    /// Whether a request just published needs a sleeping worker thread woken: none spins, one
-    /// sleeps, and either none serves (so none comes back for the request) or none keeps the
-    /// lookout in case the one that serves is blocked. While one thread serves and another
-    /// keeps the lookout, nobody is woken: the serving thread takes the request when it is done,
-    /// holding the GIL, instead of a second thread waking up to wait for the GIL.
+    /// Whether a request just published needs a sleeping worker thread woken: none spins (a
+    /// spinning thread will find it) and one sleeps.
     pub fn needs_waking(&self) -> bool {
-        self.spinning.0.load(Ordering::SeqCst) == 0
-            && self.sleepers.0.load(Ordering::SeqCst) > 0
-            && (self.serving.0.load(Ordering::SeqCst) == 0 || self.lookout.0.load(Ordering::SeqCst) == 0)
+        self.spinning.0.load(Ordering::SeqCst) == 0 && self.sleepers.0.load(Ordering::SeqCst) > 0
     }
 }
 

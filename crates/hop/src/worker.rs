@@ -1,21 +1,23 @@
 //! The worker's end of its region.
 //!
-//! Any of the worker's threads may serve any slot, but one serves while it can: a thread that
-//! finishes a request claims the next published one ([`WorkerThread::claim_waiting`]) while it
-//! still holds whatever it holds (the GIL, for the Python worker), so under load one thread serves
-//! request after request without sleeping or handing the GIL over. The other threads are there
-//! for apps that block: one idle thread keeps the lookout, and takes a request that stays
-//! published for a whole [`LOOKOUT`] with no claim made meanwhile (the serving thread is stuck
-//! in the app); the rest sleep ([`WorkerEnd::wait_for_work`]) on a futex the front wakes when it
-//! publishes and no thread serves or keeps the lookout ([`Header::needs_waking`]). Waking a
-//! second thread for every request that arrives while one serves (as this worker first did) made
-//! each wait for the GIL in turn: a context switch or two per request, half a hello-world
-//! worker's CPU.
+//! Any of the worker's threads may serve any slot: a thread that finishes a request looks for a
+//! published one ([`WorkerEnd::try_claim`]) and goes on with it while it still holds whatever it
+//! holds (the GIL, for the Python worker), so under load one thread serves request after request
+//! without sleeping or handing anything over. Only a thread that finds nothing sleeps
+//! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
+//!
+//! Tried and left (2026-11-23): waking no second thread while one serves, with an idle thread on
+//! the lookout for a blocked app. It cut a hello-world worker's CPU per request by a third (the
+//! plain hello-world benchmark reached 0.75x granian's with it), but in the Flask lab
+//! with 2 workers it cost a quarter to a third of the throughput (interleaved runs, against
+//! granian in each): with nothing claimed ahead, a worker whose one thread runs dry idles until
+//! the front, short of CPU itself, publishes again; claimed requests waiting for the GIL keep it
+//! busy.
 //!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::front::FrontEnd;
@@ -34,11 +36,6 @@ const NAP: Duration = Duration::from_secs(1);
 /// publishes the next request within microseconds of reading a response, and a thread that
 /// catches it awake saves a wake-up on both sides; when there is no load, this is all it costs.
 const SPIN: Duration = Duration::from_micros(50);
-/// How often the lookout looks while another thread serves. A request published through a
-/// whole look with no claim made is stalled behind a blocked app and waits at most about two
-/// of these for a thread of its own; a serving thread that keeps up costs the lookout one
-/// wake-up per look, not one per request.
-pub const LOOKOUT: Duration = Duration::from_micros(500);
 
 pub struct WorkerEnd {
     region: Region,
@@ -47,9 +44,6 @@ pub struct WorkerEnd {
     work_bell: Doorbell,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
-    /// Requests claimed by this process so far: the lookout's sign that the serving thread
-    /// moves on.
-    claims: AtomicU64,
 }
 
 impl WorkerEnd {
@@ -60,7 +54,6 @@ impl WorkerEnd {
             doorbell: Doorbell::from_fd(doorbell),
             work_bell: Doorbell::from_fd(work_bell),
             stopped: AtomicBool::new(false),
-            claims: AtomicU64::new(0),
         })
     }
 
@@ -120,100 +113,47 @@ impl WorkerEnd {
         }
     }
 
-    /// A thread that serves requests through [`WorkerThread::claim_waiting`].
-    pub fn thread(&self) -> WorkerThread<'_> {
-        WorkerThread { end: self, serving: false }
-    }
-
     /// Takes a published request, if there is one: its slot is this thread's until
     /// [`WorkerSlot::release`].
     pub fn try_claim(&self) -> Option<usize> {
-        let index = (0..self.slots()).find(|&index| {
+        (0..self.slots()).find(|&index| {
             let (control, _, _) = self.region.slot(index);
             control.state.0.load(Ordering::Relaxed) == PUBLISHED
                 && control.state.0.compare_exchange(PUBLISHED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-        })?;
-        self.claims.fetch_add(1, Ordering::SeqCst);
-        Some(index)
+        })
     }
 
-    /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait and the front
-    /// left it to us (it wakes nobody while a thread spins, and a claiming thread may have left
-    /// the lookout empty).
+    /// Claims the next published request, waiting while there is none; `None` once
+    /// [`WorkerEnd::stop`] was called and no request is left published. If there is none at
+    /// once, the waiting and the claim that
+    /// ends it run inside `detached` (a Python worker runs them without the GIL): a thread takes
+    /// the GIL back only with a request to run, so threads that find nothing never contend for
+    /// it with the one that runs.
+    pub fn claim_waiting(
+        &self,
+        detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,
+    ) -> Option<usize> {
+        if let Some(index) = self.claim() {
+            return Some(index);
+        }
+        detached(&|| loop {
+            if let Some(index) = self.claim() {
+                return Some(index);
+            }
+            if self.is_stopped() {
+                return None;
+            }
+            if !self.spin_for_work() {
+                self.wait_for_work(Some(NAP));
+            }
+        })
+    }
+
+    /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait.
     fn claim(&self) -> Option<usize> {
         let index = self.try_claim()?;
-        if self.header().needs_waking() && self.any_published() {
-            futex_wake(&self.header().work_seq.0, 1);
-        }
+        self.hand_on();
         Some(index)
-    }
-
-    /// An idle thread's search for work, without the GIL: it claims at once when no thread
-    /// serves, keeps the lookout when one does and nobody else is, and otherwise sleeps.
-    /// Returns a claimed slot, counted as served; `None` once stopped and nothing is left.
-    fn look_for_work(&self) -> Option<usize> {
-        let header = self.header();
-        loop {
-            if self.is_stopped() {
-                return self.claim_to_serve(); // what was published before the stop is served
-            }
-            if header.serving.0.load(Ordering::SeqCst) == 0 {
-                if let Some(index) = self.claim_to_serve() {
-                    return Some(index);
-                }
-                if !self.spin_for_work() {
-                    self.wait_for_work(Some(NAP));
-                }
-            } else if header.lookout.0.compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-                let claimed = self.keep_lookout();
-                header.lookout.0.store(0, Ordering::SeqCst);
-                if claimed.is_some() {
-                    return claimed;
-                }
-            } else {
-                // Woken by the front when the serving thread is done or the lookout is empty.
-                self.sleep_unless(Some(NAP), || {
-                    self.any_published()
-                        && (header.serving.0.load(Ordering::SeqCst) == 0
-                            || header.lookout.0.load(Ordering::SeqCst) == 0)
-                });
-            }
-        }
-    }
-
-    /// [`WorkerEnd::claim`], counting the thread as serving.
-    fn claim_to_serve(&self) -> Option<usize> {
-        // Counted first, so that the front, seeing a thread serve, can count on it to come back
-        // for the next request; uncounted again if there was none.
-        self.header().serving.0.fetch_add(1, Ordering::SeqCst);
-        let claimed = self.claim();
-        if claimed.is_none() {
-            self.header().serving.0.fetch_sub(1, Ordering::SeqCst);
-        }
-        claimed
-    }
-
-    /// The lookout, while another thread serves: claims a request that has been published for a
-    /// whole look with no claim made meanwhile (the serving thread is blocked in the app).
-    /// Returns `None` when no thread serves any more (or the worker stops).
-    fn keep_lookout(&self) -> Option<usize> {
-        let header = self.header();
-        // The count of claims when a request was last seen waiting.
-        let mut waiting_since: Option<u64> = None;
-        while header.serving.0.load(Ordering::SeqCst) > 0 && !self.is_stopped() {
-            self.sleep_unless(Some(LOOKOUT), || header.serving.0.load(Ordering::SeqCst) == 0 && self.any_published());
-            let claims = self.claims.load(Ordering::SeqCst);
-            if !self.any_published() {
-                waiting_since = None;
-            } else if waiting_since == Some(claims) {
-                if let Some(index) = self.claim_to_serve() {
-                    return Some(index);
-                }
-            } else {
-                waiting_since = Some(claims);
-            }
-        }
-        None
     }
 
     /// Looks for a published request for a short while without sleeping, if no other thread
@@ -234,6 +174,15 @@ impl WorkerEnd {
         found
     }
 
+    /// After a claim: if more requests wait and no thread spins, wakes a sleeping one. The front
+    /// wakes nobody while a thread spins, so a spinner that found work passes the wake-up on.
+    fn hand_on(&self) {
+        let header = self.header();
+        if header.needs_waking() && self.any_published() {
+            futex_wake(&header.work_seq.0, 1);
+        }
+    }
+
     fn any_published(&self) -> bool {
         (0..self.slots()).any(|index| self.region.slot(index).0.state.0.load(Ordering::SeqCst) == PUBLISHED)
     }
@@ -241,17 +190,12 @@ impl WorkerEnd {
     /// Sleeps until the front publishes a request (or `timeout`); call after
     /// [`WorkerEnd::try_claim`] found nothing, and claim again after.
     pub fn wait_for_work(&self, timeout: Option<Duration>) {
-        self.sleep_unless(timeout, || self.any_published());
-    }
-
-    /// Sleeps (at most `timeout`) on the futex the front wakes, counted as a sleeper, unless
-    /// `wake_now` says the thread has something to do: checked after being counted, since the
-    /// front, publishing before that, may not have seen a sleeper to wake.
-    fn sleep_unless(&self, timeout: Option<Duration>, wake_now: impl Fn() -> bool) {
         let header = self.header();
         let seen = header.work_seq.0.load(Ordering::SeqCst);
         header.sleepers.0.fetch_add(1, Ordering::SeqCst);
-        if !wake_now() && !self.is_stopped() {
+        // Published between the failed claim and the count above: the front may not have seen
+        // this thread as a sleeper, so look once more before sleeping.
+        if !self.any_published() && !self.is_stopped() {
             futex_wait(&header.work_seq.0, seen, timeout);
         }
         header.sleepers.0.fetch_sub(1, Ordering::SeqCst);
@@ -293,49 +237,6 @@ impl WorkerEnd {
 
     fn header(&self) -> &Header {
         self.region.header()
-    }
-}
-
-/// One of the worker's threads, as it takes requests: whether it serves one (see the module's
-/// comment). Dropped, it no longer counts as serving.
-pub struct WorkerThread<'a> {
-    end: &'a WorkerEnd,
-    serving: bool,
-}
-
-impl WorkerThread<'_> {
-    /// Claims the next published request, waiting while there is none; `None` once
-    /// [`WorkerEnd::stop`] was called and no request is left published. A thread back from a
-    /// request claims the next one at once if there is one, still holding what it holds. If
-    /// not, the search and the claim that ends it run inside `detached` (a Python worker runs
-    /// them without the GIL): a thread takes the GIL back only with a request to run.
-    pub fn claim_waiting(
-        &mut self,
-        detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,
-    ) -> Option<usize> {
-        if self.serving {
-            if let Some(index) = self.end.claim() {
-                return Some(index);
-            }
-            self.stop_serving();
-        }
-        let end = self.end;
-        let claimed = detached(&|| end.look_for_work());
-        self.serving = claimed.is_some();
-        claimed
-    }
-
-    fn stop_serving(&mut self) {
-        self.serving = false;
-        self.end.header().serving.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl Drop for WorkerThread<'_> {
-    fn drop(&mut self) {
-        if self.serving {
-            self.stop_serving();
-        }
     }
 }
 

@@ -32,8 +32,7 @@ fn answer_to(body: &[u8]) -> Vec<u8> {
 
 fn serve(end: &WorkerEnd) {
     let mut record = Vec::new();
-    let mut thread = end.thread();
-    while let Some(index) = thread.claim_waiting(|wait| wait()) {
+    while let Some(index) = end.claim_waiting(|wait| wait()) {
         let slot = end.slot(index);
         let head_record = slot.pop_waiting(&mut record, |wait| wait()).unwrap();
         assert_eq!(head_record, REQUEST_HEAD);

@@ -2,12 +2,12 @@
 //! that started it.
 //!
 //! Any of the T threads serves any slot. A thread that finishes a request claims the next
-//! published one while it still holds the GIL
-//! ([`headway_hop::worker::WorkerThread::claim_waiting`] lets go of it only to look for work or
-//! sleep), so under load one thread serves request after request without handing the GIL over or
-//! sleeping; the other threads are there for apps that block. A claimed request is one
-//! [`Exchange`]: its head record becomes a [`Request`] with the same rules as HTTP (the front
-//! has already checked it), the body comes record by record as the app reads it, and the
+//! published one while it still holds the GIL ([`WorkerEnd::claim_waiting`] lets go of it only
+//! to spin or sleep), so under load one thread serves request after request without handing the
+//! GIL over or sleeping; the other threads hold the requests claimed meanwhile, ready to run the
+//! moment the GIL is free, and serve apps that block. A claimed request is one [`Exchange`]: its
+//! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
+//! it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
 //! its upload is taken off the ring before the slot is given back, so the next request starts
 //! clean.
@@ -37,8 +37,7 @@ use crate::transport::{Next, Transport};
 
 /// Serves published requests with `serve` until the worker stops.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
-    let mut thread = end.thread();
-    while let Some(index) = thread.claim_waiting(|wait| py.detach(wait)) {
+    while let Some(index) = end.claim_waiting(|wait| py.detach(wait)) {
         serve(py, Box::new(Exchange::new(end.clone(), index)));
     }
 }

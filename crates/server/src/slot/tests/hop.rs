@@ -66,8 +66,7 @@ async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProce
 
 fn serve(end: &WorkerEnd, behaviour: Behaviour) {
     let mut record = Vec::new();
-    let mut thread = end.thread();
-    while let Some(index) = thread.claim_waiting(|wait| wait()) {
+    while let Some(index) = end.claim_waiting(|wait| wait()) {
         let slot = end.slot(index);
         assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), REQUEST_HEAD);
         let head = message::decode_request_head(&record).unwrap();

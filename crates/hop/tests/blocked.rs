@@ -1,6 +1,5 @@
-//! One worker thread serves while it can, and the others are there for apps that block: a request
-//! published while the serving thread is stuck in the app is taken by another thread, and a
-//! stop lets every thread go.
+//! A worker's threads are there for apps that block: a request published while one thread is
+//! stuck in the app is taken by another thread, and a stop lets every thread go.
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -28,8 +27,7 @@ fn a_request_behind_a_blocked_thread_is_taken_by_another() {
         .map(|number| {
             let (worker, claimed, blocked) = (worker.clone(), claimed.clone(), blocked.clone());
             std::thread::spawn(move || {
-                let mut thread = worker.thread();
-                while let Some(index) = thread.claim_waiting(|wait| wait()) {
+                while let Some(index) = worker.claim_waiting(|wait| wait()) {
                     claimed.send((number, index)).unwrap();
                     if index == 0 {
                         // The app blocks on this request until the test lets it go.
