@@ -90,6 +90,9 @@ def test_recycles_by_cause_are_in_metrics(serve):
         metrics = response.read().decode()
     assert 'headway_worker_recycles_total{worker="1",cause="max_requests"} 2' in metrics
     assert 'headway_worker_recycles_total{worker="1",cause="crash"} 0' in metrics
+    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
+                          capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "recycles     2 max requests, 0 memory, 0 timeout, 0 crash, 0 reload" in text
 
 
 RELOADABLE = '''

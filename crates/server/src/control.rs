@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use bytes::Bytes;
 use headway_common::client;
-use headway_common::stats::{Snapshot, WorkerSnapshot};
+use headway_common::stats::{RecyclesSnapshot, Snapshot, WorkerSnapshot};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -319,6 +319,16 @@ fn render(s: &Snapshot) -> String {
     if s.access_log_dropped > 0 {
         let _ = writeln!(out, "access log   {} lines dropped (the writer fell behind)", s.access_log_dropped);
     }
+    let recycled = |cause: fn(&RecyclesSnapshot) -> u64| s.workers.iter().map(|w| cause(&w.recycles)).sum::<u64>();
+    let _ = writeln!(
+        out,
+        "recycles     {} max requests, {} memory, {} timeout, {} crash, {} reload (workers replaced, by cause)",
+        recycled(|r| r.max_requests),
+        recycled(|r| r.memory),
+        recycled(|r| r.timeout),
+        recycled(|r| r.crash),
+        recycled(|r| r.reload)
+    );
     let _ = writeln!(out, "front        rss {}  cpu {:.1} s", mib(s.front.rss_bytes), s.front.cpu_secs);
     let _ = writeln!(out, "\nworker  pid       state     busy  requests  restarts  websockets  rss         cpu");
     for worker in &s.workers {
