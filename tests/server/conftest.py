@@ -85,6 +85,17 @@ class Server:
         with urllib.request.urlopen(f"http://{self.control}/stats", timeout=10) as response:
             return json.load(response)
 
+    def metrics(self):
+        """The control endpoint's `/metrics` page (Prometheus text)."""
+        import urllib.request
+        with urllib.request.urlopen(f"http://{self.control}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    def stats_command(self, *args):
+        """What `headway stats` prints for this server."""
+        return subprocess.run([headway_binary(), "stats", "--control", self.control, *args],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+
     def signal(self, signum):
         self.process.send_signal(signum)
 

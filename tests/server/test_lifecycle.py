@@ -81,17 +81,13 @@ def test_memory_limit_recycles_a_leaking_worker(serve):
 
 
 def test_recycles_by_cause_are_in_metrics(serve):
-    import urllib.request
-
     server = serve("-w", "1", "-t", "1", "--max-requests", "2")
     assert run_clients(server, clients=1, requests_each=5) == [200] * 5
     wait_until(lambda: recycles(server, "max_requests") >= 2, message="two recycles")
-    with urllib.request.urlopen(f"http://{server.control}/metrics", timeout=10) as response:
-        metrics = response.read().decode()
+    metrics = server.metrics()
     assert 'headway_worker_recycles_total{worker="1",cause="max_requests"} 2' in metrics
     assert 'headway_worker_recycles_total{worker="1",cause="crash"} 0' in metrics
-    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
-                          capture_output=True, text=True, timeout=30, check=True).stdout
+    text = server.stats_command()
     assert "recycles     2 max requests, 0 memory, 0 timeout, 0 crash, 0 reload" in text
 
 

@@ -5,7 +5,6 @@ import json
 import subprocess
 import threading
 import time
-import urllib.request
 
 from conftest import headway_binary, read_response, request_bytes, send_request, wait_until
 
@@ -260,11 +259,9 @@ def test_retry_after_says_when_a_slot_is_likely_free(serve):
     queue = server.stats()["queue"]
     shed = {cause: queue[f"shed_{cause}"] for cause in ("queue_full", "queue_timeout", "at_arrival", "standing_queue")}
     assert shed == {"queue_full": 0, "queue_timeout": 0, "at_arrival": 1, "standing_queue": 0}
-    with urllib.request.urlopen(f"http://{server.control}/metrics", timeout=10) as response:
-        prometheus = response.read().decode()
+    prometheus = server.metrics()
     assert 'headway_shed_total{reason="would_time_out"} 1' in prometheus
     assert 'headway_shed_total{reason="standing_queue"} 0' in prometheus
-    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
-                          capture_output=True, text=True, timeout=30, check=True).stdout
+    text = server.stats_command()
     assert "1 at arrival (would not start in time), 0 standing queue" in text
     assert "overload     controlled delay: target" in text

@@ -172,18 +172,13 @@ def test_web_concurrency_sets_the_number_of_workers(serve):
 def test_stats_command_prints_the_stats(serve):
     server = serve("-w", "2", "-t", "3")
     server.get("/hello")
-    text = subprocess.run([headway_binary(), "stats", "--control", server.control],
-                          capture_output=True, text=True, timeout=30, check=True).stdout
+    text = server.stats_command()
     assert "queue        depth 0" in text
     assert "slots        0 busy of 6" in text
     assert "responses    200: 1" in text
-    raw = subprocess.run([headway_binary(), "stats", "--control", server.control, "--json"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    stats = json.loads(raw)
+    stats = json.loads(server.stats_command("--json"))
     assert [w["index"] for w in stats["workers"]] == [1, 2]
-    import urllib.request
-    with urllib.request.urlopen(f"http://{server.control}/metrics", timeout=10) as response:
-        prometheus = response.read().decode()
+    prometheus = server.metrics()
     assert "headway_queue_depth 0" in prometheus
     assert 'headway_responses_total{code="200"} 1' in prometheus
     assert server.get("/stats")[0] == 404, "stats are not on the public port"

@@ -138,6 +138,7 @@ impl FrontSlot<'_> {
         if header.needs_waking() {
             futex_wake(&header.work_seq.0, 1);
         }
+        // A load first: most publications find no loop waiting, and a swap would write the line.
         if header.loop_waiting.0.load(Ordering::SeqCst) != 0 && header.loop_waiting.0.swap(0, Ordering::SeqCst) != 0 {
             self.1.ring();
         }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use headway_hop::front::FrontEnd;
-
 use headway_hop::worker::WorkerEnd;
 use headway_hop::Layout;
 
