@@ -19,6 +19,7 @@
 #        HEADWAY=path/to/headway  BENCH_VENV=bench/.venv (created with pip on first use)
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60: before each run, wait up to 60 s for the machine to
 #        be under 25% busy (it is shared); each run's "other CPU" says how busy it was anyway
+#        BENCH_AUTOGROUP=on|off: whether the server's session is one scheduling group (bench/lib.sh)
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh

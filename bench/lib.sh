@@ -76,6 +76,7 @@ bench_versions() {
         "uvicorn $(bench_pip_version uvicorn) (httptools $(bench_pip_version httptools), uvloop $(bench_pip_version uvloop))," \
         "python $("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())')"
     echo "# hey $(dpkg-query -W -f='${Version}' hey 2>/dev/null || echo '?'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')"
+    bench_autogroup_line
     echo "# machine: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2}'), $(nproc) CPUs, $(uname -r)"
 }
 
@@ -198,11 +199,48 @@ bench_measure() {
          printf "%.0f", 100 * other / ($1 * 100 * n)}' "$output.time")"
 }
 
-# Creates $BENCH_OUT and stops the running server on any exit, including Ctrl-C.
+# Creates $BENCH_OUT and stops the running server on any exit, including Ctrl-C; applies
+# BENCH_AUTOGROUP (below) for the run and puts the kernel's setting back on exit.
 bench_init() {
     mkdir -p "$BENCH_OUT"
-    trap bench_stop EXIT
+    bench_autogroup
+    trap 'bench_stop; bench_autogroup_restore' EXIT
     trap 'exit 130' INT TERM
+}
+
+# How the scheduler shares the CPUs between the server and the load tool. Every server runs in
+# a session of its own (bench_start), and with the kernel's autogroup on (Linux's default) a
+# session is one scheduling group, as a service in its own cgroup is: the server's processes
+# together get a fair share against the load tool's, not one share each. BENCH_AUTOGROUP=off
+# turns autogroup off for the run (root only; restored at exit), so every thread is scheduled
+# on its own, as on a host where the server and everything else share one group.
+# BENCH_AUTOGROUP=on (the default) leaves the kernel as it is; the header says which applied.
+BENCH_AUTOGROUP_FILE=/proc/sys/kernel/sched_autogroup_enabled
+bench_autogroup_saved=""
+bench_autogroup() {
+    case "${BENCH_AUTOGROUP:-on}" in
+        on) ;;
+        off)
+            [[ -w "$BENCH_AUTOGROUP_FILE" ]] || bench_die "BENCH_AUTOGROUP=off needs a writable $BENCH_AUTOGROUP_FILE (root)"
+            bench_autogroup_saved="$(cat "$BENCH_AUTOGROUP_FILE")"
+            echo 0 >"$BENCH_AUTOGROUP_FILE"
+            ;;
+        *) bench_die "BENCH_AUTOGROUP is on or off, not ${BENCH_AUTOGROUP}" ;;
+    esac
+}
+bench_autogroup_restore() {
+    [[ -z "$bench_autogroup_saved" ]] || echo "$bench_autogroup_saved" >"$BENCH_AUTOGROUP_FILE"
+    bench_autogroup_saved=""
+}
+# One line for a run's header: whether the server's session was one scheduling group.
+bench_autogroup_line() {
+    local state="absent"
+    [[ -r "$BENCH_AUTOGROUP_FILE" ]] && state="$(cat "$BENCH_AUTOGROUP_FILE")"
+    case "$state" in
+        1) echo "# scheduling: autogroup on, the server's session is one scheduling group (BENCH_AUTOGROUP=off to change)" ;;
+        0) echo "# scheduling: autogroup off, every thread scheduled on its own" ;;
+        *) echo "# scheduling: this kernel has no autogroup" ;;
+    esac
 }
 
 # Median of the numbers on stdin (one per line); "-" when there are none.

@@ -135,9 +135,7 @@ impl FrontSlot<'_> {
         self.0.client_gone.0.store(0, Ordering::SeqCst);
         self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
         header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-        if header.needs_waking() {
-            futex_wake(&header.work_seq.0, 1);
-        }
+        header.wake_a_sleeper();
         // A load first: most publications find no loop waiting, and a swap would write the line.
         if header.loop_waiting.0.load(Ordering::SeqCst) != 0 && header.loop_waiting.0.swap(0, Ordering::SeqCst) != 0 {
             self.1.ring();

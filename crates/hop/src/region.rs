@@ -13,11 +13,12 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ring::Ring;
+use crate::wake::futex_wake;
 use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5904;
+const MAGIC: u64 = 0x4845_4144_5741_5905;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -70,6 +71,11 @@ pub(crate) struct Header {
     /// 1 while a worker thread spins, looking for work without sleeping: the front need not wake
     /// anyone then.
     pub spinning: Line,
+    /// 1 from a wake-up on `work_seq` until a woken thread is back at work: it claims a request
+    /// and passes a wake-up on if more wait, so a burst of publications costs one wake-up at a
+    /// time, not one each (every wake-up is a system call on the side that makes it, the front's
+    /// busiest cost when the worker's threads keep falling asleep).
+    pub waking: Line,
     /// 1 while the worker's event loop (an ASGI worker's) has room for a request and found none
     /// published: the front rings the work bell with its next publication, and only then.
     pub loop_waiting: Line,
@@ -83,9 +89,26 @@ pub(crate) struct Header {
 
 impl Header {
     /// Whether a request just published needs a sleeping worker thread woken: none spins (a
-    /// spinning thread will find it) and one sleeps.
+    /// spinning thread will find it), none is being woken (it will pass a wake-up on), and one
+    /// sleeps.
     pub fn needs_waking(&self) -> bool {
-        self.spinning.0.load(Ordering::SeqCst) == 0 && self.sleepers.0.load(Ordering::SeqCst) > 0
+        self.spinning.0.load(Ordering::SeqCst) == 0
+            && self.waking.0.load(Ordering::SeqCst) == 0
+            && self.sleepers.0.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wakes one sleeping worker thread for a request just published, if one needs waking (see
+    /// [`Header::needs_waking`]).
+    pub fn wake_a_sleeper(&self) {
+        if self.needs_waking() && self.waking.0.swap(1, Ordering::SeqCst) == 0 && futex_wake(&self.work_seq.0, 1) == 0 {
+            // The sleeper counted had already woken: nobody is on the way.
+            self.waking.0.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// A worker thread is awake again (woken or not): a later publication may wake another.
+    pub fn woke(&self) {
+        self.waking.0.store(0, Ordering::SeqCst);
     }
 }
 

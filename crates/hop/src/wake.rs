@@ -28,10 +28,10 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     }
 }
 
-/// Wakes up to `count` threads (of any process) sleeping on `word`.
-pub fn futex_wake(word: &AtomicU32, count: u32) {
+/// Wakes up to `count` threads (of any process) sleeping on `word`; returns how many it woke.
+pub fn futex_wake(word: &AtomicU32, count: u32) -> usize {
     // SAFETY: FUTEX_WAKE on a valid, aligned word; it only reads the address.
-    unsafe {
+    let woken = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -40,8 +40,10 @@ pub fn futex_wake(word: &AtomicU32, count: u32) {
             0usize,
             0usize,
             0u32,
-        );
-    }
+        )
+    };
+    // A failure (-1) woke nobody.
+    usize::try_from(woken).unwrap_or(0)
 }
 
 /// An eventfd: the worker rings it, the front's event loop wakes when it is readable.

@@ -174,12 +174,12 @@ impl WorkerEnd {
         found
     }
 
-    /// After a claim: if more requests wait and no thread spins, wakes a sleeping one. The front
-    /// wakes nobody while a thread spins, so a spinner that found work passes the wake-up on.
+    /// After a claim: if more requests wait, wakes a sleeping thread unless one spins or is being
+    /// woken. The front wakes nobody while a thread spins or is on its way, so the thread that
+    /// claims passes the wake-up on.
     fn hand_on(&self) {
-        let header = self.header();
-        if header.needs_waking() && self.any_published() {
-            futex_wake(&header.work_seq.0, 1);
+        if self.any_published() {
+            self.header().wake_a_sleeper();
         }
     }
 
@@ -199,6 +199,7 @@ impl WorkerEnd {
             futex_wait(&header.work_seq.0, seen, timeout);
         }
         header.sleepers.0.fetch_sub(1, Ordering::SeqCst);
+        header.woke();
     }
 
     /// Stops taking requests: threads in [`WorkerEnd::claim_waiting`] return (those serving a
