@@ -178,8 +178,10 @@ impl WorkerEnd {
     /// woken. The front wakes nobody while a thread spins or is on its way, so the thread that
     /// claims passes the wake-up on.
     fn hand_on(&self) {
-        if self.any_published() {
-            self.header().wake_a_sleeper();
+        // The header's words first: under load they settle it without a look at every slot.
+        let header = self.header();
+        if header.needs_waking() && self.any_published() {
+            header.wake_a_sleeper();
         }
     }
 
