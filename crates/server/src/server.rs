@@ -4,8 +4,8 @@
 //! take the sockets systemd passed; answer health checks ("starting") while the workers start
 //! and wait until each listens, then accept, and tell systemd and the balancers we are ready.
 //! Shutdown on SIGTERM or SIGINT: readiness turns 503 at once, the server goes on serving for
-//! --shutdown-delay while balancers notice, then stops accepting (serving what the kernel had
-//! already queued), lets idle connections go, finishes every queued and running request
+//! --shutdown-delay while balancers notice, then stops accepting (serving every connection a
+//! client made, see `front::listener::accept_until`), lets idle connections go, finishes every queued and running request
 //! (bounded by --graceful-timeout), closes the open WebSockets (1001 to both sides), stops the
 //! workers and exits 0. A second signal skips the waits. SIGHUP restarts the workers one at a
 //! time (new code, same sockets and queue), as `--reload` does when a watched file changes;
@@ -132,9 +132,10 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
         readiness: readiness.clone(),
         shutdown: shutdown_rx,
     });
+    let mut accepting = Vec::new();
     for listener in listeners {
         info!("listening on {}", listener.local_bind()?);
-        tokio::spawn(front.clone().accept_loop(listener));
+        accepting.push(tokio::spawn(front.clone().accept_loop(listener)));
     }
     readiness.set(State::Serving);
 
@@ -187,7 +188,13 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
     shutdown.send_replace(true);
     let drained = !hurry
         && tokio::select! {
-            closed = tokio::time::timeout_at(deadline.into(), stats.all_connections_closed()) => closed.is_ok(),
+            closed = tokio::time::timeout_at(deadline.into(), async {
+                // The listeners' last accepts first: a connection counts as open from its accept.
+                for listener in accepting {
+                    let _ = listener.await;
+                }
+                stats.all_connections_closed().await;
+            }) => closed.is_ok(),
             _ = terminate.recv() => false,
             _ = interrupt.recv() => false,
         };

@@ -35,6 +35,7 @@ use crate::http1::websocket::refusal_fields;
 use crate::http1::HttpError;
 use crate::job::Outcome;
 use crate::queue::Wait;
+use crate::stats::Gauge;
 
 /// How much to ask the kernel for per read.
 pub(super) const READ_CHUNK: usize = 16 * 1024;
@@ -66,6 +67,9 @@ pub struct Connection<S> {
     pub(super) accepted_at: Instant,
     /// Requests read so far.
     pub(super) requests: u64,
+    /// Counts the connection as open, from its accept (so that a shutdown waits for one accepted
+    /// and not yet running) until it closes or becomes a WebSocket.
+    open: Option<Gauge>,
 }
 
 /// What a client connection runs on: a TCP or unix stream (or, in tests, an in-memory one).
@@ -89,13 +93,13 @@ impl ClientStream for tokio::net::UnixStream {
 
 impl<S: ClientStream> Connection<S> {
     pub fn new(io: S, peer: Peer, front: Arc<Front>) -> Self {
-        Connection { io, peer, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0 }
+        let open = Some(front.stats.connection_opened());
+        Connection { io, peer, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0, open }
     }
 
     /// Serves the connection until it ends. `proxy_header`: it must open with a PROXY protocol
     /// header naming the client.
     pub async fn serve(mut self, proxy_header: bool) {
-        let open = self.front.stats.connection_opened();
         if proxy_header {
             if let Err(reason) = self.read_proxy_header().await {
                 let from = self.peer.ip.map_or_else(|| "a unix socket".to_owned(), |ip| ip.to_string());
@@ -117,7 +121,7 @@ impl<S: ClientStream> Connection<S> {
             Err(End::Upgraded(websocket)) => {
                 // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
                 // shutdown drains the requests first, then closes the sockets.
-                drop(open);
+                self.open = None;
                 self.carry(*websocket).await;
             }
         }

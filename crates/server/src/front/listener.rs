@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use socket2::{Domain, Socket, Type};
+use socket2::{Domain, SockFilter, Socket, Type};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tracing::{debug, warn};
 
@@ -18,6 +18,9 @@ const BACKLOG: i32 = 2048;
 /// last, reset by the next success.
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
 const LAST_PAUSE: Duration = Duration::from_secs(1);
+/// How long a TCP listener that stopped taking new connections keeps accepting: handshakes
+/// already under way complete within a round trip, and one closing listener would reset them.
+const HANDSHAKES_UNDER_WAY: Duration = Duration::from_millis(100);
 
 pub use headway_common::bind::Bind;
 
@@ -92,6 +95,27 @@ impl Listener {
         }
     }
 
+    /// Has the kernel start no new connection on the listener while it stays open, so that it can
+    /// be closed without resetting a handshake under way: a TCP listener drops every SYN from now
+    /// on (its client retries after a second and then finds the port closed); the handshakes
+    /// already started complete and wait to be accepted. A unix socket has no handshake: a
+    /// connect lands in the backlog at once, and the last accepts take it.
+    fn stop_new_handshakes(&self) -> io::Result<()> {
+        let Listener::Tcp(listener) = self else { return Ok(()) };
+        // Classic BPF on a TCP socket sees the segment from its TCP header: byte 13 holds the
+        // flags, and a segment with SYN set that reaches a listener opens a connection.
+        const TCP_FLAGS: u32 = 13;
+        const SYN: u32 = 0x02;
+        let code = |parts: u32| parts as u16;
+        let program = [
+            SockFilter::new(code(libc::BPF_LD | libc::BPF_B | libc::BPF_ABS), 0, 0, TCP_FLAGS),
+            SockFilter::new(code(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K), 0, 1, SYN),
+            SockFilter::new(code(libc::BPF_RET | libc::BPF_K), 0, 0, 0), // dropped
+            SockFilter::new(code(libc::BPF_RET | libc::BPF_K), 0, 0, u32::MAX), // kept whole
+        ];
+        socket2::SockRef::from(listener).attach_filter(&program)
+    }
+
     /// A connection the kernel has already completed, if any, without waiting for one.
     fn accept_waiting(&self) -> Option<Accepted> {
         // Straight to accept(2): tokio would answer from readiness it may not have polled yet.
@@ -123,9 +147,10 @@ impl Listener {
     }
 }
 
-/// Accepts connections on `listener` until `stop` resolves, handing each to `serve`; then
-/// accepts, without waiting, the connections already in the kernel's backlog, so that closing
-/// the listener afterwards resets none that a client made while we were still listening.
+/// Accepts connections on `listener` until `stop` resolves, handing each to `serve`; then stops
+/// new handshakes, goes on accepting while those under way complete, and accepts, without
+/// waiting, the connections left in the kernel's backlog, so that closing the listener
+/// afterwards resets none that a client made while we were still listening.
 ///
 /// Every listener runs this loop. When the process is out of file descriptors (or the kernel out
 /// of memory for sockets), the listener stays readable and accept keeps failing: the loop then
@@ -137,12 +162,7 @@ pub async fn accept_until(listener: &Listener, stop: impl Future<Output = ()>, m
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = &mut stop => {
-                while let Some(connection) = listener.accept_waiting() {
-                    serve(connection);
-                }
-                return;
-            }
+            () = &mut stop => return accept_the_last(listener, serve).await,
         };
         match accepted {
             Ok(connection) => {
@@ -162,6 +182,25 @@ pub async fn accept_until(listener: &Listener, stop: impl Future<Output = ()>, m
     }
 }
 
+/// The end of [`accept_until`]: no new handshakes, then every connection completed before the
+/// listener closes.
+async fn accept_the_last(listener: &Listener, mut serve: impl FnMut(Accepted)) {
+    match listener.stop_new_handshakes() {
+        Ok(()) => {
+            let until = tokio::time::Instant::now() + HANDSHAKES_UNDER_WAY;
+            while let Ok(accepted) = tokio::time::timeout_at(until, listener.accept()).await {
+                if let Ok(connection) = accepted {
+                    serve(connection);
+                }
+            }
+        }
+        Err(err) => warn!("cannot stop new handshakes before closing the listener: {err}"),
+    }
+    while let Some(connection) = listener.accept_waiting() {
+        serve(connection);
+    }
+}
+
 fn is_out_of_resources(err: &io::Error) -> bool {
     matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
@@ -171,5 +210,24 @@ impl Drop for Listener {
         if let Listener::Unix(_, Some(path)) = self {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_listener_that_stops_new_handshakes_completes_none_and_keeps_those_made_before() {
+        let listener = Listener::bind(&Bind::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+        let Ok(Bind::Tcp(address)) = listener.local_bind() else { panic!("not bound to TCP") };
+        let _before = std::net::TcpStream::connect(address).unwrap();
+        listener.stop_new_handshakes().unwrap();
+        // The SYN is dropped, so the connect neither completes nor is refused; its retry would
+        // come after a second.
+        let after = std::net::TcpStream::connect_timeout(&address, Duration::from_millis(300));
+        assert_eq!(after.map(drop).map_err(|err| err.kind()), Err(io::ErrorKind::TimedOut));
+        assert!(listener.accept_waiting().is_some(), "the connection made before was lost");
+        assert!(listener.accept_waiting().is_none());
     }
 }
