@@ -31,7 +31,7 @@ use anyhow::{bail, Context as _};
 pub use recommend::RecommendArgs;
 
 use crate::progress::Progress;
-use crate::report::{describe_servers, LabReport, Machine, ServerInfo};
+use crate::report::{describe_servers, describe_sessions, LabReport, Machine, ServerInfo};
 use crate::scenarios::Size;
 use crate::servers::{detect, Environment, Peer, ServerKind};
 
@@ -103,6 +103,14 @@ struct RunArgs {
     /// Print the results as JSON on stdout instead of the tables
     #[arg(long)]
     json: bool,
+
+    /// Start each server in a session of its own. With the kernel's autogroup on (Linux's
+    /// default) a session is one scheduling group, as a service in a cgroup of its own is: the
+    /// server's processes together get a fair share of the CPUs against the lab's load
+    /// generator. By default the servers share the lab's session, and each thread is scheduled
+    /// on its own
+    #[arg(long)]
+    own_sessions: bool,
 
     #[command(flatten)]
     binary: HeadwayBinary,
@@ -210,14 +218,20 @@ fn run_scenarios(args: &RunArgs, this_program: &Path) -> anyhow::Result<ExitCode
         return Err(UsageError(format!("--scale must be a positive number, not {}", args.scale)).into());
     }
     let started = Instant::now();
-    let env = args.binary.environment(this_program)?;
+    let mut env = args.binary.environment(this_program)?;
+    env.own_sessions = args.own_sessions;
     let machine = Machine::here(env.cores);
     let (peers, skipped) = installed(&kinds, &env);
     if peers.is_empty() {
         bail!("none of the chosen servers is installed");
     }
     let servers: Vec<ServerInfo> = peers.iter().map(ServerInfo::of).collect();
-    eprint!("{}\nservers:\n{}", machine.describe(), describe_servers(&servers));
+    eprint!(
+        "{}\n{}\nservers:\n{}",
+        machine.describe(),
+        describe_sessions(args.own_sessions),
+        describe_servers(&servers)
+    );
     stop_servers_on_interrupt();
 
     let size = Size { quick: args.quick, scale: args.scale };
@@ -240,6 +254,7 @@ fn run_scenarios(args: &RunArgs, this_program: &Path) -> anyhow::Result<ExitCode
     let report = LabReport {
         headway_version: env!("CARGO_PKG_VERSION").into(),
         machine,
+        own_sessions: args.own_sessions,
         size,
         servers,
         skipped,

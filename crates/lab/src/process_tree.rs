@@ -5,6 +5,9 @@
 //! `/proc` is read by the parser the server uses too ([`headway_common::procfs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::os::unix::process::CommandExt as _;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -42,6 +45,18 @@ pub fn tree_of(root: u32) -> Tree {
         frontier.extend(all.iter().filter(|(_, p)| p.ppid == pid).map(|(child, _)| *child));
     }
     tree
+}
+
+/// Makes `command` start a server's tree apart from the lab: in a process group of its own,
+/// and with `own_session` in a session of its own, which with the kernel's autogroup on is a
+/// scheduling group of its own too (`headway lab run --own-sessions`).
+pub fn start_apart(command: &mut Command, own_session: bool) {
+    if own_session {
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent's.
+        unsafe { command.pre_exec(|| if libc::setsid() < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }) };
+    } else {
+        command.process_group(0);
+    }
 }
 
 /// Sends `signal` to every process group of the tree and to each process in it (a process may
@@ -105,8 +120,7 @@ mod tests {
 
     #[test]
     fn a_child_is_part_of_its_parents_tree() {
-        use std::os::unix::process::CommandExt as _;
-        let mut child = std::process::Command::new("sleep").arg("5").process_group(0).spawn().expect("sleep runs");
+        let mut child = Command::new("sleep").arg("5").process_group(0).spawn().expect("sleep runs");
         let tree = tree_of(std::process::id());
         assert!(tree.pids.contains(&std::process::id()));
         assert!(tree.pids.contains(&child.id()));
@@ -115,5 +129,22 @@ mod tests {
         assert_eq!(child_tree.groups.iter().copied().collect::<Vec<_>>(), vec![child.id()]);
         signal_tree(&child_tree, libc::SIGKILL);
         assert!(!child.wait().expect("reaped").success());
+    }
+
+    #[test]
+    fn a_server_starts_in_a_group_of_its_own_and_in_a_session_of_its_own_if_asked() {
+        let session_and_group = |pid: u32| unsafe { (libc::getsid(pid as i32), libc::getpgid(pid as i32)) };
+        for own_session in [false, true] {
+            let mut command = Command::new("sleep");
+            command.arg("5");
+            start_apart(&mut command, own_session);
+            let mut child = command.spawn().expect("sleep runs");
+            let (session, group) = session_and_group(child.id());
+            assert_eq!(group, child.id() as i32);
+            let expected_session = if own_session { child.id() as i32 } else { session_and_group(0).0 };
+            assert_eq!(session, expected_session, "own session: {own_session}");
+            signal_tree(&tree_of(child.id()), libc::SIGKILL);
+            let _ = child.wait();
+        }
     }
 }

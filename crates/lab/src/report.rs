@@ -11,6 +11,8 @@ use crate::servers::{Peer, ServerKind, Skipped};
 pub struct LabReport {
     pub headway_version: String,
     pub machine: Machine,
+    /// Whether each server ran in a session of its own (`--own-sessions`).
+    pub own_sessions: bool,
     pub size: Size,
     pub servers: Vec<ServerInfo>,
     pub skipped: Vec<Skipped>,
@@ -47,6 +49,9 @@ pub struct Machine {
     /// The 1-minute load average when the run started: how busy the (shared) machine was.
     pub load_average: f64,
     pub kernel: String,
+    /// Whether the kernel's autogroup is on (a session is then one scheduling group); `None`
+    /// where the kernel has none.
+    pub autogroup: Option<bool>,
 }
 
 impl Machine {
@@ -63,19 +68,38 @@ impl Machine {
             memory_bytes: meminfo_bytes("MemTotal").unwrap_or(0),
             load_average: crate::measure::load_average(),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            autogroup: match read("/proc/sys/kernel/sched_autogroup_enabled").trim() {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            },
         }
     }
 
     /// One line for the top of a run's output.
     pub fn describe(&self) -> String {
         format!(
-            "machine: {} cores ({}), {:.1} GiB, Linux {}, load average {:.2} at the start",
+            "machine: {} cores ({}), {:.1} GiB, Linux {}, autogroup {}, load average {:.2} at the start",
             self.cores,
             self.cpu,
             self.memory_bytes as f64 / (1u64 << 30) as f64,
             self.kernel,
+            match self.autogroup {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "absent",
+            },
             self.load_average
         )
+    }
+}
+
+/// How the servers' processes are scheduled against the load generator, for the top of a run.
+pub fn describe_sessions(own_sessions: bool) -> &'static str {
+    if own_sessions {
+        "sessions: each server in its own (with autogroup on, one scheduling group against the lab's)"
+    } else {
+        "sessions: the servers share the lab's (each thread scheduled on its own)"
     }
 }
 

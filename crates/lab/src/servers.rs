@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -24,7 +23,7 @@ use headway_common::python::{find_python, python_from_env};
 use headway_common::stats::{Snapshot, WorkerState};
 use serde::Serialize;
 
-use crate::process_tree::{signal_tree, tree_of, MemorySampler, Tree};
+use crate::process_tree::{signal_tree, start_apart, tree_of, MemorySampler, Tree};
 use crate::twins::{Twins, ASGI_APP, FLASK_APP, WSGI_APP};
 
 /// Longest a server may take to be ready.
@@ -188,6 +187,9 @@ pub struct Environment {
     pub cores: usize,
     /// Flask's version where `python` imports it; asked the first time it is needed.
     flask: OnceLock<Option<String>>,
+    /// Start each server in a session of its own (`headway lab run --own-sessions`), else in a
+    /// process group of its own in the lab's session. Either way the lab stops it by its group.
+    pub own_sessions: bool,
 }
 
 impl Environment {
@@ -195,7 +197,15 @@ impl Environment {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let python = find_python(python_from_env(), Some(&headway), &path);
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Ok(Environment { headway, path, python, twins: Twins::write()?, cores, flask: OnceLock::new() })
+        Ok(Environment {
+            headway,
+            path,
+            python,
+            twins: Twins::write()?,
+            cores,
+            flask: OnceLock::new(),
+            own_sessions: false,
+        })
     }
 
     /// Flask's version, if the interpreter the lab runs the Python servers with has it.
@@ -367,7 +377,8 @@ impl Peer {
         let mut command = self.command(&Setup { env, config, port, control_port, wsgi_app: wsgi_app.as_deref() });
         let config = config.clone();
         let output = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
-        command.stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output).process_group(0);
+        command.stdin(Stdio::null()).stdout(output.try_clone()?).stderr(output);
+        start_apart(&mut command, env.own_sessions);
         let child = command.spawn().with_context(|| format!("cannot start {}", self.kind.name()))?;
         if let Ok(mut live) = LIVE.lock() {
             live.insert(child.id());
@@ -660,6 +671,7 @@ mod tests {
             twins: Twins::write().expect("temp dir"),
             cores: 2,
             flask: OnceLock::new(),
+            own_sessions: false,
         }
     }
 
