@@ -337,16 +337,20 @@ impl Upload {
     }
 }
 
-/// The response head a worker wrote, checked as the front checks anything from outside.
+/// The response head a worker wrote, checked as the front checks anything from outside. The
+/// values share one copy of the record rather than one allocation each.
 fn response_head(record: &[u8]) -> Result<http::response::Parts, LinkError> {
-    let head = message::decode_response_head(record)?;
+    let record = Bytes::copy_from_slice(record);
+    let head = message::decode_response_head(&record)?;
     let status = StatusCode::from_u16(head.status).map_err(|_| HopError::Corrupt("an invalid status code"))?;
     let mut response = http::Response::new(());
     *response.status_mut() = status;
     let headers = response.headers_mut();
+    headers.reserve(head.headers.len());
     for (name, value) in head.headers {
         let name = HeaderName::from_bytes(name).map_err(|_| HopError::Corrupt("an invalid header name"))?;
-        let value = HeaderValue::from_bytes(value).map_err(|_| HopError::Corrupt("an invalid header value"))?;
+        let value = HeaderValue::from_maybe_shared(record.slice_ref(value))
+            .map_err(|_| HopError::Corrupt("an invalid header value"))?;
         headers.append(name, value);
     }
     Ok(response.into_parts().0)
