@@ -5,11 +5,11 @@
 //! and wait until each listens, then accept, and tell systemd and the balancers we are ready.
 //! Shutdown on SIGTERM or SIGINT: readiness turns 503 at once, the server goes on serving for
 //! --shutdown-delay while balancers notice, then stops accepting (serving every connection a
-//! client made, see `front::listener::accept_until`), lets idle connections go, finishes every queued and running request
-//! (bounded by --graceful-timeout), closes the open WebSockets (1001 to both sides), stops the
-//! workers and exits 0. A second signal skips the waits. SIGHUP restarts the workers one at a
-//! time (new code, same sockets and queue), as `--reload` does when a watched file changes;
-//! SIGUSR1 reopens the access log.
+//! client made, see `front::listener::accept_until`), lets idle connections go, finishes every
+//! queued and running request (bounded by --graceful-timeout), closes the open WebSockets (1001
+//! to both sides), stops the workers and exits 0. A second signal skips the waits. SIGHUP
+//! restarts the workers one at a time (new code, same sockets and queue), as `--reload` does
+//! when a watched file changes; SIGUSR1 reopens the access log.
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
