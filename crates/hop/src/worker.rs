@@ -14,6 +14,14 @@
 //! the front, short of CPU itself, publishes again; claimed requests waiting for the GIL keep it
 //! busy.
 //!
+//! Also tried and left (2026-11-23, evening): claiming only with the GIL in hand, so that the
+//! thread that serves takes every published request itself and the others queue for the GIL
+//! without a request of their own. Flask JSON with 2 workers: the same context switches a request
+//! (1.19-1.32 against 1.25-1.32) and no gain in requests/s. Every woken thread still waits for
+//! the GIL, and two thirds of the workers' futex calls stay the GIL's (perf record of
+//! sys_enter_futex); granian's 2 workers make 1.8 context switches and 6 system calls a request
+//! on the same load, headway's front and workers 1.8 and 7.
+//!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
 use std::os::fd::{FromRawFd, OwnedFd};

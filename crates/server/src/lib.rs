@@ -69,6 +69,12 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
             builder
         }
     };
+    // A front thread with nothing left to do yields its CPU before it sleeps. Where workers and
+    // clients share the cores with it, they run first, and the thread comes back to a batch of
+    // responses and requests instead of being woken for each one (a doorbell, a client's bytes),
+    // preempting a worker that may hold the GIL. Alone on its CPU, it costs one system call.
+    // docs/benchmarks.md, "The front yields before it sleeps", has what it changed.
+    runtime.on_thread_park(std::thread::yield_now);
     runtime.enable_all().build()?.block_on(server::run(config, from_systemd))
 }
 

@@ -189,8 +189,14 @@ async fn accept_the_last(listener: &Listener, mut serve: impl FnMut(Accepted)) {
         Ok(()) => {
             let until = tokio::time::Instant::now() + HANDSHAKES_UNDER_WAY;
             while let Ok(accepted) = tokio::time::timeout_at(until, listener.accept()).await {
-                if let Ok(connection) = accepted {
-                    serve(connection);
+                match accepted {
+                    Ok(connection) => serve(connection),
+                    // Out of descriptors the listener stays readable: a retry at once would spin
+                    // for the whole wait.
+                    Err(err) if is_out_of_resources(&err) => {
+                        tokio::time::sleep_until(until.min(tokio::time::Instant::now() + FIRST_PAUSE)).await;
+                    }
+                    Err(_) => {}
                 }
             }
         }
