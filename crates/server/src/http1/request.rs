@@ -106,9 +106,9 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
     Ok(Some((head, head_len)))
 }
 
-/// Fields the front adds before a request goes to a worker (`Content-Length` and the forwarding
-/// headers of `front::forward`): room for them from the start spares the map two reallocations
-/// a request.
+/// Fields the front adds before a request goes to a worker (`Content-Length`, `X-Request-Start`,
+/// `X-Forwarded-For` and `X-Forwarded-Proto`, in `front::forward`): room for them from the start
+/// spares the map two reallocations a request.
 const ADDED_ON_THE_WAY: usize = 4;
 
 /// A head over the limit: 414 if the request line alone does not fit, else 431.
