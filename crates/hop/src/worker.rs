@@ -22,6 +22,16 @@
 //! sys_enter_futex); granian's 2 workers make 1.8 context switches and 6 system calls a request
 //! on the same load, headway's front and workers 1.8 and 7.
 //!
+//! Also tried and left (2026-11-23, night): one thread standing by. A thread that claimed without
+//! the GIL was counted in the header while it waited for it, the front and the other threads
+//! woke nobody while one stood by, and it passed the wake-up on once it had the GIL. Flask with 2
+//! workers, three interleaved pairs each (wrk -c64): /json 0.84 -> 0.60 context switches a
+//! request in the workers but no more requests/s (6411 -> 6161, medians), the sqlite page 1.74 ->
+//! 2.07 and 4361 -> 4255: its queries let the GIL go a dozen times a request, and a single thread
+//! waiting for it hands it back and forth more than several do. An earlier form (the claimer
+//! passed one wake-up on before standing by) did no better in two interleaved lab runs each way:
+//! the sqlite page at 0.80-0.83x granian's, against 0.85-0.98x.
+//!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
 use std::os::fd::{FromRawFd, OwnedFd};
