@@ -108,6 +108,10 @@ async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>
             continue;
         }
         let Ok(mut guard) = doorbell.readable().await else { return };
+        // Drained, although every ring is an edge of its own for tokio's edge-triggered
+        // registration: left undrained (tried 2026-11-23: 0.3-0.45 fewer system calls a
+        // request), mixed-tail's fast p99 with 4 clients went from 1.14-1.50x of ideal to
+        // 1.09-3.41x in interleaved runs, for a reason not found.
         end.doorbell().drain();
         guard.clear_ready();
     }
