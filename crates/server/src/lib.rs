@@ -61,7 +61,12 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
     // Both change the environment, which is sound only while this is the only thread.
     let from_systemd =
         server::FromSystemd { notifier: systemd::Notifier::from_env(), sockets: systemd::take_listen_fds()? };
-    let mut runtime = match config.front_threads {
+    front_runtime(config.front_threads).build()?.block_on(server::run(config, from_systemd))
+}
+
+/// The runtime the front runs on, with `threads` threads.
+pub(crate) fn front_runtime(threads: usize) -> tokio::runtime::Builder {
+    let mut runtime = match threads {
         1 => tokio::runtime::Builder::new_current_thread(),
         threads => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -75,7 +80,8 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
     // preempting a worker that may hold the GIL. Alone on its CPU, it costs one system call.
     // docs/benchmarks.md, "The front yields before it sleeps", has what it changed.
     runtime.on_thread_park(std::thread::yield_now);
-    runtime.enable_all().build()?.block_on(server::run(config, from_systemd))
+    runtime.enable_all();
+    runtime
 }
 
 /// Every client connection holds a descriptor, and an open WebSocket two (the client's and the

@@ -111,7 +111,8 @@ async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>
         // Drained, although every ring is an edge of its own for tokio's edge-triggered
         // registration: left undrained (tried 2026-11-23: 0.3-0.45 fewer system calls a
         // request), mixed-tail's fast p99 with 4 clients went from 1.14-1.50x of ideal to
-        // 1.09-3.41x in interleaved runs, for a reason not found.
+        // 1.09-3.41x in interleaved runs, for a reason not found: not a lost wake-up, as far as
+        // slot::tests::hop's stress test sees (none in 400,000 exchanges without the drain).
         end.doorbell().drain();
         guard.clear_ready();
     }

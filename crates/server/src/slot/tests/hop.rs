@@ -82,13 +82,21 @@ fn serve(end: &WorkerEnd, behaviour: Behaviour) {
 
 /// Writes a whole response: head, body in records as large as the ring takes, end.
 fn respond(slot: &WorkerSlot<'_>, status: u16, body: &[u8]) {
+    respond_paced(slot, status, body, || ());
+}
+
+/// [`respond`], calling `pause` before each record.
+fn respond_paced(slot: &WorkerSlot<'_>, status: u16, body: &[u8], pause: impl Fn()) {
     let mut head = Vec::new();
     message::encode_response_head(&mut head, status, [(&b"content-type"[..], &b"text/plain"[..])]);
+    pause();
     slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
     for piece in body.chunks(slot.max_payload()) {
+        pause();
         slot.push_waiting(BODY, &[piece], |wait| wait()).unwrap();
     }
     slot.release();
+    pause();
     slot.push_waiting(END, &[], |wait| wait()).unwrap();
 }
 
@@ -97,6 +105,28 @@ fn echo(slot: &WorkerSlot<'_>, received: Received) {
     let mut answer = received.target.into_bytes();
     answer.extend(received.body.iter().rev());
     respond(slot, 200, &answer);
+}
+
+/// Answers like [`echo`], pausing before each record in one of four ways picked by the request's
+/// number (`/N`): not at all, a yield, a spin of 0 to 30 microseconds, a short sleep. The records
+/// then land in every phase of the front's doorbell watcher: while it looks, while it yields,
+/// while it sleeps.
+fn echo_paced(slot: &WorkerSlot<'_>, received: Received) {
+    let n: usize = received.target[1..].parse().unwrap();
+    let pause = || match n % 4 {
+        0 => {}
+        1 => std::thread::yield_now(),
+        2 => {
+            let until = std::time::Instant::now() + Duration::from_nanos((n as u64 * 7919) % 30_000);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        _ => std::thread::sleep(Duration::from_micros(50)),
+    };
+    let mut answer = received.target.into_bytes();
+    answer.extend(received.body.iter().rev());
+    respond_paced(slot, 200, &answer, pause);
 }
 
 /// The whole body of a response, however it arrived.
@@ -242,4 +272,34 @@ async fn a_websocket_handshake_to_a_hop_worker_goes_to_its_socket() {
         panic!("no response")
     };
     assert_eq!(body_of(response).await.unwrap(), b"/xgnir");
+}
+
+/// A wake-up lost between the worker and the front's doorbell watcher would hang a request here:
+/// with one slot and one request at a time, no other response rings the doorbell to rescue it,
+/// and the request would end in a 504 after the request timeout. Thousands of exchanges, paced
+/// in every way [`echo_paced`] has, on both kinds of runtime the front runs (one thread by
+/// default, several with `--front-threads`). It catches a watcher that misses rings it should
+/// hear; a race whose window is a few instructions wide shows only now and then (arming only
+/// before sleeping, not before each look, failed once in 200,000 exchanges).
+#[test]
+fn no_wake_up_is_lost_whatever_the_timing() {
+    const REQUESTS: usize = 4000;
+    for threads in [1, 2] {
+        crate::front_runtime(threads).build().unwrap().block_on(async {
+            let process = hop_worker(Duration::from_secs(10), echo_paced).await;
+            for n in 0..REQUESTS {
+                let body = pattern(n % 64);
+                let target = format!("/{n}");
+                let response = match process.fake.request_with_body(&target, body.clone()).outcome().await {
+                    Outcome::Response(response) => response,
+                    Outcome::Failed(failure) => panic!("request {n}, {threads} front thread(s): {failure:?}"),
+                    Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
+                };
+                let mut expected = target.into_bytes();
+                expected.extend(body.iter().rev());
+                assert_eq!(body_of(response).await.unwrap(), expected, "request {n}");
+            }
+            assert_eq!(process.fake.worker.served.load(Ordering::Relaxed), REQUESTS as u64);
+        });
+    }
 }
