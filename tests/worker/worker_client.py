@@ -19,9 +19,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 APPS_DIR = Path(__file__).resolve().parent
 TIMEOUT = 10.0  # seconds; the bound on every wait in these tests
+# The interpreter the worker processes run on: the tests' own unless HEADWAY_PYTHON names
+# another (as for `headway serve`), so the worker can be checked on other Python versions.
+WORKER_PYTHON = os.environ.get("HEADWAY_PYTHON", sys.executable)
 
 # The unit tests import the same source tree the worker processes run (see python_env).
 sys.path.insert(0, str(REPO / "python"))
+
+
+def worker_can_import(module):
+    """Whether WORKER_PYTHON finds `module` (it may not be the interpreter running the tests)."""
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([WORKER_PYTHON, "-c", probe], env=python_env(), timeout=TIMEOUT).returncode == 0
 
 
 def python_env(**extra):
@@ -202,11 +211,11 @@ class Worker:
 
 
 def start_process(tmp_path, args, env=None, cwd=APPS_DIR):
-    """Run `python -m headway.worker ARGS`; stderr goes to a file the test can read."""
+    """Run `python -m headway.worker ARGS` on WORKER_PYTHON; stderr goes to a file the test can read."""
     stderr_path = tmp_path / f"worker-{time.monotonic_ns()}.err"
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "headway.worker", *args],
+            [WORKER_PYTHON, "-m", "headway.worker", *args],
             cwd=cwd, env=python_env(**(env or {})),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
         )
