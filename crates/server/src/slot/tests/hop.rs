@@ -102,9 +102,14 @@ fn respond_paced(slot: &WorkerSlot<'_>, status: u16, body: &[u8], pause: impl Fn
 
 /// Answers with the request's target and body, the body reversed.
 fn echo(slot: &WorkerSlot<'_>, received: Received) {
-    let mut answer = received.target.into_bytes();
-    answer.extend(received.body.iter().rev());
-    respond(slot, 200, &answer);
+    respond(slot, 200, &echoed(&received.target, &received.body));
+}
+
+/// What [`echo`] answers to a request for `target` with `body`.
+fn echoed(target: &str, body: &[u8]) -> Vec<u8> {
+    let mut answer = target.as_bytes().to_vec();
+    answer.extend(body.iter().rev());
+    answer
 }
 
 /// Answers like [`echo`], pausing before each record in one of four ways picked by the request's
@@ -124,9 +129,7 @@ fn echo_paced(slot: &WorkerSlot<'_>, received: Received) {
         }
         _ => std::thread::sleep(Duration::from_micros(50)),
     };
-    let mut answer = received.target.into_bytes();
-    answer.extend(received.body.iter().rev());
-    respond_paced(slot, 200, &answer, pause);
+    respond_paced(slot, 200, &echoed(&received.target, &received.body), pause);
 }
 
 /// The whole body of a response, however it arrived.
@@ -160,9 +163,7 @@ async fn requests_and_responses_larger_than_the_rings_travel_whole() {
         };
         assert_eq!(response.head.status, http::StatusCode::OK);
         assert_eq!(response.head.headers["content-type"], "text/plain");
-        let mut expected = format!("/{n}").into_bytes();
-        expected.extend(body.iter().rev());
-        assert_eq!(body_of(response).await.unwrap(), expected, "request {n}");
+        assert_eq!(body_of(response).await.unwrap(), echoed(&format!("/{n}"), &body), "request {n}");
     }
     assert_eq!(process.fake.worker.served.load(Ordering::Relaxed), 4);
 }
@@ -295,9 +296,7 @@ fn no_wake_up_is_lost_whatever_the_timing() {
                     Outcome::Failed(failure) => panic!("request {n}, {threads} front thread(s): {failure:?}"),
                     Outcome::Upgraded(_) => panic!("no WebSocket was asked for"),
                 };
-                let mut expected = target.into_bytes();
-                expected.extend(body.iter().rev());
-                assert_eq!(body_of(response).await.unwrap(), expected, "request {n}");
+                assert_eq!(body_of(response).await.unwrap(), echoed(&target, &body), "request {n}");
             }
             assert_eq!(process.fake.worker.served.load(Ordering::Relaxed), REQUESTS as u64);
         });
