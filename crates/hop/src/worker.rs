@@ -32,6 +32,11 @@
 //! passed one wake-up on before standing by) did no better in two interleaved lab runs each way:
 //! the sqlite page at 0.80-0.83x granian's, against 0.85-0.98x.
 //!
+//! Also tried and left (2026-11-24): no wake-up passed on after a claim (`hand_on`).
+//! The demo's hello world with 2 workers: the workers' CPU a request down by a quarter and their
+//! futex calls from 0.8 to 0.16, but no more requests/s, since the front is the stage the others
+//! wait on; and a burst into a worker whose app blocks would no longer get a thread per request.
+//!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -4,6 +4,12 @@
 //! front process, and each worker's process group); for a peer it is the master, or the only
 //! process, against its worker processes. The load generator runs in the lab's own process,
 //! outside every server's tree, so its CPU is never counted.
+//!
+//! What the server did not use is told too: how much of the machine's cores sat idle during the
+//! case, and how much the hypervisor took for other guests (steal). Idle cores under a closed
+//! loop mean some stage ran out of work while another was busy (a serial stage shows so); steal
+//! means the run measured a smaller machine than it thinks, which on a shared VM is how one run
+//! differs from the next.
 
 use std::collections::BTreeMap;
 
@@ -93,9 +99,70 @@ impl CpuUse {
     }
 }
 
+/// The machine's CPU time so far, from the first line of `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSample {
+    total: u64,
+    /// Idle and waiting for I/O.
+    idle: u64,
+    /// Taken by the hypervisor for another guest while this one had work.
+    steal: u64,
+}
+
+impl HostSample {
+    /// Now; `None` where `/proc/stat` cannot be read.
+    pub fn now() -> Option<HostSample> {
+        Self::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    fn parse(text: &str) -> Option<HostSample> {
+        // "cpu  user nice system idle iowait irq softirq steal guest guest_nice": guest time is
+        // already counted in user, so the total is the first eight.
+        let line = text.lines().find(|line| line.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line.split_whitespace().skip(1).take(8).map(|n| n.parse().ok()).collect::<Option<_>>()?;
+        let ticks = <[u64; 8]>::try_from(ticks).ok()?;
+        let [_user, _nice, _system, idle, iowait, _irq, _softirq, steal] = ticks;
+        Some(HostSample { total: ticks.iter().sum(), idle: idle + iowait, steal })
+    }
+}
+
+/// How the machine's cores spent one case, as shares of their time (0 to 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HostCpu {
+    pub idle_share: f64,
+    pub steal_share: f64,
+}
+
+impl HostCpu {
+    /// Between two samples; `None` if no tick passed (or either sample is missing).
+    pub fn between(before: Option<HostSample>, after: Option<HostSample>) -> Option<HostCpu> {
+        let (before, after) = (before?, after?);
+        let total = after.total.checked_sub(before.total).filter(|&ticks| ticks > 0)? as f64;
+        let share = |now: u64, then: u64| now.saturating_sub(then) as f64 / total;
+        Some(HostCpu { idle_share: share(after.idle, before.idle), steal_share: share(after.steal, before.steal) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_shares_come_from_the_first_line_of_proc_stat() {
+        let stat = |user: u64, idle: u64, iowait: u64, steal: u64| {
+            format!("cpu  {user} 0 100 {idle} {iowait} 0 10 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n")
+        };
+        let before = HostSample::parse(&stat(1000, 5000, 10, 40));
+        let after = HostSample::parse(&stat(1600, 5180, 20, 100));
+        // 1000 ticks passed: 600 user, 190 idle or waiting, 60 stolen, the rest unchanged.
+        let (user, idle, steal) = (600.0, 190.0, 60.0);
+        let host = HostCpu::between(before, after).expect("ticks passed");
+        assert!((host.idle_share - idle / (user + idle + steal)).abs() < 1e-9, "{host:?}");
+        assert!((host.steal_share - steal / (user + idle + steal)).abs() < 1e-9, "{host:?}");
+        assert_eq!(HostCpu::between(before, before), None, "no tick, no share");
+        assert_eq!(HostSample::parse("intr 1\n"), None);
+        assert_eq!(HostSample::parse("cpu  1 2 3\n"), None, "an older kernel's shorter line");
+    }
 
     fn near(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9

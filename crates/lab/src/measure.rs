@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use headway_load::{LatencyStats, Report, TargetReport};
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::CpuUse;
+use crate::cpu::{CpuUse, HostCpu};
 use crate::ideal::{Ideal, Service};
 
 /// The percentiles of the tables (those of Puma PR #3678): 10 % to 100 %.
@@ -129,6 +129,10 @@ pub struct Row {
     pub peak_rss_bytes: u64,
     /// CPU time of all the server's processes during the case (none when nothing was answered).
     pub cpu: Option<CpuUse>,
+    /// How the machine's cores spent the case: idle, and stolen by the hypervisor (all servers'
+    /// and the load generator's time is the rest). Absent in reports from before it was measured.
+    #[serde(default)]
+    pub host: Option<HostCpu>,
     pub worker_share: Option<WorkerShare>,
     /// hey's response-time histogram: (upper mark in seconds, count).
     pub histogram: Vec<(f64, u64)>,
@@ -203,6 +207,7 @@ impl Row {
             errors_by_kind: BTreeMap::new(),
             peak_rss_bytes: context.peak_rss_bytes,
             cpu: None,
+            host: None,
             worker_share: None,
             histogram: Vec::new(),
             queue_high_water: None,

@@ -242,6 +242,12 @@ fn throughput_rows_carry_the_cpu_per_request() {
             let per_request = figure(&format!("{part}_secs")) * 1e6 / requests as f64;
             assert!((figure(&format!("{part}_us_per_request")) - per_request).abs() < 1e-6, "{part}: {cpu}");
         }
+        // The machine's idle and stolen shares: some of its time went to the server and the
+        // load generator, so neither is the whole.
+        let host = &row["host"];
+        let (idle, steal) = (host["idle_share"].as_f64(), host["steal_share"].as_f64());
+        assert!(idle.is_some_and(|idle| (0.0..1.0).contains(&idle)), "{host}");
+        assert!(steal.is_some_and(|steal| (0.0..1.0).contains(&steal)), "{host}");
     }
     let tables = throughput["tables"].as_array().expect("tables");
     assert_eq!(tables.len(), 2, "a table per worker count");

@@ -20,7 +20,7 @@ use headway_load::{LoadConfig, Target};
 use serde::Serialize;
 
 use crate::chart::Chart;
-use crate::cpu::{CpuSample, CpuUse};
+use crate::cpu::{CpuSample, CpuUse, HostCpu, HostSample};
 use crate::ideal::{Capacity, Ideal, Service};
 use crate::measure::{CaseParams, Row, RowContext};
 use crate::pipeline::{self, PipelineSpec};
@@ -276,6 +276,7 @@ fn run_case(
     // resets its queue high-water mark for this case.
     let cpu_so_far = |stats: Option<&Snapshot>| CpuSample::of(server.pid(), &tree_of(server.pid()), stats);
     let cpu_before = cpu_so_far(runtime.block_on(server.stats())?.as_ref());
+    let host_before = HostSample::now();
     server.memory.take_peak();
     let context = |peak_rss_bytes| RowContext {
         scenario: scenario.name,
@@ -299,6 +300,7 @@ fn run_case(
             pipeline::row(context(server.memory.take_peak()), &outcome)
         }
     };
+    row.host = HostCpu::between(host_before, HostSample::now());
     let stats = runtime.block_on(server.stats())?;
     row.queue_high_water = stats.as_ref().map(|stats| stats.queue.high_water as u64);
     row.cpu = CpuUse::between(&cpu_before, &cpu_so_far(stats.as_ref()), row.requests);

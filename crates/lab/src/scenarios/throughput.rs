@@ -18,12 +18,15 @@
 //! ceiling: cores / the server's CPU per request, the requests/s it would reach with every core
 //! to itself at the cost it measured. A server stays below it when it shares the cores (the load
 //! generator runs on the same machine) or waits on something other than the CPU (one event loop,
-//! a GIL, a lock): the "cores used" column tells which.
+//! a GIL, a lock): the "cores used" column tells which. The machine's idle and stolen shares tell
+//! the rest: with a closed loop, cores left idle mean one stage (a single-threaded one, say) held
+//! up the others, and steal means the hypervisor ran another guest, so the case measured a
+//! smaller machine.
 
 use std::time::Duration;
 
 use crate::chart::Chart;
-use crate::cpu::CpuUse;
+use crate::cpu::{CpuUse, HostCpu};
 use crate::ideal::{Ideal, Service};
 use crate::measure::{CaseParams, Row};
 use crate::scenarios::{distinct, plural, rows_where, Case, Group, LoadSpec, Scenario, Size, Work};
@@ -85,7 +88,7 @@ fn plan(size: Size, _cores: usize) -> Vec<Group> {
         .collect()
 }
 
-const HEADER: [&str; 15] = [
+const HEADER: [&str; 17] = [
     "server",
     "app",
     "path",
@@ -99,6 +102,8 @@ const HEADER: [&str; 15] = [
     "workers µs",
     "cores used",
     "ceiling/s",
+    "idle %",
+    "steal %",
     "errors",
     "MB",
 ];
@@ -123,6 +128,7 @@ fn table(rows: &[&Row], cores: usize) -> Table {
             let cpu = |us: fn(&CpuUse) -> f64| fixed(row.cpu.as_ref().map_or(f64::NAN, us), 1);
             let server_secs = row.cpu.as_ref().map_or(f64::NAN, |cpu| cpu.server_secs);
             let server_us = row.cpu.as_ref().map_or(f64::NAN, |cpu| cpu.server_us_per_request);
+            let host = |share: fn(&HostCpu) -> f64| fixed(row.host.as_ref().map_or(f64::NAN, share) * 100.0, 0);
             table.push(vec![
                 row.server.clone(),
                 row.app.clone(),
@@ -137,6 +143,8 @@ fn table(rows: &[&Row], cores: usize) -> Table {
                 cpu(|cpu| cpu.workers_us_per_request),
                 fixed(server_secs / row.elapsed_secs, 2),
                 fixed(cores as f64 * 1e6 / server_us, 0),
+                host(|host| host.idle_share),
+                host(|host| host.steal_share),
                 errors(row),
                 megabytes(row.peak_rss_bytes),
             ]);
@@ -166,6 +174,11 @@ fn table(rows: &[&Row], cores: usize) -> Table {
         .note(
             "ceiling/s = cores / CPU per request: the requests/s this server would reach with every core to itself \
              at the cost it measured; no ideal is known beforehand (it would need the app's CPU apart from any server)",
+        )
+        .note(
+            "idle % / steal % = the machine's core time (/proc/stat) that sat idle / that the hypervisor gave to \
+             another guest during the case; with 64 clients in a closed loop, idle cores mean a stage of the server \
+             or the load generator waited on another, and steal makes the case's machine smaller than it looks",
         )
 }
 
@@ -227,6 +240,7 @@ mod tests {
         row.requests = (rps * row.elapsed_secs) as u64;
         row.rps = rps;
         row.status_codes.insert(200, row.requests);
+        row.host = Some(HostCpu { idle_share: 0.13, steal_share: 0.02 });
         let per_request = |us: f64| us * row.requests as f64 / 1e6;
         row.cpu = Some(CpuUse {
             server_secs: per_request(server_us),
@@ -262,7 +276,7 @@ mod tests {
         // By path, then servers in the order they ran; p50/p99 unknown here.
         let first = ["headway", "Flask 3.1.3", "/hello", "50000", "10000", "0.25", "-", "-", "120.0", "40.0", "80.0"];
         assert_eq!(cells[0][..11], first);
-        assert_eq!(cells[0][11..], ["1.20", &ceiling(120.0), "0", "50"], "6 s of CPU in 5 s; 50 MB");
+        assert_eq!(cells[0][11..], ["1.20", &ceiling(120.0), "13", "2", "0", "50"], "6 s of CPU in 5 s; 50 MB");
         assert_eq!(cells[1][..6], ["granian", "Flask 3.1.3", "/hello", "200000", "40000", "1.00"]);
         assert_eq!(cells[2][..6], ["node", "demo.js", "/hello", "100000", "20000", "0.50"]);
         assert_eq!(
@@ -281,8 +295,9 @@ mod tests {
         let mut without = row("puma", "demo.ru (Rack)", "/fortunes", 0.0, 0.0, 0.0);
         without.cpu = None;
         without.requests = 0;
+        without.host = None;
         let cells = &tables(&[without])[0].rows[0];
-        assert_eq!(cells[8..13], ["-", "-", "-", "-", "-"]);
+        assert_eq!(cells[8..15], ["-", "-", "-", "-", "-", "-", "-"]);
     }
 
     #[test]
