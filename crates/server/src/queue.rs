@@ -14,6 +14,10 @@
 //! - The deadline: a request not started within the queue timeout gets 503, rather than being
 //!   left to a router's timeout. A slot never starts an expired request, and once the service
 //!   time shows that the newest requests cannot start by their deadline, they get their 503 then.
+//!   One task of the queue's own keeps the deadlines ([`keep_deadlines`]), not a timer per
+//!   request: the requests wait in the order of their deadlines, so only the oldest one's needs
+//!   watching, and setting and clearing a timer for every request was a measurable part of the
+//!   front's time a request.
 //! - The client leaves: dropping the [`Wait`] withdraws the request, which then never runs.
 //! - A slot starts it: from then on the wait is for the worker's answer.
 //!
@@ -66,7 +70,9 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use headway_common::stats::{QueueSnapshot, WaitPercentiles};
+use std::sync::Weak;
 use tokio::sync::oneshot;
+
 use tokio::time::{sleep_until, Instant};
 
 use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};
@@ -167,15 +173,17 @@ struct IdleSlot {
 
 impl Queue {
     /// A queue with controlled delay on and the other settings by default.
-    pub fn new(max_len: usize, timeout: Duration, slots: usize) -> Self {
+    pub fn new(max_len: usize, timeout: Duration, slots: usize) -> Arc<Self> {
         Queue::with_settings(QueueSettings::new(max_len, timeout), slots)
     }
 
-    pub fn with_settings(settings: QueueSettings, slots: usize) -> Self {
+    /// A queue, with the task that keeps its deadlines running on the current Tokio runtime
+    /// until the queue is dropped.
+    pub fn with_settings(settings: QueueSettings, slots: usize) -> Arc<Self> {
         let QueueSettings { max_len, timeout, target, interval, service_hint } = settings;
         let waits =
             Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
-        Queue {
+        let queue = Arc::new(Queue {
             max_len,
             timeout,
             slots: slots.max(1),
@@ -193,7 +201,9 @@ impl Queue {
                 withdrawn: 0,
                 abandoned_running: 0,
             }),
-        }
+        });
+        tokio::spawn(keep_deadlines(Arc::downgrade(&queue)));
+        queue
     }
 
     /// Admits a request that is complete now (head and body read) and returns its wait: handed
@@ -201,12 +211,11 @@ impl Queue {
     pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>) -> Wait {
         let (job, outcome) = Job::new(request);
         let ticket = job.ticket;
-        let deadline = job.complete_at + self.timeout;
         let stage = match self.push(job) {
             Ok(()) => Stage::Queued,
             Err(refused) => Stage::Refused(refused),
         };
-        Wait { queue: self.clone(), ticket, deadline, outcome, stage }
+        Wait { queue: self.clone(), ticket, outcome, stage }
     }
 
     fn push(&self, job: Job) -> Result<(), Refused> {
@@ -259,22 +268,35 @@ impl Queue {
         retry_after_secs(state.waiting.len(), self.slots, state.service.estimate(self.slots), self.timeout)
     }
 
-    /// Takes a request out of the queue if it has not started: its deadline passed, or its
-    /// client left. Returns whether it was still waiting (if not, it is running or answered).
-    fn withdraw(&self, ticket: Ticket, why: Withdrawal) -> bool {
+    /// Takes a request whose client left out of the queue if it has not started; if it has, it
+    /// counts as abandoned while running.
+    fn withdraw(&self, ticket: Ticket) {
         let mut state = self.lock();
-        let Some(index) = state.waiting.iter().position(|job| job.ticket == ticket) else {
-            if why == Withdrawal::ClientGone {
-                state.abandoned_running += 1;
+        match state.waiting.iter().position(|job| job.ticket == ticket) {
+            Some(index) => {
+                state.waiting.remove(index);
+                state.withdrawn += 1;
             }
-            return false;
-        };
-        state.waiting.remove(index);
-        match why {
-            Withdrawal::ClientGone => state.withdrawn += 1,
-            Withdrawal::TimedOut => state.shed_timeout += 1,
+            None => state.abandoned_running += 1,
         }
-        true
+    }
+
+    /// Answers 503 to the waiting requests whose deadline has come, and returns when the next
+    /// one's will: the oldest's, or a whole timeout from now if none waits (a request that
+    /// arrives later has a later deadline).
+    fn shed_expired(&self, now: Instant) -> Instant {
+        let mut state = self.lock();
+        while let Some(oldest) = state.waiting.front() {
+            let deadline = oldest.complete_at + self.timeout;
+            if deadline > now {
+                return deadline;
+            }
+            if let Some(job) = state.waiting.pop_front() {
+                state.shed_timeout += 1;
+                job.answer(Outcome::Failed(Failure::QueueTimeout));
+            }
+        }
+        now + self.timeout
     }
 
     /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
@@ -445,13 +467,15 @@ impl State {
     }
 }
 
-/// Why a request leaves the queue before a slot starts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Withdrawal {
-    /// The client went away.
-    ClientGone,
-    /// The wait deadline passed; the request is shed with 503.
-    TimedOut,
+/// Sheds requests at their deadline, for as long as the queue exists. Requests join at the
+/// back in the order they became complete, so the oldest one's deadline is the next to come.
+async fn keep_deadlines(queue: Weak<Queue>) {
+    let mut next = Instant::now();
+    loop {
+        sleep_until(next).await;
+        let Some(queue) = queue.upgrade() else { return };
+        next = queue.shed_expired(Instant::now());
+    }
 }
 
 /// One request's wait, from the moment it is complete to its outcome. Its connection holds it
@@ -460,8 +484,6 @@ enum Withdrawal {
 pub struct Wait {
     queue: Arc<Queue>,
     ticket: Ticket,
-    /// When the request is shed if no slot has started it.
-    deadline: Instant,
     outcome: oneshot::Receiver<Outcome>,
     stage: Stage,
 }
@@ -469,10 +491,9 @@ pub struct Wait {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Refused(Refused),
-    /// In the queue, or possibly already started by a slot.
+    /// In the queue, or already started by a slot; the queue answers it 503 at its deadline
+    /// if no slot has started it.
     Queued,
-    /// Past its deadline but started in time: only the worker's answer is awaited now.
-    Started,
     /// The outcome was delivered.
     Over,
 }
@@ -482,27 +503,13 @@ impl Wait {
     /// the door or not started by the deadline. Cancel-safe: the connection calls it again
     /// after reading ahead on the client connection.
     pub async fn outcome(&mut self) -> Outcome {
-        loop {
-            match self.stage {
-                Stage::Refused(refused) => return self.deliver(Ok(Outcome::Failed(refused.failure()))),
-                Stage::Queued => {
-                    tokio::select! {
-                        biased;
-                        result = &mut self.outcome => return self.deliver(result),
-                        () = sleep_until(self.deadline) => {
-                            if self.queue.withdraw(self.ticket, Withdrawal::TimedOut) {
-                                return self.deliver(Ok(Outcome::Failed(Failure::QueueTimeout)));
-                            }
-                            self.stage = Stage::Started; // it started just in time
-                        }
-                    }
-                }
-                Stage::Started => {
-                    let result = (&mut self.outcome).await;
-                    return self.deliver(result);
-                }
-                Stage::Over => return std::future::pending().await,
+        match self.stage {
+            Stage::Refused(refused) => self.deliver(Ok(Outcome::Failed(refused.failure()))),
+            Stage::Queued => {
+                let result = (&mut self.outcome).await;
+                self.deliver(result)
             }
+            Stage::Over => std::future::pending().await,
         }
     }
 
@@ -515,8 +522,8 @@ impl Wait {
 
 impl Drop for Wait {
     fn drop(&mut self) {
-        if matches!(self.stage, Stage::Queued | Stage::Started) {
-            self.queue.withdraw(self.ticket, Withdrawal::ClientGone);
+        if self.stage == Stage::Queued {
+            self.queue.withdraw(self.ticket);
         }
     }
 }
@@ -577,7 +584,7 @@ mod tests {
     }
 
     fn queue(max_len: usize, timeout: Duration, slots: usize) -> Arc<Queue> {
-        Arc::new(Queue::new(max_len, timeout, slots))
+        Queue::new(max_len, timeout, slots)
     }
 
     #[tokio::test]
@@ -687,6 +694,27 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn each_waiting_request_is_shed_at_its_own_deadline_oldest_first() {
+        let queue = queue(10, Duration::from_secs(2), 1);
+        let started = Instant::now();
+        let mut a = queue.enqueue(request("/a"));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut b = queue.enqueue(request("/b"));
+        assert!(matches!(a.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(queue.depth(), 1, "/b has a second left");
+        assert!(matches!(b.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        // A request that arrives into an empty queue long after is still shed on time.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let arrived = Instant::now();
+        let mut c = queue.enqueue(request("/c"));
+        assert!(matches!(c.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
+        assert_eq!(arrived.elapsed(), Duration::from_secs(2));
+        assert_eq!(queue.snapshot(Reader::Json).shed_queue_timeout, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_request_started_in_time_outlives_its_deadline() {
         let queue = queue(10, Duration::from_secs(2), 1);
         let busy = Arc::new(Tally::default());
@@ -738,7 +766,7 @@ mod tests {
         let hinted = |hint| {
             let settings =
                 QueueSettings { service_hint: Some(hint), ..QueueSettings::new(100, Duration::from_millis(350)) };
-            Arc::new(Queue::with_settings(settings, 1))
+            Queue::with_settings(settings, 1)
         };
         let queue = hinted(Duration::from_millis(100));
         let busy = Arc::new(Tally::default());

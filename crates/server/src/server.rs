@@ -76,7 +76,7 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
 
     let stats = Arc::new(Stats::default());
     let slots = config.supervisor.workers * config.supervisor.threads;
-    let queue = Arc::new(Queue::with_settings(config.queue.clone(), slots));
+    let queue = Queue::with_settings(config.queue.clone(), slots);
     let threads = config.supervisor.threads;
     let readiness = Arc::new(Readiness::default());
     // Health checks are answered from the start: "starting" is not "dead".

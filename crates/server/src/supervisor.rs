@@ -453,7 +453,7 @@ while True:
             preload: None,
             takes_websockets: TakesWebSockets::new(true),
         };
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
+        let queue = Queue::new(10, Duration::from_secs(30), 1);
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });
         (Supervisor::start(config, queue.clone(), slots).await.expect("the worker starts"), queue, dir)
     }

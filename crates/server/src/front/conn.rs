@@ -15,12 +15,14 @@
 //! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
 //! connection carries the socket until it closes ([`super::websocket`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use http::Version;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::time::Instant;
+use tokio::time::{sleep_until, Instant, Sleep};
 use tracing::{debug, warn};
 
 use super::forward::worker_request;
@@ -67,6 +69,15 @@ pub struct Connection<S> {
     pub(super) accepted_at: Instant,
     /// Requests read so far.
     pub(super) requests: u64,
+    /// Ends the wait for a request: the first one's header timeout, then the keep-alive timeout.
+    /// One timer for the connection's life, moved on for each request (a registered timer moves
+    /// later with one atomic write; a new one per request went in and out of the runtime's
+    /// timer wheel every time).
+    pub(super) idle_timer: Pin<Box<Sleep>>,
+    /// Resolves once the server is stopping, which ends an idle keep-alive wait. Made once for
+    /// the connection (registered with the shutdown signal at its first poll and staying so),
+    /// not per request; the connection ends the first time it resolves, and never polls it again.
+    pub(super) stopping: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// Counts the connection as open, from its accept (so that a shutdown waits for one accepted
     /// and not yet running) until it closes or becomes a WebSocket.
     open: Option<Gauge>,
@@ -94,7 +105,13 @@ impl ClientStream for tokio::net::UnixStream {
 impl<S: ClientStream> Connection<S> {
     pub fn new(io: S, peer: Peer, front: Arc<Front>) -> Self {
         let open = Some(front.stats.connection_opened());
-        Connection { io, peer, buf: BytesMut::new(), front, accepted_at: Instant::now(), requests: 0, open }
+        let accepted_at = Instant::now();
+        let idle_timer = Box::pin(sleep_until(accepted_at + front.settings.header_timeout));
+        let mut shutdown = front.shutdown.clone();
+        let stopping = Box::pin(async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+        });
+        Connection { io, peer, buf: BytesMut::new(), front, accepted_at, requests: 0, idle_timer, stopping, open }
     }
 
     /// Serves the connection until it ends. `proxy_header`: it must open with a PROXY protocol

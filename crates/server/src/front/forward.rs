@@ -15,7 +15,7 @@ use http::{Method, Version};
 
 use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
 use crate::http1::request::RequestHead;
-use crate::http1::strip_hop_by_hop;
+use crate::http1::{remove_fields, strip_hop_by_hop};
 use crate::job::{Client, RequestBody};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
@@ -29,8 +29,7 @@ pub fn worker_request(
 ) -> http::Request<RequestBody> {
     let RequestHead { method, target, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
-    headers.remove(header::EXPECT);
-    headers.remove(header::CONTENT_LENGTH);
+    remove_fields(&mut headers, &[header::EXPECT, header::CONTENT_LENGTH]);
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }

@@ -21,13 +21,17 @@ use std::net::IpAddr;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
+use crate::http1::remove_fields;
 use crate::job::Client;
 
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
-static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+/// The fields that say who the client is and how it came, dropped when an untrusted peer sends them.
+const FORWARDING_FIELDS: [HeaderName; 5] =
+    [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, X_FORWARDED_PORT, FORWARDED];
 
 /// `--forwarded-allow-ips`: the peers whose forwarding headers are believed.
 #[derive(Clone, PartialEq, Eq)]
@@ -104,9 +108,7 @@ impl Peer {
 /// comment.
 pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
     if !peer.trusted {
-        for name in [&X_FORWARDED_FOR, &X_FORWARDED_PROTO, &X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
-            headers.remove(name);
-        }
+        remove_fields(headers, &FORWARDING_FIELDS);
     }
     if let Some(ip) = &peer.text {
         let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
@@ -136,15 +138,18 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
 /// A chain of trusted proxies only: its first entry. `None` when nothing names a client (a
 /// local router that sent no `X-Forwarded-For`).
 pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client> {
-    let chain = headers.get_all(&X_FORWARDED_FOR).iter().filter_map(|value| value.to_str().ok());
-    let entries: Vec<(&str, Option<IpAddr>)> = chain
-        .flat_map(|value| value.split(','))
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-        .map(|entry| (entry, ip_of(entry)))
-        .collect();
-    let is_proxy = |ip: &Option<IpAddr>| ip.is_some_and(|ip| trusted.trusts(ip));
-    let (entry, ip) = entries.iter().rev().find(|(_, ip)| !is_proxy(ip)).or(entries.first())?;
+    let chain = headers.get_all(&X_FORWARDED_FOR).iter().rev().filter_map(|value| value.to_str().ok());
+    let mut from_us = chain.flat_map(|value| value.rsplit(',')).map(str::trim).filter(|entry| !entry.is_empty());
+    // Walked lazily from our end (a request's chain is mostly our own peer alone), keeping the
+    // last entry seen: the first of the chain, if every entry is a trusted proxy.
+    let mut first = None;
+    let (entry, ip) = from_us
+        .find_map(|entry| {
+            let ip = ip_of(entry);
+            first = Some((entry, ip));
+            (!ip.is_some_and(|ip| trusted.trusts(ip))).then_some((entry, ip))
+        })
+        .or(first)?;
     let canonical = match ip {
         // A dotted quad that parsed is written as the standard library would write it.
         Some(IpAddr::V4(_)) if !entry.contains(':') => None,

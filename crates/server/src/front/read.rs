@@ -9,7 +9,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
-use tokio::time::{sleep_until, timeout, timeout_at, Instant};
+use tokio::time::{timeout, timeout_at, Instant};
 
 use super::conn::{ClientStream, Connection, End, READ_CHUNK};
 use crate::http1::chunked::ChunkedDecoder;
@@ -35,9 +35,10 @@ impl<S: ClientStream> Connection<S> {
             // next request's first bytes.
             self.buf = BytesMut::new();
             let idle_until = if first { first_deadline } else { Instant::now() + settings.keep_alive_timeout };
+            self.idle_timer.as_mut().reset(idle_until);
             let _idle = self.front.stats.connection_idle();
-            let mut shutdown = self.front.shutdown.clone();
             let (io, buf) = (&mut self.io, &mut self.buf);
+            let (idle_timer, stopping) = (self.idle_timer.as_mut(), self.stopping.as_mut());
             let next_bytes = async {
                 io.readable().await?;
                 buf.reserve(READ_CHUNK);
@@ -45,8 +46,8 @@ impl<S: ClientStream> Connection<S> {
             };
             tokio::select! {
                 read = next_bytes => if read? == 0 { return Ok(None) },
-                () = sleep_until(idle_until) => return Ok(None),
-                _ = shutdown.wait_for(|stopping| *stopping), if !first => return Ok(None),
+                () = idle_timer => return Ok(None),
+                () = stopping, if !first => return Ok(None),
             }
         }
         let deadline = if first { first_deadline } else { Instant::now() + settings.header_timeout };

@@ -102,7 +102,7 @@ impl Harness {
             },
         };
         change(&mut settings);
-        let queue = Arc::new(Queue::new(100, Duration::from_secs(30), 1));
+        let queue = Queue::new(100, Duration::from_secs(30), 1);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let front = Arc::new(Front {
             settings,
@@ -270,13 +270,15 @@ async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
     for _ in 0..20 {
         harness.queue.record_service(Duration::from_millis(2500));
     }
-    let request = || http::Request::new(RequestBody::Memory(Bytes::new()));
-    let _ahead: Vec<_> = (0..4).map(|_| harness.queue.enqueue(request())).collect();
     let mut client = harness.connect();
     client.write_all(b"GET /late HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(harness.queue.depth(), 1, "/late is queued");
+    let request = || http::Request::new(RequestBody::Memory(Bytes::new()));
+    let _behind: Vec<_> = (0..4).map(|_| harness.queue.enqueue(request())).collect();
     let responses = read_responses(&mut client, 1).await;
-    // Shed at its 30 s deadline behind four that never started: a newcomer would wait five
-    // services of 2.5 s for the one slot.
+    // Shed at its 30 s deadline with four waiting behind it that no slot started: a newcomer
+    // would wait five services of 2.5 s for the one slot.
     let head = &responses[0].0;
     assert!(head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{head}");
     assert!(head.contains("\r\nretry-after: 13\r\n"), "{head}");

@@ -54,8 +54,20 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> = comma_tokens(headers, &header::CONNECTION)
         .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
         .collect();
-    for name in HOP_BY_HOP.iter().chain(listed.iter()) {
+    for name in &listed {
         headers.remove(name);
+    }
+    remove_fields(headers, &HOP_BY_HOP);
+}
+
+/// Removes every field named in `names`. A message has a handful of fields and most often none
+/// of these: one look at each field's name costs less than a removal attempt (a hash and a
+/// probe) for each of the names, which was a measurable share of the front's time a request.
+pub fn remove_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
+    if headers.keys().any(|name| names.contains(name)) {
+        for name in names {
+            headers.remove(name);
+        }
     }
 }
 
@@ -93,6 +105,28 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key(header::CONTENT_TYPE));
+
+        // Only a `Connection` field: what it names goes too.
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("x-secret"));
+        headers.append("x-secret", HeaderValue::from_static("1"));
+        headers.append("x-secret", HeaderValue::from_static("2"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.keys().collect::<Vec<_>>(), [header::ACCEPT]);
+    }
+
+    #[test]
+    fn removes_every_value_of_the_fields_named_and_nothing_else() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        headers.append(header::EXPECT, HeaderValue::from_static("100-continue"));
+        headers.append(header::EXPECT, HeaderValue::from_static("100-continue"));
+        let untouched = headers.clone();
+        remove_fields(&mut headers, &[header::CONTENT_LENGTH]);
+        assert_eq!(headers, untouched);
+        remove_fields(&mut headers, &[header::CONTENT_LENGTH, header::EXPECT]);
+        assert_eq!(headers.keys().collect::<Vec<_>>(), [header::ACCEPT]);
     }
 
     #[test]

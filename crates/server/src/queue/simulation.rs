@@ -106,7 +106,7 @@ async fn burst(queue: &Arc<Queue>, count: usize) -> Vec<Fate> {
 
 fn simulated(target: Target, timeout: Duration) -> Arc<Queue> {
     let settings = QueueSettings { target, ..QueueSettings::new(1024, timeout) };
-    Arc::new(Queue::with_settings(settings, SLOTS))
+    Queue::with_settings(settings, SLOTS)
 }
 
 /// `per_sec` requests per second for 10 s (the slots serve 80 per second), against a 2 s deadline.

@@ -18,6 +18,7 @@ mod tests;
 mod upgrade;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{oneshot, watch};
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use hop::ClientGoneSignal;
@@ -105,6 +106,14 @@ impl Slot {
     /// generation `generation`.
     async fn serve(&self, link: &mut Link, generation: u64, phase: &mut watch::Receiver<Phase>) -> Ended {
         let busy = &self.worker.busy;
+        // The request timeout's timer, one for the link and moved on for each request: moving
+        // a registered timer later is one atomic write, where a timer per request was set up
+        // in the runtime's timer wheel and taken out again every time.
+        let mut silence = Box::pin(tokio::time::sleep(self.settings.request_timeout));
+        // The same for the worker's phase: one wait for it to leave this generation, made for
+        // the link and polled between jobs, not one registered with the phase's channel per job.
+        let mut watched = phase.clone();
+        let mut leaves = std::pin::pin!(leaves_generation(&mut watched, generation));
         loop {
             let mut next = self.queue.next_job(busy);
             let closed = async {
@@ -118,7 +127,7 @@ impl Slot {
             // about to stop.
             let job = tokio::select! {
                 biased;
-                () = leaves_generation(phase, generation) => None,
+                () = leaves.as_mut() => None,
                 () = closed => None,
                 job = next.recv() => Some(job),
             };
@@ -133,11 +142,12 @@ impl Slot {
                     true
                 }
                 Link::Http(connection) => {
-                    self.forward(job, None, |request| connection.exchange(&self.worker.socket, request)).await
+                    let socket = &self.worker.socket;
+                    self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
                 }
                 Link::Hop(line) => {
                     let client_gone = line.client_gone_signal();
-                    self.forward(job, Some(&client_gone), |request| line.exchange(request)).await
+                    self.forward(job, Some(&client_gone), silence.as_mut(), |request| line.exchange(request)).await
                 }
             };
             busy.down();
@@ -154,13 +164,15 @@ impl Slot {
     }
 
     /// Runs one job through `exchange` (which sends the request and waits for the response
-    /// head). Returns whether the link can carry another request. If the client leaves before
-    /// the response ends, `client_gone` (when the link has one) tells the worker, whose app may
-    /// be waiting to hear it (ASGI's `http.disconnect`); the exchange still runs to its end.
+    /// head), failing it with 504 if `silence` (reset here) fires first. Returns whether the link
+    /// can carry another request. If the client leaves before the response ends, `client_gone`
+    /// (when the link has one) tells the worker, whose app may be waiting to hear it (ASGI's
+    /// `http.disconnect`); the exchange still runs to its end.
     async fn forward<B, F>(
         &self,
         job: Job,
         client_gone: Option<&ClientGoneSignal>,
+        mut silence: Pin<&mut Sleep>,
         exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F,
     ) -> bool
     where
@@ -173,12 +185,14 @@ impl Slot {
         }
         let started = Instant::now();
         let timeout = self.settings.request_timeout;
-        let exchanged = tokio::time::timeout(timeout, exchange(request));
+        silence.as_mut().reset(started + timeout);
+        let exchanged = exchange(request);
         tokio::pin!(exchanged);
         let mut told = client_gone.is_none();
         let exchanged = loop {
             tokio::select! {
-                exchanged = &mut exchanged => break exchanged,
+                exchanged = &mut exchanged => break Some(exchanged),
+                () = silence.as_mut() => break None,
                 () = reply.closed(), if !told => {
                     told = true;
                     client_gone.inspect(|signal| signal.send());
@@ -186,14 +200,14 @@ impl Slot {
             }
         };
         let (head, body) = match exchanged {
-            Ok(Ok(response)) => response,
-            Ok(Err(err)) => {
+            Some(Ok(response)) => response,
+            Some(Err(err)) => {
                 warn!(worker = self.worker.index, "request failed: {err}");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
                 self.replace_if_broken(&err);
                 return false;
             }
-            Err(_) => {
+            None => {
                 warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
                 self.worker.report_hung();

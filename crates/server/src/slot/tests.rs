@@ -27,7 +27,7 @@ impl FakeWorker {
     ) -> FakeWorker {
         let worker = Arc::new(Worker::new(1, socket, transport));
         worker.set_phase(Phase::Ready { generation: 1 });
-        let queue = Arc::new(Queue::new(10, Duration::from_secs(30), 1));
+        let queue = Queue::new(10, Duration::from_secs(30), 1);
         let settings = Arc::new(SlotSettings { request_timeout, response_buffer: 64 * 1024 });
         tokio::spawn(Slot { worker: worker.clone(), index: 0, queue: queue.clone(), settings }.run());
         FakeWorker { worker, queue, _dir: dir }
