@@ -65,14 +65,12 @@ mod service;
 mod simulation;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use headway_common::stats::{QueueSnapshot, WaitPercentiles};
-use std::sync::Weak;
 use tokio::sync::oneshot;
-
 use tokio::time::{sleep_until, Instant};
 
 use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};

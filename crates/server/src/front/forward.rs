@@ -62,10 +62,8 @@ fn request_start() -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::front::forwarded::{X_FORWARDED_FOR, X_FORWARDED_PROTO};
     use crate::http1::request::{parse_head, Limits};
-
-    static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-    static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
     use bytes::Bytes;
 
     fn trusted() -> TrustedProxies {

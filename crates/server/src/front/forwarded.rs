@@ -24,8 +24,8 @@ use ipnet::IpNet;
 use crate::http1::remove_fields;
 use crate::job::Client;
 
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
@@ -119,7 +119,7 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
             HeaderValue::from_bytes(&chain.join(&b", "[..]))
         };
         if let Ok(value) = value {
-            headers.insert(X_FORWARDED_FOR.clone(), value);
+            headers.insert(X_FORWARDED_FOR, value);
         }
     }
     if !headers.contains_key(&X_FORWARDED_PROTO) {
@@ -127,7 +127,7 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
         // `X-Forwarded-Proto`.
         let ours = HeaderValue::from_static(if peer.tls { "https" } else { "http" });
         let proto = forwarded_proto(headers).unwrap_or(ours);
-        headers.insert(X_FORWARDED_PROTO.clone(), proto);
+        headers.insert(X_FORWARDED_PROTO, proto);
     }
 }
 

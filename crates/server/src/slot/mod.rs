@@ -77,7 +77,7 @@ impl Slot {
             };
             match link {
                 Ok(mut link) => {
-                    if self.serve(&mut link, generation, &mut phase).await == Ended::Broken {
+                    if self.serve(&mut link, generation, &phase).await == Ended::Broken {
                         match link {
                             // Its rings hold what a broken exchange left: only the next
                             // process's region can be trusted.
@@ -104,7 +104,7 @@ impl Slot {
 
     /// Runs jobs on `link` until it closes, a request on it fails, or the worker leaves
     /// generation `generation`.
-    async fn serve(&self, link: &mut Link, generation: u64, phase: &mut watch::Receiver<Phase>) -> Ended {
+    async fn serve(&self, link: &mut Link, generation: u64, phase: &watch::Receiver<Phase>) -> Ended {
         let busy = &self.worker.busy;
         // The request timeout's timer, one for the link and moved on for each request: moving
         // a registered timer later is one atomic write, where a timer per request was set up
