@@ -199,6 +199,16 @@ def wait_until(predicate, timeout=30, interval=0.02, message="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
+def ready_pids(server, workers):
+    """The pids of the server's workers, in their order, once all `workers` are ready."""
+
+    def pids():
+        found = [w["pid"] for w in server.stats()["workers"] if w["state"] == "ready"]
+        return found if len(found) == workers else None
+
+    return wait_until(pids, message=f"{workers} ready workers")
+
+
 def parallel_gets(server, paths):
     """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
     results = [None] * len(paths)

@@ -7,7 +7,7 @@ import shutil
 import signal
 import subprocess
 
-from conftest import APPS, REPO, headway_binary, wait_until
+from conftest import APPS, REPO, headway_binary, ready_pids, wait_until
 
 MB = 1000 * 1000
 
@@ -28,14 +28,6 @@ def memory(pid, field):
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no {field} for {pid}")
-
-
-def ready_pids(server, workers):
-    def pids():
-        found = [w["pid"] for w in server.stats()["workers"] if w["state"] == "ready"]
-        return found if len(found) == workers else None
-
-    return wait_until(pids, message=f"{workers} ready workers")
 
 
 def test_the_app_is_imported_once_and_its_pages_are_shared(serve, tmp_path):

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use headway_common::python::{find_python, PYTHON_ENV};
 
+use crate::affinity::{CpuAffinity, WorkerCpus};
 use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
 use crate::front::websocket::WebSocketSettings;
@@ -54,6 +55,13 @@ pub struct ServeArgs {
     /// (not its workers) nears one core of CPU
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub front_threads: usize,
+
+    /// Which CPU each worker process runs on. auto: the bundled worker's processes are pinned
+    /// one to a CPU when there are at least as many workers as CPUs (its threads then wait for
+    /// the GIL where they will run, and its data stays in one cache); pin: any worker, always;
+    /// off: the kernel places them
+    #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
+    pub cpu_affinity: CpuAffinity,
 
     /// Address to listen on: HOST:PORT, [IPv6]:PORT or unix:PATH; repeat for several
     /// [default: 127.0.0.1:8000, or 0.0.0.0:$PORT when PORT is set]
@@ -360,6 +368,8 @@ impl Config {
             Some(cmd) => Launch::Command(cmd),
             None => Launch::Python { python: worker_python(args.python)?, app: args.app, interface: args.interface },
         };
+        let bundled = matches!(launch, Launch::Python { .. });
+        let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
         let mut binds = Vec::new();
         for text in default_binds(args.bind, std::env::var("PORT").ok()) {
             binds.extend(Bind::parse_all(&text).map_err(|err| anyhow::anyhow!("--bind {err}"))?);
@@ -413,6 +423,7 @@ impl Config {
                 },
                 preload,
                 takes_websockets: takes_websockets.clone(),
+                cpus,
             },
             front: FrontSettings {
                 limits: Limits { max_head: args.max_header_size as usize, max_body: args.max_body },

@@ -9,6 +9,7 @@
 //! counts what happens and [`control`] shows it.
 
 pub mod access_log;
+pub mod affinity;
 pub mod agent_check;
 pub mod config;
 mod config_layers;

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
+use crate::affinity::{self, WorkerCpus};
 use crate::queue::Queue;
 use crate::recycle::{self, Cause, RecyclePolicy, Turns};
 use crate::slot::{HopLink, Slot, SlotSettings};
@@ -59,6 +60,8 @@ pub struct SupervisorConfig {
     pub preload: Option<ZygoteConfig>,
     /// Set as each bundled worker says when it is ready.
     pub takes_websockets: TakesWebSockets,
+    /// `--cpu-affinity`: the CPU of each worker, if they are pinned.
+    pub cpus: Option<WorkerCpus>,
 }
 
 pub struct Supervisor {
@@ -95,6 +98,9 @@ impl Supervisor {
             None => None,
         };
         let config = Arc::new(config);
+        if let Some(cpus) = &config.cpus {
+            info!("worker processes pinned one to a CPU, in turn over CPUs {} (--cpu-affinity)", cpus.describe());
+        }
 
         let mut boots = JoinSet::new();
         for worker in &workers {
@@ -191,6 +197,10 @@ async fn start_process(
     generation: u64,
 ) -> Result<Process, worker::BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
+    let cpu = config.cpus.as_ref().map(|cpus| cpus.of(worker.index));
+    if let Some(cpu) = cpu {
+        affinity::pin_child(&mut command, cpu);
+    }
     // A socket file left by a previous process would make some servers refuse to bind (a hop
     // worker listens there too, for WebSocket handshakes).
     let _ = std::fs::remove_file(&worker.socket);
@@ -210,7 +220,7 @@ async fn start_process(
                 Some(preloaded) => {
                     let forked = preloaded
                         .current()
-                        .fork(worker.index, &worker.socket, doorbell.get_ref())
+                        .fork(worker.index, &worker.socket, cpu, doorbell.get_ref())
                         .await
                         .map_err(worker::BootError::Spawn)?;
                     worker::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
@@ -452,6 +462,7 @@ while True:
             recycle,
             preload: None,
             takes_websockets: TakesWebSockets::new(true),
+            cpus: None,
         };
         let queue = Queue::new(10, Duration::from_secs(30), 1);
         let slots = Arc::new(SlotSettings { request_timeout: Duration::from_secs(30), response_buffer: 64 * 1024 });

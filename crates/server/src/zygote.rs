@@ -98,10 +98,18 @@ impl Zygote {
         Ok(Arc::new(Zygote { channel: Mutex::new(front), child }))
     }
 
-    /// Has the zygote fork worker `index` with `end`'s region and bells; returns the worker.
-    pub async fn fork(self: &Arc<Self>, index: usize, socket: &Path, end: &FrontEnd) -> io::Result<Forked> {
+    /// Has the zygote fork worker `index` with `end`'s region and bells, pinned to `cpu` if
+    /// given; returns the worker.
+    pub async fn fork(
+        self: &Arc<Self>,
+        index: usize,
+        socket: &Path,
+        cpu: Option<usize>,
+        end: &FrontEnd,
+    ) -> io::Result<Forked> {
         let fds = end.clone_descriptors()?;
-        let message = format!("{index}\0{}", socket.display());
+        let cpu = cpu.map_or(String::new(), |cpu| cpu.to_string());
+        let message = format!("{index}\0{}\0{cpu}", socket.display());
         let zygote = self.clone();
         let answer = tokio::task::spawn_blocking(move || {
             let channel = zygote.channel.lock().unwrap_or_else(|p| p.into_inner());

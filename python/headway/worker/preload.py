@@ -5,10 +5,10 @@
 Imports APP once, freezes what the import made (`gc.freeze()`, so the collector of a worker
 never writes to those objects and their pages stay shared), says "ready" to the front on the
 socket named by $HEADWAY_ZYGOTE, then forks a worker each time the front asks: the request is
-the worker's number and socket path, with the descriptors of its shared memory (SCM_RIGHTS);
-the answer is the child's pid. The child serves exactly as `python -m headway.worker` would.
-Why the front asks for each worker rather than this process forking them all: see
-crates/server/src/zygote.rs.
+the worker's number, socket path and CPU (empty when workers are not pinned), with the
+descriptors of its shared memory (SCM_RIGHTS); the answer is the child's pid. The child serves
+exactly as `python -m headway.worker` would. Why the front asks for each worker rather than this
+process forking them all: see crates/server/src/zygote.rs.
 
 Hooks (--hooks MODULE, both optional): `post_fork(worker)` runs in each worker right after the
 fork, before it serves (reopen what the import opened: database connections, sockets, threads
@@ -96,20 +96,22 @@ def main(argv=None):
             continue
         if not message:  # the front is gone
             return 0
-        index, _, socket_path = message.decode().partition("\0")
+        index, socket_path, cpu = message.decode().split("\0")
         pid = os.fork()
         if pid == 0:
             channel.close()
-            os._exit(_serve_child(app, hooks, args, int(index), socket_path, fds))
+            os._exit(_serve_child(app, hooks, args, int(index), socket_path, cpu, fds))
         for fd in fds:
             os.close(fd)
         channel.send(str(pid).encode())
 
 
-def _serve_child(app, hooks, args, index, socket_path, fds):
+def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
+        if cpu:  # --cpu-affinity: before any thread starts, so that they all inherit it
+            os.sched_setaffinity(0, {int(cpu)})
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
