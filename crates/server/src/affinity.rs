@@ -4,17 +4,20 @@
 //! front wakes them as it publishes requests. Left to the kernel, a woken thread is queued on the
 //! CPU it last ran on, often the busy one, and the other CPU, going idle a moment later, does
 //! not take it (the kernel leaves a task that ran within the last half millisecond where its
-//! cache is): on 2 cores with 2 workers, 3-8 % of the machine stayed idle under full load.
+//! cache is): on 2 cores with 2 workers, 4-7 % of the machine stayed idle under full load
+//! (3-5 % pinned: the front, which floats, can still be queued so).
 //! And each hand-over of the GIL to a thread on the other CPU moved the app's objects between
 //! the CPUs' caches. With each worker process on one CPU of its own, its threads queue where
 //! they will run and its data stays in one cache. The front is not pinned: it takes whichever
 //! CPU is free, as its work is short and on every request's path.
 //!
-//! Measured (2026-11-24, 2 cores, 2 workers; docs/benchmarks.md): Flask hello world +15 % in
-//! the lab's throughput runs and +25 % under `wrk`, the sqlite page +8 % and JSON +5 % under
-//! `wrk` and even in the lab, the workers' futex calls a request 2.1 -> 1.4 on the sqlite page.
-//! The one loss: the demo's bare hello world (20 µs of app a request), 5 % fewer requests/s,
-//! as a pinned worker then preempts the front on its CPU more often than it saves.
+//! Measured (2026-11-24, 2 cores, 2 workers x 5 slots, Flask; docs/benchmarks.md), pinned
+//! against not, interleaved: under `headway load -c 64`, the sqlite page 1.12x, JSON 1.02x and
+//! hello world 1.21x (medians of 4-6 pairs), the workers' futex calls a request on the sqlite
+//! page 2.1 -> 1.4; in the lab's throughput runs (3 each), hello world 1.21x, JSON 1.03x and
+//! the sqlite page 0.99x. The one loss: the demo's bare hello world (some 20 µs of app a
+//! request) under `wrk`, 5 % fewer requests/s and 15 % more CPU a request, as a pinned worker
+//! then preempts the front on its CPU more often than pinning saves.
 //!
 //! When. `auto` pins the bundled worker when the workers cover every CPU the server may use
 //! (at least as many workers as CPUs, and more than one CPU): a server sized to its machine or
