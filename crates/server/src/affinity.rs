@@ -1,4 +1,4 @@
-//! `--cpu-affinity`: which CPU each worker process may run on.
+//! `--cpu-affinity`: the CPU each worker process runs on, and how it shares it with the front.
 //!
 //! Why pin. A bundled worker runs its app on T threads that pass the GIL between them, and the
 //! front wakes them as it publishes requests. Left to the kernel, a woken thread is queued on the
@@ -11,13 +11,23 @@
 //! they will run and its data stays in one cache. The front is not pinned: it takes whichever
 //! CPU is free, as its work is short and on every request's path.
 //!
-//! Measured (2026-11-24, 2 cores, 2 workers x 5 slots, Flask; docs/benchmarks.md), pinned
-//! against not, interleaved: under `headway load -c 64`, the sqlite page 1.12x, JSON 1.02x and
-//! hello world 1.21x (medians of 4-6 pairs), the workers' futex calls a request on the sqlite
-//! page 2.1 -> 1.4; in the lab's throughput runs (3 each), hello world 1.21x, JSON 1.03x and
-//! the sqlite page 0.99x. The one loss: the demo's bare hello world (some 20 µs of app a
-//! request) under `wrk`, 5 % fewer requests/s and 15 % more CPU a request, as a pinned worker
-//! then preempts the front on its CPU more often than pinning saves.
+//! A pinned worker runs as `SCHED_BATCH`, which any process may ask for: the same share of the
+//! CPU, but a thread of it that wakes does not preempt the one running. The front shares a CPU
+//! with a pinned worker whenever it runs there, and with a light app (the demo's hello world)
+//! its threads, woken as the front published each request, kept preempting it, the one stage
+//! every request passes through; as `SCHED_BATCH` they run when the front sleeps or its turn
+//! ends. The cost: a woken worker thread on a CPU that another program keeps busy waits for
+//! that program's turn to end (a few milliseconds at most) rather than taking the CPU at once.
+//! What a worker starts (a subprocess of the app) inherits both its CPU and its policy.
+//!
+//! Measured (2026-11-24, 2 cores, 2 workers x 5 slots; docs/benchmarks.md). Pinned alone,
+//! against not: under `headway load -c 64` with Flask, the sqlite page 1.12x, JSON 1.02x and
+//! hello world 1.21x (medians of 4-6 interleaved pairs), the workers' futex calls a request on
+//! the sqlite page 2.1 -> 1.4; but the demo's bare hello world (some 20 µs of app a request)
+//! lost 5 % of its requests/s under `wrk`, with 15 % more CPU a request. Pinned and
+//! `SCHED_BATCH`: that hello world at 33.0-36.6k requests/s against 25.0-30.2k pinned alone and
+//! 23.7-26.9k not pinned (38-42 µs of CPU a request against 48-56), and 1.11x and 1.03x
+//! granian's in `bench/hello-throughput.sh` (0.78x with `off` between them).
 //!
 //! When. `auto` pins the bundled worker when the workers cover every CPU the server may use
 //! (at least as many workers as CPUs, and more than one CPU): a server sized to its machine or
@@ -78,15 +88,19 @@ impl WorkerCpus {
     }
 }
 
-/// Makes the process `command` starts, and every thread it makes, run on `cpu` only.
+/// Makes the process `command` starts, and every thread it makes, run on `cpu` only, as
+/// `SCHED_BATCH` (see the module's comment).
 pub fn pin_child(command: &mut Command, cpu: usize) {
-    // SAFETY: sched_setaffinity is async-signal-safe and changes only the child's own mask,
-    // between fork and exec; the set is built on the child's stack.
+    // SAFETY: sched_setaffinity and sched_setscheduler are async-signal-safe and change only
+    // the child's own settings, between fork and exec; their arguments live on its stack.
     unsafe {
         command.pre_exec(move || {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let batch = libc::sched_param { sched_priority: 0 };
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                || libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) != 0
+            {
                 return Err(io::Error::last_os_error());
             }
             Ok(())

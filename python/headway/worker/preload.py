@@ -110,8 +110,10 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
-        if cpu:  # --cpu-affinity: before any thread starts, so that they all inherit it
+        if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/affinity.rs);
+            # before any thread starts, so that they all inherit it
             os.sched_setaffinity(0, {int(cpu)})
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
