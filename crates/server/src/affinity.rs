@@ -89,7 +89,9 @@ impl WorkerCpus {
 }
 
 /// Makes the process `command` starts, and every thread it makes, run on `cpu` only, as
-/// `SCHED_BATCH` (see the module's comment).
+/// `SCHED_BATCH` (see the module's comment). Best effort: pinning is never a reason for a worker
+/// not to start, so a child whose kernel refuses either (a seccomp policy, a cpuset changed
+/// since) runs as the kernel places it.
 pub fn pin_child(command: &mut Command, cpu: usize) {
     // SAFETY: sched_setaffinity and sched_setscheduler are async-signal-safe and change only
     // the child's own settings, between fork and exec; their arguments live on its stack.
@@ -97,12 +99,8 @@ pub fn pin_child(command: &mut Command, cpu: usize) {
         command.pre_exec(move || {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            let batch = libc::sched_param { sched_priority: 0 };
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-                || libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &libc::sched_param { sched_priority: 0 });
             Ok(())
         });
     }

@@ -17,6 +17,7 @@ do not survive a fork usefully); `on_exit(worker)` runs in each worker as it sto
 """
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -110,10 +111,12 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
-        if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/affinity.rs);
-            # before any thread starts, so that they all inherit it
-            os.sched_setaffinity(0, {int(cpu)})
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/affinity.rs):
+            # before any thread starts, so that they all inherit it; best effort, as there
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {int(cpu)})
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
