@@ -112,7 +112,7 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
         if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/affinity.rs):
-            # before any thread starts, so that they all inherit it; best effort, as there
+            # before any thread starts, so that they all inherit it; best effort, as there too
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {int(cpu)})
             with contextlib.suppress(OSError):
