@@ -36,6 +36,26 @@ def test_quick_scenarios_give_tables_and_json():
     assert order and all(row["in_order"] for row in order), "pipelined answers come back in order"
 
 
+def test_rounds_show_each_rows_median_round_and_keep_every_round():
+    result = subprocess.run([headway_binary(), "lab", "run", "pipelining", "--quick", "--servers", "headway",
+                             "--rounds", "3", "--json"], capture_output=True, text=True, timeout=600, env=lab_env())
+    assert result.returncode == 0, result.stderr
+    scenario = json.loads(result.stdout)["scenarios"][0]
+    everything, shown = scenario["all_rounds"], scenario["rows"]
+    cases = [row["case"]["label"] for row in everything[:3]]
+    assert [(row["round"], row["case"]["label"]) for row in everything] == [(r, c) for r in (1, 2, 3) for c in cases]
+    assert [row["case"]["label"] for row in shown] == cases, "one row per case, in the order they ran"
+    for row in shown:
+        same_case = [other for other in everything if other["case"]["label"] == row["case"]["label"]]
+        p99s = sorted(other["latency_secs"][6] for other in same_case)
+        assert row in everything and row["latency_secs"][6] == p99s[1], "the median round's whole row"
+    assert all("median of 3 rounds" in table["notes"][-1] for table in scenario["tables"])
+
+    wrong = subprocess.run([headway_binary(), "lab", "run", "pipelining", "--rounds", "0"], capture_output=True,
+                           text=True, timeout=60, env=lab_env())
+    assert wrong.returncode == 2 and "--rounds" in wrong.stderr
+
+
 def test_scale_out_restarts_a_fleet_behind_haproxy_without_a_failed_request():
     if not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")):
         pytest.skip("haproxy is not installed (apt-get install haproxy)")

@@ -16,6 +16,7 @@ mod process_tree;
 mod progress;
 mod recommend;
 mod report;
+mod rounds;
 mod scenarios;
 mod servers;
 mod table;
@@ -95,6 +96,12 @@ struct RunArgs {
     /// Multiply the number of requests of each case
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     scale: f64,
+
+    /// Run each server configuration N times, the servers in turn (their order reversed every
+    /// other round), and show each row's median round: on a shared machine one run is a sample.
+    /// Every round is in --json and --report. scale-out runs once whatever N is
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
 
     /// Write an HTML report with charts (DIR/index.html) and the results (DIR/results.json)
     #[arg(long, value_name = "DIR")]
@@ -234,7 +241,7 @@ fn run_scenarios(args: &RunArgs, this_program: &Path) -> anyhow::Result<ExitCode
     );
     stop_servers_on_interrupt();
 
-    let size = Size { quick: args.quick, scale: args.scale };
+    let size = Size { quick: args.quick, scale: args.scale, rounds: usize::from(args.rounds) };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let progress = Progress::new();
     let mut results = Vec::new();

@@ -144,6 +144,9 @@ pub struct Row {
     /// The machine's 1-minute load average when the case ended: on a shared machine, how much
     /// else was running.
     pub load_average: f64,
+    /// Which round of the run measured it, from 1 ([`crate::rounds`]).
+    #[serde(default)]
+    pub round: usize,
 }
 
 /// Who ran what: the fields of a row that do not come from the measurement.
@@ -214,6 +217,7 @@ impl Row {
             in_order: None,
             elapsed_secs: 0.0,
             load_average: load_average(),
+            round: 1,
         }
     }
 

@@ -6,6 +6,7 @@
 use crate::chart::{Chart, Series};
 use crate::ideal::{closed_loop, Service};
 use crate::measure::{CaseParams, Row};
+use crate::rounds::Headline;
 use crate::scenarios::{distinct, rows_where, time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{errors, fixed, megabytes, millis, Table};
@@ -21,6 +22,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 /// What a sweep covers.

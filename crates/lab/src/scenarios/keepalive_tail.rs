@@ -6,6 +6,7 @@
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, Service};
 use crate::measure::{CaseParams, Row};
+use crate::rounds::Headline;
 use crate::scenarios::{on_off, rows_where, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{normalized, Table};
@@ -18,6 +19,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 const CLIENTS: usize = 10;

@@ -6,6 +6,7 @@
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, Service};
 use crate::measure::{CaseParams, Row};
+use crate::rounds::Headline;
 use crate::scenarios::{
     distinct, on_off, rows_where, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work,
 };
@@ -21,6 +22,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 const FAST_MS: u32 = 20;

@@ -26,15 +26,18 @@ use crate::measure::{CaseParams, Row, RowContext};
 use crate::pipeline::{self, PipelineSpec};
 use crate::process_tree::tree_of;
 use crate::progress::Progress;
+use crate::rounds::{self, Headline};
 use crate::servers::{Environment, Peer, RunningServer, ServerConfig};
 use crate::table::Table;
 
 /// How big a run is: `quick` shrinks every scenario to a few seconds per server (for tests);
-/// `scale` multiplies the number of requests of each case.
+/// `scale` multiplies the number of requests of each case; each server configuration runs
+/// `rounds` times ([`crate::rounds`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Size {
     pub quick: bool,
     pub scale: f64,
+    pub rounds: usize,
 }
 
 impl Size {
@@ -65,6 +68,8 @@ pub struct Scenario {
     pub plan: fn(Size, usize) -> Vec<Group>,
     pub tables: fn(&[Row]) -> Vec<Table>,
     pub charts: fn(&[Row]) -> Vec<Chart>,
+    /// What ranks a row's rounds to find its median one.
+    pub headline: Headline,
 }
 
 pub const ALL: [&Scenario; 8] = [
@@ -184,15 +189,20 @@ pub struct ScenarioResult {
     pub name: String,
     pub seed: String,
     pub about: String,
+    /// What the tables and charts show: one row per configuration, case and server (with
+    /// several rounds, its median round).
     pub rows: Vec<Row>,
+    /// With several rounds, every round's rows, in the order they ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub all_rounds: Vec<Row>,
     pub tables: Vec<Table>,
     /// Servers that did not start, cases that could not run: one line each.
     pub failures: Vec<String>,
     pub elapsed_secs: f64,
 }
 
-/// Runs `scenario` against each peer: per group, start the server, warm it up (unless the group
-/// wants it fresh), run the cases, stop it.
+/// Runs `scenario` against each peer: per group and round, start the server, warm it up (unless
+/// the group wants it fresh), run the cases, stop it.
 pub fn run(
     scenario: &Scenario,
     size: Size,
@@ -206,7 +216,7 @@ pub fn run(
     }
     let started = Instant::now();
     let groups = (scenario.plan)(size, env.cores);
-    let total: usize = groups.iter().map(|g| g.cases.len()).sum::<usize>() * peers.len();
+    let total: usize = groups.iter().map(|g| g.cases.len()).sum::<usize>() * peers.len() * size.rounds;
     let mut done = 0;
     let mut rows = Vec::new();
     let mut failures = Vec::new();
@@ -215,14 +225,18 @@ pub fn run(
         eprintln!("{line}");
         failures.push(line);
     };
-    for group in &groups {
-        for peer in peers {
+    for (group, round) in groups.iter().flat_map(|group| (1..=size.rounds).map(move |round| (group, round))) {
+        let label = match size.rounds {
+            1 => group.label.clone(),
+            rounds => format!("{}, round {round}/{rounds}", group.label),
+        };
+        for peer in rounds::in_turn(peers, round) {
             let name = peer.kind.name();
-            progress.show(&format!("{} [{done}/{total}] starting {name}, {}", scenario.name, group.label));
+            progress.show(&format!("{} [{done}/{total}] starting {name}, {label}", scenario.name));
             let server = match runtime.block_on(peer.start(env, &group.config)) {
                 Ok(server) => server,
                 Err(err) => {
-                    fail(format!("{}: {name} ({}) did not start: {err:#}", scenario.name, group.label));
+                    fail(format!("{}: {name} ({label}) did not start: {err:#}", scenario.name));
                     done += group.cases.len();
                     continue;
                 }
@@ -230,31 +244,36 @@ pub fn run(
             // A fresh server is only ready by its own account (see `RunningServer::readiness`).
             let warmed = if group.fresh { Ok(()) } else { runtime.block_on(warm_up(&server)) };
             if let Err(err) = warmed {
-                fail(format!("{}: {name} ({}): warm-up failed: {err:#}", scenario.name, group.label));
+                fail(format!("{}: {name} ({label}): warm-up failed: {err:#}", scenario.name));
             }
             for case in &group.cases {
                 done += 1;
-                progress.show(&format!(
-                    "{} [{done}/{total}] {name}, {}: {}",
-                    scenario.name, group.label, case.params.label
-                ));
+                progress.show(&format!("{} [{done}/{total}] {name}, {label}: {}", scenario.name, case.params.label));
                 match run_case(scenario, group, case, &server, runtime) {
-                    Ok(row) => rows.push(row),
-                    Err(err) => {
-                        fail(format!("{}: {name} ({}), {}: {err:#}", scenario.name, group.label, case.params.label))
-                    }
+                    Ok(row) => rows.push(Row { round, ..row }),
+                    Err(err) => fail(format!("{}: {name} ({label}), {}: {err:#}", scenario.name, case.params.label)),
                 }
             }
             server.stop();
         }
     }
     progress.clear();
-    let tables = (scenario.tables)(&rows);
+    let (rows, all_rounds) = match size.rounds {
+        1 => (rows, Vec::new()),
+        _ => (rounds::medians(&rows, scenario.headline), rows),
+    };
+    let mut tables = (scenario.tables)(&rows);
+    if size.rounds > 1 {
+        for table in &mut tables {
+            table.notes.push(rounds::note(size.rounds, scenario.headline));
+        }
+    }
     ScenarioResult {
         name: scenario.name.into(),
         seed: scenario.seed.into(),
         about: scenario.about.into(),
         rows,
+        all_rounds,
         tables,
         failures,
         elapsed_secs: started.elapsed().as_secs_f64(),

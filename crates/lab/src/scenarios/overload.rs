@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, open_loop, Capacity, Service};
 use crate::measure::{CaseParams, Row};
+use crate::rounds::Headline;
 use crate::scenarios::{distinct, rows_where, sleep_path, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{fixed, megabytes, millis, Table};
@@ -28,6 +29,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 const DELAY_MS: u32 = 100;
@@ -258,7 +260,7 @@ mod tests {
 
     #[test]
     fn the_full_run_has_three_open_loops_and_a_fresh_server_the_quick_one_neither() {
-        let full = plan(Size { quick: false, scale: 1.0 }, 2);
+        let full = plan(Size { quick: false, scale: 1.0, rounds: 1 }, 2);
         assert_eq!(full.len(), 2);
         let (warm, fresh) = (&full[0], &full[1]);
         assert!(!warm.fresh && fresh.fresh);
@@ -268,7 +270,7 @@ mod tests {
         assert_eq!(fresh.cases[0].params.label, "burst of 400 into a fresh server");
         assert_eq!(fresh.config, warm.config, "the same server, only fresh");
 
-        let quick = plan(Size { quick: true, scale: 1.0 }, 2);
+        let quick = plan(Size { quick: true, scale: 1.0, rounds: 1 }, 2);
         let labels: Vec<&str> = quick.iter().flat_map(|g| g.cases.iter().map(|c| c.params.label.as_str())).collect();
         assert_eq!(labels, ["burst of 40 clients", "160/s for 3 s (2 x capacity)"]);
     }

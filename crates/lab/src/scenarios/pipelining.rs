@@ -9,6 +9,7 @@ use crate::chart::Chart;
 use crate::ideal::{pipelined, Service};
 use crate::measure::{CaseParams, Row};
 use crate::pipeline::PipelineSpec;
+use crate::rounds::Headline;
 use crate::scenarios::{distinct, rows_where, sleep_path, Case, Group, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{fixed, megabytes, millis, Table};
@@ -23,6 +24,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 const HELLO: &str = "Hello, world!\n";

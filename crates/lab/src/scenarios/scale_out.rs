@@ -23,6 +23,7 @@ use headway_load::{LoadConfig, Target};
 use crate::ideal::{closed_loop, Capacity, Service};
 use crate::measure::{CaseParams, Row, RowContext};
 use crate::progress::Progress;
+use crate::rounds::Headline;
 use crate::scenarios::{rows_where, sleep_path, views, Group, Scenario, ScenarioResult, Size};
 use crate::servers::{forget_live, free_port, watch_live, Environment, Peer, RunningServer, ServerConfig, ServerKind};
 use crate::table::{errors, fixed, millis, normalized_with, Column, Table};
@@ -37,6 +38,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::TailLatency,
 };
 
 const INSTANCES: usize = 3;
@@ -110,6 +112,7 @@ pub fn run(
         about: SCENARIO.about.into(),
         tables: tables(&rows),
         rows,
+        all_rounds: Vec::new(),
         failures,
         elapsed_secs: started.elapsed().as_secs_f64(),
     }

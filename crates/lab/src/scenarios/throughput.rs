@@ -29,6 +29,7 @@ use crate::chart::Chart;
 use crate::cpu::{CpuUse, HostCpu};
 use crate::ideal::{Ideal, Service};
 use crate::measure::{CaseParams, Row};
+use crate::rounds::Headline;
 use crate::scenarios::{distinct, plural, rows_where, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{errors, fixed, megabytes, millis, Table};
@@ -44,6 +45,7 @@ pub const SCENARIO: Scenario = Scenario {
     plan,
     tables,
     charts,
+    headline: Headline::Throughput,
 };
 
 const CLIENTS: usize = 64;
@@ -302,7 +304,7 @@ mod tests {
 
     #[test]
     fn the_plan_asks_for_flask_with_one_and_two_workers() {
-        let groups = plan(Size { quick: true, scale: 1.0 }, 2);
+        let groups = plan(Size { quick: true, scale: 1.0, rounds: 1 }, 2);
         let workers: Vec<usize> = groups.iter().map(|group| group.config.workers).collect();
         assert_eq!(workers, [1, 2]);
         for group in &groups {
