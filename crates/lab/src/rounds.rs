@@ -9,12 +9,11 @@
 //! different rounds, so its columns still agree with each other. Every round's rows stay in the
 //! JSON report.
 
-use serde::Serialize;
-
 use crate::measure::Row;
+use crate::scenarios::distinct;
 
 /// The figure a scenario's rows are ranked by to find the median round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Headline {
     /// Requests per second, higher is better (`throughput`).
     Throughput,
@@ -60,13 +59,8 @@ pub fn in_turn<T>(servers: &[T], round: usize) -> Vec<&T> {
 /// middle.
 pub fn medians(rows: &[Row], headline: Headline) -> Vec<Row> {
     let key = |row: &Row| (row.group.clone(), row.case.label.clone(), row.server.clone());
-    let mut keys = Vec::new();
-    for row in rows {
-        if !keys.contains(&key(row)) {
-            keys.push(key(row));
-        }
-    }
-    keys.into_iter()
+    distinct(rows, key)
+        .into_iter()
         .map(|wanted| {
             let mut rounds: Vec<&Row> = rows.iter().filter(|row| key(row) == wanted).collect();
             rounds.sort_by(|a, b| headline.goodness(a).total_cmp(&headline.goodness(b)));

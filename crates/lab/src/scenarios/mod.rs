@@ -228,7 +228,7 @@ pub fn run(
     for (group, round) in groups.iter().flat_map(|group| (1..=size.rounds).map(move |round| (group, round))) {
         let label = match size.rounds {
             1 => group.label.clone(),
-            rounds => format!("{}, round {round}/{rounds}", group.label),
+            count => format!("{}, round {round}/{count}", group.label),
         };
         for peer in rounds::in_turn(peers, round) {
             let name = peer.kind.name();
