@@ -1,11 +1,14 @@
 """--preload: the app is imported once, in a parent the workers are forked from; they share its
-memory, a crashed worker is forked again from it, hooks run in each worker, and a reload imports
-the new code in a new parent first."""
+memory, a crashed worker is forked again from it, hooks run in each worker, a reload imports
+the new code in a new parent first, and the workers live as long as the front, not as long as
+that parent."""
 
 import os
 import shutil
 import signal
 import subprocess
+
+import pytest
 
 from conftest import APPS, REPO, headway_binary, ready_pids, wait_until
 
@@ -19,6 +22,15 @@ def imports(counter):
 def parent_of(pid):
     with open(f"/proc/{pid}/stat") as stat:
         return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def ended(pid):
+    """Whether process `pid` has exited (a zombie its parent has not reaped counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def memory(pid, field):
@@ -107,3 +119,37 @@ def test_a_reload_forks_from_a_new_parent_and_keeps_the_old_one_if_the_new_code_
     assert b"broken on purpose" in server.log()
     assert ready_pids(server, 2) == second
     assert {server.get("/")[0] for _ in range(4)} == {200}
+
+
+def test_workers_outlive_their_parent_and_the_next_fork_imports_the_app_again(serve, tmp_path):
+    counter = tmp_path / "imports"
+    server = serve("-w", "2", "-t", "1", "--preload", "preloaded:app", env={"PRELOAD_COUNTER": str(counter)})
+    before = ready_pids(server, 2)
+    parent = int(imports(counter)[0])
+    os.kill(parent, signal.SIGKILL)  # as the OOM killer would
+    wait_until(lambda: ended(parent), message="the preloaded parent to end")
+    # Its workers are tied to the front, not to it: they keep serving, nothing is lost.
+    assert {server.get("/")[0] for _ in range(8)} == {200}
+    assert ready_pids(server, 2) == before
+
+    # A worker that then needs forking has a new parent made for it, which imports the app.
+    os.kill(before[0], signal.SIGKILL)
+    wait_until(lambda: server.stats()["workers"][0]["pid"] not in (0, before[0])
+               and server.stats()["workers"][0]["state"] == "ready", message="worker 1 forked again")
+    after = ready_pids(server, 2)
+    assert after[1] == before[1]
+    assert len(imports(counter)) == 2 and parent_of(after[0]) == int(imports(counter)[1])
+    assert b"preloaded parent (pid %d) is gone" % parent in server.log()
+    assert {server.get("/")[0] for _ in range(4)} == {200}
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "no-preload"])
+def test_the_workers_end_when_the_front_is_killed(serve, tmp_path, preload):
+    counter = tmp_path / "imports"
+    args = ["--preload"] if preload else []
+    server = serve("-w", "2", "-t", "1", *args, "preloaded:app", env={"PRELOAD_COUNTER": str(counter)})
+    workers = ready_pids(server, 2)
+    processes = workers + ([int(imports(counter)[0])] if preload else [])
+    server.signal(signal.SIGKILL)  # no chance to stop anything itself
+    server.wait()
+    wait_until(lambda: all(ended(pid) for pid in processes), message="every worker process to end")

@@ -218,11 +218,7 @@ async fn start_process(
             let ready = HopLink::until_ready(&doorbell);
             let process = match preloaded {
                 Some(preloaded) => {
-                    let forked = preloaded
-                        .current()
-                        .fork(worker.index, &worker.socket, cpu, doorbell.get_ref())
-                        .await
-                        .map_err(worker::BootError::Spawn)?;
+                    let forked = preloaded.fork(worker.index, &worker.socket, cpu, doorbell.get_ref()).await?;
                     worker::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
                 }
                 None => worker::boot(&mut command, ready, config.boot_timeout).await?,

@@ -16,6 +16,12 @@
 //! A worker that dies is forked again from the same zygote. A reload starts a new zygote with
 //! the new code first, and only if it imports are the workers replaced (forked from it); each
 //! worker process holds its zygote, so an old zygote goes once its last worker has.
+//!
+//! A zygote that dies (a kill, the OOM killer) takes none of its workers with it: they are
+//! tied to the front, not to the process that forked them (each watches the front's pidfd, see
+//! the Python side), and keep serving. The next worker that needs forking finds the zygote gone
+//! and has a new one started first, importing the app again ([`Preloaded::fork`]).
+//!
 //! The Python side is `python -m headway.worker.preload`.
 
 use std::io::{self, IoSlice};
@@ -100,7 +106,7 @@ impl Zygote {
 
     /// Has the zygote fork worker `index` with `end`'s region and bells, pinned to `cpu` if
     /// given; returns the worker.
-    pub async fn fork(
+    async fn fork(
         self: &Arc<Self>,
         index: usize,
         socket: &Path,
@@ -213,6 +219,9 @@ pub struct Preloaded {
     config: ZygoteConfig,
     timeout: Duration,
     current: Mutex<Arc<Zygote>>,
+    /// Held while a dead zygote is replaced, so that the workers that find it gone at once
+    /// start one new zygote between them.
+    replacing: tokio::sync::Mutex<()>,
 }
 
 impl Preloaded {
@@ -220,10 +229,10 @@ impl Preloaded {
     pub async fn start(config: ZygoteConfig, timeout: Duration) -> Result<Arc<Preloaded>, BootError> {
         let zygote = Zygote::start(&config, timeout).await?;
         tracing::info!("app imported once, in the preloaded parent (pid {})", zygote.pid());
-        Ok(Arc::new(Preloaded { config, timeout, current: Mutex::new(zygote) }))
+        Ok(Arc::new(Preloaded { config, timeout, current: Mutex::new(zygote), replacing: Default::default() }))
     }
 
-    pub fn current(&self) -> Arc<Zygote> {
+    fn current(&self) -> Arc<Zygote> {
         self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -235,4 +244,38 @@ impl Preloaded {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = zygote;
         Ok(())
     }
+
+    /// Forks worker `index` from the current zygote (see [`Zygote::fork`]); if that zygote is
+    /// gone, starts a new one first.
+    pub async fn fork(
+        &self,
+        index: usize,
+        socket: &Path,
+        cpu: Option<usize>,
+        end: &FrontEnd,
+    ) -> Result<Forked, BootError> {
+        let zygote = self.current();
+        match zygote.fork(index, socket, cpu, end).await {
+            Err(error) if is_gone(&error) => {
+                self.replace_dead(&zygote).await?;
+                self.current().fork(index, socket, cpu, end).await.map_err(BootError::Spawn)
+            }
+            forked => forked.map_err(BootError::Spawn),
+        }
+    }
+
+    /// Replaces `dead` with a new zygote, unless another worker's start already has.
+    async fn replace_dead(&self, dead: &Arc<Zygote>) -> Result<(), BootError> {
+        let _one_at_a_time = self.replacing.lock().await;
+        if !Arc::ptr_eq(&self.current(), dead) {
+            return Ok(());
+        }
+        tracing::warn!("the preloaded parent (pid {}) is gone; importing the app again in a new one", dead.pid());
+        self.renew().await
+    }
+}
+
+/// Whether a fork request failed because the zygote is no longer there to read or answer it.
+fn is_gone(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof)
 }

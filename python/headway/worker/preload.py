@@ -10,6 +10,11 @@ descriptors of its shared memory (SCM_RIGHTS); the answer is the child's pid. Th
 exactly as `python -m headway.worker` would. Why the front asks for each worker rather than this
 process forking them all: see crates/server/src/zygote.rs.
 
+A child lives as long as the front, not as long as this process: it exits when the front does
+(it watches the front's pidfd, as a worker the front starts has the kernel kill it then), and it
+keeps serving if this process dies, so that losing the parent loses no request; the front
+starts a new parent when it next needs to fork a worker.
+
 Hooks (--hooks MODULE, both optional): `post_fork(worker)` runs in each worker right after the
 fork, before it serves (reopen what the import opened: database connections, sockets, threads
 do not survive a fork usefully); `on_exit(worker)` runs in each worker as it stops cleanly.
@@ -18,20 +23,19 @@ do not survive a fork usefully); `on_exit(worker)` runs in each worker as it sto
 
 import argparse
 import contextlib
-import ctypes
 import gc
 import importlib
 import os
+import select
 import signal
 import socket
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 
 from . import log
 from .__main__ import DEMO_APP, DEMO_ASGI_APP, AppImportError, load_app, serve
-
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     channel = socket.socket(fileno=int(os.environ.pop("HEADWAY_ZYGOTE")))
+    # The front is our parent (and kills us when it dies): its pidfd, for the children to watch.
+    front = os.pidfd_open(os.getppid())
     cwd = os.getcwd()
     if sys.path[:1] != [cwd]:
         sys.path.insert(0, cwd)
@@ -101,13 +107,13 @@ def main(argv=None):
         pid = os.fork()
         if pid == 0:
             channel.close()
-            os._exit(_serve_child(app, hooks, args, int(index), socket_path, cpu, fds))
+            os._exit(_serve_child(app, hooks, args, int(index), socket_path, cpu, fds, front))
         for fd in fds:
             os.close(fd)
         channel.send(str(pid).encode())
 
 
-def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
+def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
@@ -117,7 +123,7 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
                 os.sched_setaffinity(0, {int(cpu)})
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _exit_with(front)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
         os.environ["HEADWAY_WORKER"] = str(index)
@@ -134,6 +140,19 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds):
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
         return 1
+
+
+def _exit_with(front):
+    """Kills this process when the front (its pidfd `front`) ends: what PR_SET_PDEATHSIG does for
+    a worker the front starts, which here would tie the worker to this parent instead."""
+
+    def watch():
+        watcher = select.poll()
+        watcher.register(front, select.POLLIN)
+        watcher.poll()  # returns once the front has exited
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="headway-front-watch", daemon=True).start()
 
 
 if __name__ == "__main__":
