@@ -1,4 +1,5 @@
-"""--hooks for --preload tests: each hook appends a line to the file named by $HOOKS_LOG."""
+"""--hooks for tests (with and without --preload): each hook appends a line to the file named by
+$HOOKS_LOG."""
 
 import os
 

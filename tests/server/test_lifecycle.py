@@ -135,7 +135,7 @@ def test_lifecycle_flags_are_checked_before_anything_starts(tmp_path):
         (["--max-requests-jitter", "5"], b"--max-requests-jitter needs --max-requests"),
         (["--max-worker-memory", "lots"], b"--max-worker-memory"),
         (["--reload-dir", str(tmp_path)], b"--reload-dir and --reload-include need --reload"),
-        (["--hooks", "preload_hooks"], b"--hooks needs --preload"),
+        (["--hooks", "preload_hooks", "--cmd", "true"], b"--hooks runs in the bundled worker"),
     ]:
         result = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", *args], capture_output=True,
                                 timeout=30)

@@ -77,10 +77,12 @@ def test_a_crashed_worker_is_forked_again_from_the_same_parent(serve, tmp_path):
     assert {server.get("/")[0] for _ in range(4)} == {200}
 
 
-def test_hooks_run_in_each_worker(serve, tmp_path):
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "no-preload"])
+def test_hooks_run_in_each_worker(serve, tmp_path, preload):
     hooks_log = tmp_path / "hooks"
     env = {"PRELOAD_COUNTER": str(tmp_path / "imports"), "HOOKS_LOG": str(hooks_log)}
-    server = serve("-w", "2", "-t", "1", "--preload", "--hooks", "preload_hooks", "preloaded:app", env=env)
+    args = ["--preload"] if preload else []
+    server = serve("-w", "2", "-t", "1", *args, "--hooks", "preload_hooks", "preloaded:app", env=env)
     pids = ready_pids(server, 2)
     post_forks = sorted(line.split()[1:] for line in hooks_log.read_text().splitlines())
     # Each worker's own pid, as the hook was given it and as it ran in it.
@@ -99,6 +101,19 @@ def test_an_import_error_stops_the_boot_with_its_traceback(tmp_path):
     assert result.returncode != 0
     assert b"Traceback" in result.stderr and b"nonexistent_module_for_headway" in result.stderr
     assert b"preloaded parent" in result.stderr
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "no-preload"])
+def test_hooks_that_do_not_import_stop_the_boot_with_their_traceback(tmp_path, preload):
+    (tmp_path / "broken_hooks.py").write_text("import nonexistent_module_for_headway_hooks\n")
+    args = ["--preload"] if preload else []
+    result = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", "-w", "1", *args,
+                             "--hooks", "broken_hooks"],
+                            cwd=tmp_path, capture_output=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    assert result.returncode != 0
+    assert b"Traceback" in result.stderr and b"nonexistent_module_for_headway_hooks" in result.stderr
+    assert b"cannot import broken_hooks" in result.stderr
 
 
 def test_a_reload_forks_from_a_new_parent_and_keeps_the_old_one_if_the_new_code_breaks(serve, tmp_path):

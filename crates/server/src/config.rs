@@ -199,9 +199,10 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "cmd", help_heading = LIFECYCLE)]
     pub preload: bool,
 
-    /// With --preload: a module whose post_fork(worker) each worker calls right after the fork
-    /// and on_exit(worker) as it stops cleanly (worker.index, worker.pid). As gunicorn's
-    /// post_fork, Puma's before_worker_boot
+    /// A module whose post_fork(worker) each worker process calls once the app is imported,
+    /// before it serves (with --preload, right after the fork), and on_exit(worker) as it stops
+    /// cleanly (worker.index, worker.pid). Bundled worker only. As gunicorn's post_fork and
+    /// worker_exit, Puma's before_worker_boot
     #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
     pub hooks: Option<String>,
 
@@ -352,8 +353,8 @@ impl Config {
         }
         // Checked here rather than by clap's `requires`: the flag and what it needs may come from
         // different layers (a flag, the environment, the file).
-        if args.hooks.is_some() && !args.preload {
-            bail!("--hooks needs --preload");
+        if args.hooks.is_some() && args.cmd.is_some() {
+            bail!("--hooks runs in the bundled worker, not in a --cmd worker");
         }
         if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
             bail!("--reload-dir and --reload-include need --reload");
@@ -367,7 +368,12 @@ impl Config {
         let launch = match args.cmd {
             Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
             Some(cmd) => Launch::Command(cmd),
-            None => Launch::Python { python: worker_python(args.python)?, app: args.app, interface: args.interface },
+            None => Launch::Python {
+                python: worker_python(args.python)?,
+                app: args.app,
+                interface: args.interface,
+                hooks: args.hooks,
+            },
         };
         let bundled = matches!(launch, Launch::Python { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
@@ -394,13 +400,13 @@ impl Config {
             None => None,
         };
         let preload = match (&launch, args.preload) {
-            (Launch::Python { python, app, interface }, true) => Some(ZygoteConfig {
+            (Launch::Python { python, app, interface, hooks }, true) => Some(ZygoteConfig {
                 python: python.clone(),
                 app: app.clone(),
                 threads: args.threads,
                 workers,
                 interface: *interface,
-                hooks: args.hooks,
+                hooks: hooks.clone(),
             }),
             _ => None,
         };

@@ -137,13 +137,15 @@ fn relevant(settings: &ReloadSettings, event: notify::Result<notify::Event>) -> 
     }
 }
 
-/// Imports the bundled worker's app in a throwaway process, as the worker would: its traceback
-/// (on our stderr, with the server's log) says what is wrong.
+/// Imports the bundled worker's app (and `--hooks` module) in a throwaway process, as the worker
+/// would: its traceback (on our stderr, with the server's log) says what is wrong.
 async fn check_app(launch: &Launch) -> anyhow::Result<()> {
-    let Launch::Python { python, app, .. } = launch else { return Ok(()) };
+    let Launch::Python { python, app, hooks, .. } = launch else { return Ok(()) };
     let app = app.as_deref().unwrap_or("headway.demo:app");
+    let check = "import sys; from headway.worker.__main__ import load_app_and_hooks as load; \
+                 sys.exit(load(sys.argv[1], sys.argv[2] or None) is None)";
     let status = Command::new(python)
-        .args(["-c", "import sys; from headway.worker.__main__ import load_app; load_app(sys.argv[1])", app])
+        .args(["-c", check, app, hooks.as_deref().unwrap_or("")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .kill_on_drop(true)

@@ -47,8 +47,9 @@ pub enum Phase {
 /// How worker processes are started.
 #[derive(Debug, Clone)]
 pub enum Launch {
-    /// The bundled Python worker running a WSGI or ASGI app (`None`: the demo app).
-    Python { python: PathBuf, app: Option<String>, interface: Interface },
+    /// The bundled Python worker running a WSGI or ASGI app (`None`: the demo app), with the
+    /// `--hooks` module if any.
+    Python { python: PathBuf, app: Option<String>, interface: Interface, hooks: Option<String> },
     /// Any command; `{socket}` in it is replaced by the socket path.
     Command(String),
 }
@@ -229,7 +230,7 @@ impl Launch {
     /// that stopping it also stops whatever it forked.
     pub fn command(&self, socket: &Path, index: usize, threads: usize, workers: usize) -> Command {
         let mut command = match self {
-            Launch::Python { python, app, interface } => {
+            Launch::Python { python, app, interface, hooks } => {
                 let mut command = Command::new(python);
                 command.args(["-m", "headway.worker", "--socket"]).arg(socket).args([
                     "--threads",
@@ -239,6 +240,9 @@ impl Launch {
                     "--interface",
                     &interface.name(),
                 ]);
+                if let Some(hooks) = hooks {
+                    command.args(["--hooks", hooks]);
+                }
                 command.args(app);
                 command
             }

@@ -1,10 +1,11 @@
 """`python -m headway.worker`: the command line the headway front runs for each worker.
 
-    python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [APP]
+    python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [--hooks MODULE] [APP]
 
 APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
 that "the socket accepts" means "the app is loaded" (and, for ASGI, its startup done: see
-asgi.py). Without APP the demo app is served (its ASGI twin with --interface asgi).
+asgi.py). Without APP the demo app is served (its ASGI twin with --interface asgi). The
+hooks module's functions run around the serving (hooks.py).
 """
 
 import argparse
@@ -14,6 +15,8 @@ import sys
 import traceback
 
 from . import log
+from .hooks import HooksImportError, serve_between
+from .hooks import load as load_hooks
 
 try:
     from headway import _native
@@ -77,6 +80,9 @@ def parse_args(argv):
     parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto",
                         help="how to call the app; auto: ASGI 3 if it is a coroutine function or has an async "
                              "__call__, else WSGI (default auto)")
+    parser.add_argument("--hooks", metavar="MODULE",
+                        help="a module whose post_fork(worker) runs before the worker serves and on_exit(worker) as "
+                             "it stops cleanly")
     parser.add_argument("app", nargs="?", metavar="APP",
                         help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP}, "
                              f"or {DEMO_ASGI_APP} with --interface asgi)")
@@ -94,17 +100,28 @@ def main(argv=None):
         log(f"the native core is missing ({_NATIVE_MISSING}): install headway (pip install .) for "
             f"{sys.executable}, or run the worker with a Python that has it (headway serve --python)")
         return 1
+    loaded = load_app_and_hooks(args.app, args.hooks)
+    if loaded is None:
+        return 1
+    app, hooks = loaded
+    index = int(os.environ.get("HEADWAY_WORKER") or 1)
+    return serve_between(hooks, index,
+                         lambda: serve(app, args.app, args.interface, args.socket, args.threads, args.workers))
+
+
+def load_app_and_hooks(spec, hooks_spec):
+    """Imports APP and the hooks module (None without one), from the working directory as well;
+    None, with the traceback and a line on stderr, if either does not import."""
     cwd = os.getcwd()
     if sys.path[:1] != [cwd]:  # like gunicorn: the app's own directory is importable
         sys.path.insert(0, cwd)
     try:
-        app = load_app(args.app)
+        return load_app(spec), load_hooks(hooks_spec)
     except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
-        if not isinstance(error, AppImportError):
+        if not isinstance(error, (AppImportError, HooksImportError)):
             traceback.print_exc(file=sys.stderr)
-        log(f"cannot import {args.app}: {error}")
-        return 1
-    return serve(app, args.app, args.interface, args.socket, args.threads, args.workers)
+        log(f"cannot import {error.spec if isinstance(error, HooksImportError) else spec}: {error}")
+        return None
 
 
 def serve(app, spec, interface, socket_path, threads, workers):

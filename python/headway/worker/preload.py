@@ -15,16 +15,13 @@ A child lives as long as the front, not as long as this process: it exits when t
 keeps serving if this process dies, so that losing the parent loses no request; the front
 starts a new parent when it next needs to fork a worker.
 
-Hooks (--hooks MODULE, both optional): `post_fork(worker)` runs in each worker right after the
-fork, before it serves (reopen what the import opened: database connections, sockets, threads
-do not survive a fork usefully); `on_exit(worker)` runs in each worker as it stops cleanly.
-`worker.index` is its number (1..W), `worker.pid` its pid.
+Hooks (--hooks MODULE): `post_fork(worker)` runs in each child right after the fork, before it
+serves, and `on_exit(worker)` as it stops cleanly (hooks.py).
 """
 
 import argparse
 import contextlib
 import gc
-import importlib
 import os
 import select
 import signal
@@ -32,34 +29,10 @@ import socket
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
 
 from . import log
-from .__main__ import DEMO_APP, DEMO_ASGI_APP, AppImportError, load_app, serve
-
-
-@dataclass(frozen=True)
-class Worker:
-    """What a hook learns about the worker it runs in."""
-
-    index: int
-    pid: int
-
-
-class HooksImportError(Exception):
-    """The --hooks module does not import (the traceback is printed before)."""
-
-    def __init__(self, spec, error):
-        super().__init__(str(error))
-        self.spec = spec
-
-
-def _import(spec):
-    try:
-        return importlib.import_module(spec)
-    except Exception as error:
-        traceback.print_exc(file=sys.stderr)
-        raise HooksImportError(spec, error) from error
+from .__main__ import DEMO_APP, DEMO_ASGI_APP, load_app_and_hooks, serve
+from .hooks import serve_between
 
 
 def parse_args(argv):
@@ -80,17 +53,10 @@ def main(argv=None):
     channel = socket.socket(fileno=int(os.environ.pop("HEADWAY_ZYGOTE")))
     # The front is our parent (and kills us when it dies): its pidfd, for the children to watch.
     front = os.pidfd_open(os.getppid())
-    cwd = os.getcwd()
-    if sys.path[:1] != [cwd]:
-        sys.path.insert(0, cwd)
-    try:
-        app = load_app(args.app)
-        hooks = _import(args.hooks) if args.hooks else None
-    except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
-        if not isinstance(error, (AppImportError, HooksImportError)):
-            traceback.print_exc(file=sys.stderr)
-        log(f"cannot import {error.spec if isinstance(error, HooksImportError) else args.app}: {error}")
+    loaded = load_app_and_hooks(args.app, args.hooks)
+    if loaded is None:
         return 1
+    app, hooks = loaded
     gc.freeze()
     # Children are reaped by the kernel: the front watches each through a pidfd.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -127,12 +93,8 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
         os.environ["HEADWAY_WORKER"] = str(index)
-        worker = Worker(index=index, pid=os.getpid())
-        if hooks is not None and hasattr(hooks, "post_fork"):
-            hooks.post_fork(worker)
-        status = serve(app, args.app, args.interface, socket_path, args.threads, args.workers)
-        if hooks is not None and hasattr(hooks, "on_exit"):
-            hooks.on_exit(worker)
+        status = serve_between(hooks, index,
+                               lambda: serve(app, args.app, args.interface, socket_path, args.threads, args.workers))
         sys.stdout.flush()
         sys.stderr.flush()
         return status
