@@ -11,6 +11,7 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /environ           every environ key with the type of its value, as JSON
 - /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
                      recorded; /closed lists the recorded ids
+- /endless?id=X      a piece every 20 ms for a minute, then close() recorded as above
 - /crash             raises before start_response
 """
 
@@ -127,6 +128,18 @@ class _Closing:
             _closed.append(self.ident)
 
 
+class _Endless(_Closing):
+    def __iter__(self):
+        for _ in range(3000):
+            yield b"piece\n"
+            time.sleep(0.02)
+
+
+def endless(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return _Endless(_params(environ)["id"], 0)
+
+
 def closing(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     params = _params(environ)
@@ -149,6 +162,7 @@ ROUTES = {
     "/environ": environ_types,
     "/closing": closing,
     "/closed": lambda env, sr: _json(sr, list(_closed)),
+    "/endless": endless,
     "/crash": crash,
 }
 

@@ -4,33 +4,16 @@ given as argv[2], the way a real server finishes its requests before exiting."""
 
 import os
 import signal
-import socketserver
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args):
-        pass
-
-
-class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+from unix_http import OkHandler, Server
 
 
 def main():
     socket_path, marker = sys.argv[1], sys.argv[2]
-    server = Server(socket_path, Handler)
+    server = Server(socket_path, OkHandler)
 
     def stop(signum, frame):
         def finish():

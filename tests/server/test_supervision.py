@@ -217,6 +217,27 @@ def test_worker_closing_idle_slot_connections_costs_no_request(serve, tmp_path):
     assert server.stats()["responses"] == {"200": 18}
 
 
+@pytest.mark.parametrize("path, seen", [("/stream", "stream cut"), ("/wait", "wait: connection closed")],
+                         ids=["streaming", "before-the-head"])
+def test_a_cmd_worker_hears_that_the_client_left(serve, tmp_path, path, seen):
+    """The bundled worker's app hears `http.disconnect`; any other server hears the front close
+    its connection, as behind a proxy, and the slot goes back to work."""
+    notes = tmp_path / "notes"
+    worker = REPO / "tests" / "apps" / "hangup_worker.py"
+    server = serve("-w", "1", "-t", "1", "--cmd", f"{sys.executable} {worker} {{socket}} {notes}")
+    with server.connect() as client:
+        send_request(client, "GET", path)
+        if path == "/stream":
+            assert client.recv(4096).startswith(b"HTTP/1.1 200")
+        else:
+            wait_until(lambda: server.stats()["workers"][0]["busy"] == 1, message="the request to start")
+    wait_until(lambda: notes.exists() and seen in notes.read_text(), message=f"the worker to see {seen!r}")
+    assert notes.read_text() == f"{seen}\n"
+    # The one slot connects again and serves the next request; nothing failed on the way.
+    assert server.get("/")[::2] == (200, b"ok")
+    assert server.stats()["workers"][0]["restarts"] == 0
+
+
 def test_a_cmd_worker_shuts_down_gracefully_not_killed(serve, tmp_path):
     """A --cmd worker runs as `sh -c COMMAND`: the shell dies at once on SIGTERM while the
     server it started takes a moment to stop. The front must wait for the whole process group,

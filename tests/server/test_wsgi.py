@@ -49,6 +49,17 @@ def test_iterable_close_is_called_even_when_the_client_leaves_mid_response(serve
     assert "served" in closed
 
 
+def test_a_stream_whose_client_left_stops_at_its_next_piece(serve):
+    """As on a socket, where the write fails: the ring would take the pieces, the front's mark
+    stops them, and close() runs."""
+    server = serve("-w", "1", "-t", "2", "probe:app")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/endless?id=left")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    wait_until(lambda: "left" in json.loads(server.get("/closed")[2]), message="the stream to stop")
+    assert server.stats()["workers"][0]["restarts"] == 0
+
+
 def test_queued_large_uploads_wait_on_disk_not_in_memory(serve):
     """Eight 16 MiB uploads wait behind a blocker: the front keeps at most --request-buffer of
     each in memory, and every body reaches the app intact afterwards."""

@@ -250,6 +250,11 @@ impl Transport for Exchange {
     }
 
     fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+        // On a socket, a write to a client that left fails, and a streaming app stops there (its
+        // close() runs). The ring would take the bytes all the same: the front's mark says it.
+        if self.slot().is_client_gone() {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client is gone"));
+        }
         let (data, broken) = self.framing.admit(data);
         if let Some(broken) = broken {
             log(py, &broken.to_string());

@@ -21,11 +21,20 @@ use tracing::debug;
 use super::{LinkError, WorkerBody};
 use crate::job::RequestBody;
 
-/// One HTTP/1.1 connection to a worker, driven by hyper.
+/// One HTTP/1.1 connection to a worker, driven by hyper; dropping it closes the connection,
+/// even in the middle of an exchange (how the worker hears that the client left).
 pub(super) struct Connection {
     sender: SendRequest<RequestBody>,
     /// The task that drives the connection; it ends when the connection closes.
     driver: Option<JoinHandle<()>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(driver) = &self.driver {
+            driver.abort(); // the task owns the socket: ending it closes the socket
+        }
+    }
 }
 
 impl Connection {

@@ -136,10 +136,10 @@ impl Slot {
                 return Ended::Closed;
             };
             let started = Instant::now();
-            let reusable = match link {
+            let after = match link {
                 _ if job.request.extensions().get::<WebSocketHandshake>().is_some() => {
                     self.handshake(job).await;
-                    true
+                    After::Reuse
                 }
                 Link::Http(connection) => {
                     let socket = &self.worker.socket;
@@ -154,8 +154,11 @@ impl Slot {
             let took = started.elapsed();
             self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
             self.queue.record_service(took);
-            if !reusable {
-                return Ended::Broken;
+            match after {
+                After::Reuse => {}
+                // Dropping the link closes its connection: the worker hears that the client left.
+                After::Abandon => return Ended::Closed,
+                After::Broken => return Ended::Broken,
             }
             if *phase.borrow() != (Phase::Ready { generation }) {
                 return Ended::Closed;
@@ -164,38 +167,41 @@ impl Slot {
     }
 
     /// Runs one job through `exchange` (which sends the request and waits for the response
-    /// head), failing it with 504 if `silence` (reset here) fires first. Returns whether the link
-    /// can carry another request. If the client leaves before the response ends, `client_gone`
-    /// (when the link has one) tells the worker, whose app may be waiting to hear it (ASGI's
-    /// `http.disconnect`); the exchange still runs to its end.
+    /// head), failing it with 504 if `silence` (reset here) fires first; says what the link can
+    /// do next. If the client leaves before the response ends, `client_gone` (the hop's) tells
+    /// the worker, whose app may be waiting to hear it (ASGI's `http.disconnect`), and the
+    /// exchange runs to its end; a link without one (an HTTP worker's connection) is abandoned,
+    /// to be closed, which is how a server behind a proxy hears it.
     async fn forward<B, F>(
         &self,
         job: Job,
         client_gone: Option<&ClientGoneSignal>,
         mut silence: Pin<&mut Sleep>,
         exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F,
-    ) -> bool
+    ) -> After
     where
         B: WorkerBody,
         F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
     {
         let Job { request, mut reply, complete_at, .. } = job;
         if reply.is_closed() {
-            return true; // the client left between dispatch and now: nothing to run
+            return After::Reuse; // the client left between dispatch and now: nothing to run
         }
         let started = Instant::now();
         let timeout = self.settings.request_timeout;
         silence.as_mut().reset(started + timeout);
         let exchanged = exchange(request);
         tokio::pin!(exchanged);
-        let mut told = client_gone.is_none();
+        let mut told = false;
         let exchanged = loop {
             tokio::select! {
                 exchanged = &mut exchanged => break Some(exchanged),
                 () = silence.as_mut() => break None,
                 () = reply.closed(), if !told => {
                     told = true;
-                    client_gone.inspect(|signal| signal.send());
+                    if !tell(client_gone) {
+                        return After::Abandon;
+                    }
                 }
             }
         };
@@ -205,13 +211,13 @@ impl Slot {
                 warn!(worker = self.worker.index, "request failed: {err}");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
                 self.replace_if_broken(&err);
-                return false;
+                return After::Broken;
             }
             None => {
                 warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
                 self.worker.report_hung();
-                return false;
+                return After::Broken;
             }
         };
         self.worker.served.fetch_add(1, Ordering::Relaxed);
@@ -228,7 +234,7 @@ impl Slot {
     /// there, when that is all of it (the client then gets a `Content-Length` and one write);
     /// otherwise through a spool the slot goes on filling until the body ends, so the slot is
     /// free as soon as the worker is done, however slowly the client reads. If the client leaves
-    /// before the body ends, `client_gone` tells the worker.
+    /// before the body ends, the worker is told as in [`Slot::forward`].
     async fn deliver(
         &self,
         reply: oneshot::Sender<Outcome>,
@@ -236,7 +242,7 @@ impl Slot {
         mut body: impl WorkerBody,
         timing: Timing,
         client_gone: Option<&ClientGoneSignal>,
-    ) -> bool {
+    ) -> After {
         let mut pieces = Vec::new();
         let stalled = loop {
             match body.now().await {
@@ -244,14 +250,14 @@ impl Slot {
                 Poll::Ready(None) => {
                     let body = ResponseBody::Complete(concat(pieces));
                     let _ = reply.send(Outcome::Response(WorkerResponse { head, body, timing }));
-                    return true;
+                    return After::Reuse;
                 }
                 Poll::Ready(Some(Err(err))) => {
                     // Nothing has reached the client yet: it gets a clean 502, not a cut body.
                     warn!(worker = self.worker.index, "response body failed: {err}");
                     let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
                     self.replace_if_broken(&err);
-                    return false;
+                    return After::Broken;
                 }
                 Poll::Pending => break pieces,
             }
@@ -261,13 +267,13 @@ impl Slot {
         for piece in stalled {
             if let Err(err) = writer.write(piece) {
                 warn!("cannot buffer response: {err}");
-                return false;
+                return After::Broken;
             }
         }
         let streaming = ResponseBody::Streaming(reader);
         let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
         let timeout = self.settings.request_timeout;
-        let mut told = client_gone.is_none();
+        let mut told = false;
         loop {
             let next = tokio::select! {
                 next = tokio::time::timeout(timeout, body.next()) => next,
@@ -275,7 +281,9 @@ impl Slot {
                 // its response into a spool nobody reads.
                 () = writer.reader_left(), if !told => {
                     told = true;
-                    client_gone.inspect(|signal| signal.send());
+                    if !tell(client_gone) {
+                        return After::Abandon;
+                    }
                     continue;
                 }
             };
@@ -283,12 +291,12 @@ impl Slot {
                 Ok(Some(Ok(piece))) => {
                     if let Err(err) = writer.write(piece) {
                         warn!("cannot buffer response: {err}");
-                        return false;
+                        return After::Broken;
                     }
                 }
                 Ok(None) => {
                     writer.finish();
-                    return true;
+                    return After::Reuse;
                 }
                 Ok(Some(Err(err))) => {
                     // A response cut by its app once its client left is no failure.
@@ -296,12 +304,12 @@ impl Slot {
                         warn!(worker = self.worker.index, "response body failed: {err}");
                     }
                     self.replace_if_broken(&err);
-                    return false;
+                    return After::Broken;
                 }
                 Err(_) => {
                     warn!(worker = self.worker.index, "response body stalled for {timeout:?}; replacing the worker");
                     self.worker.report_hung();
-                    return false;
+                    return After::Broken;
                 }
             }
         }
@@ -316,6 +324,23 @@ impl Slot {
             self.worker.report_hung();
         }
     }
+}
+
+/// Tells the worker that the client left, over a link that has a way to (the hop's signal);
+/// false for one that has none, which must then be closed.
+fn tell(client_gone: Option<&ClientGoneSignal>) -> bool {
+    client_gone.inspect(|signal| signal.send()).is_some()
+}
+
+/// What a link can do once an exchange on it is over.
+#[derive(Debug, PartialEq, Eq)]
+enum After {
+    /// Carry the next request.
+    Reuse,
+    /// Be closed and opened again: its exchange was abandoned, as its client left.
+    Abandon,
+    /// Nothing: a request failed on it (the worker died, hung, or broke the connection).
+    Broken,
 }
 
 /// A response body as it arrives from a worker, over either link.
