@@ -38,10 +38,11 @@ def headway_binary():
 class Server:
     """A running `headway serve`, its logs collected from stderr."""
 
-    def __init__(self, args, cwd=APPS, env=None, ready_timeout=60):
+    def __init__(self, args, cwd=APPS, env=None, ready_timeout=60, wrapper=()):
+        """`wrapper`: a command that runs headway, before it on the command line (`unshare ...`)."""
         control_port = free_port()
         self.control = f"127.0.0.1:{control_port}"
-        command = [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", self.control, *args]
+        command = [*wrapper, headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", self.control, *args]
         environment = dict(os.environ)
         # Running from the source tree: let the worker import the headway package.
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), environment.get("PYTHONPATH")]))

@@ -168,3 +168,40 @@ def test_the_workers_end_when_the_front_is_killed(serve, tmp_path, preload):
     server.signal(signal.SIGKILL)  # no chance to stop anything itself
     server.wait()
     wait_until(lambda: all(ended(pid) for pid in processes), message="every worker process to end")
+
+
+def children(pid):
+    """The pids of process `pid`'s children."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as listed:
+            found += [int(child) for child in listed.read().split()]
+    return found
+
+
+PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None
+                    or subprocess.run([*PID_NAMESPACE, "true"], capture_output=True).returncode != 0,
+                    reason="no PID namespace here (unshare needs privileges)")
+def test_as_pid_1_the_front_reaps_the_workers_a_dead_parent_left(serve, tmp_path):
+    """In a container headway is PID 1, and the workers of a preloaded parent that died are
+    handed to it: each is reaped when it exits, not left a zombie."""
+    counter = tmp_path / "imports"
+    server = serve("-w", "2", "-t", "1", "--preload", "preloaded:app", env={"PRELOAD_COUNTER": str(counter)},
+                   wrapper=PID_NAMESPACE)
+    ready_pids(server, 2)  # pids as the namespace numbers them; below, as this one does
+    [front] = children(server.process.pid)
+    [parent] = children(front)
+    workers = children(parent)
+    assert len(workers) == 2
+    os.kill(parent, signal.SIGKILL)
+    wait_until(lambda: set(workers) <= set(children(front)), message="the workers to be handed to the front")
+    os.kill(workers[0], signal.SIGKILL)
+    wait_until(lambda: not os.path.exists(f"/proc/{workers[0]}"), message="the killed worker to be reaped")
+    wait_until(lambda: len(imports(counter)) == 2 and server.stats()["workers"][0]["state"] == "ready",
+               message="worker 1 forked from a new parent")
+    assert {server.get("/")[0] for _ in range(4)} == {200}
+    os.kill(front, signal.SIGTERM)  # unshare passes no signal on
+    assert server.wait() == 0

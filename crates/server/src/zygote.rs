@@ -27,8 +27,9 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -154,12 +155,32 @@ pub struct Forked {
 }
 
 impl Forked {
-    /// Resolves once the process has exited.
+    /// Resolves once the process has exited, with its status if the front could reap it.
     pub async fn exited(&mut self) -> String {
         match self.pidfd.readable().await {
-            Ok(_) => "a status only the preloaded parent sees".to_owned(),
+            Ok(_) => {
+                self.reap().map_or_else(|| "a status only the preloaded parent sees".to_owned(), |s| s.to_string())
+            }
             Err(err) => err.to_string(),
         }
+    }
+
+    /// Reaps the process if it has become the front's own child: when its zygote dies first, it
+    /// goes to the reaper of orphans, which is the front when it runs as a container's PID 1,
+    /// and would stay a zombie there. Otherwise (its zygote reaps it) there is nothing to do.
+    fn reap(&self) -> Option<ExitStatus> {
+        // SAFETY: siginfo_t is plain data, which waitid fills in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let pidfd = self.pidfd.get_ref().as_raw_fd() as libc::id_t;
+        // SAFETY: waitid on a pidfd we own, into a live siginfo_t.
+        let reaped = unsafe { libc::waitid(libc::P_PIDFD, pidfd, &mut info, libc::WEXITED | libc::WNOHANG) };
+        // SAFETY: after a successful waitid the child fields are set (si_pid 0: nothing reaped).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if reaped != 0 || pid == 0 {
+            return None;
+        }
+        // The wait status as waitpid encodes it: the exit code in the second byte, or the signal.
+        Some(ExitStatus::from_raw(if info.si_code == libc::CLD_EXITED { status << 8 } else { status }))
     }
 }
 
