@@ -7,13 +7,14 @@ the same routes and lifespan as fastapi_site.py, written with Starlette alone, p
 - GET /stream              a streamed response: ten numbered lines, produced one by one
 - GET /whoami              scheme, client, URL as Starlette sees them
 - WebSocket /echo          echoes every message back, text as text and bytes as bytes
+- WebSocket /private       denied with a 401 of the app's own (the denial response extension)
 """
 
 import hashlib
 
 from lifespan_log import lifespan
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocketDisconnect
 
@@ -65,6 +66,11 @@ async def echo(websocket):
         return
 
 
+async def private(websocket):
+    await websocket.send_denial_response(
+        PlainTextResponse("sign in first\n", status_code=401, headers={"WWW-Authenticate": 'Bearer realm="ws"'}))
+
+
 app = Starlette(
     routes=[
         Route("/items/{item_id}", item),
@@ -72,6 +78,7 @@ app = Starlette(
         Route("/stream", stream),
         Route("/whoami", whoami),
         WebSocketRoute("/echo", echo),
+        WebSocketRoute("/private", private),
     ],
     lifespan=lifespan,
 )

@@ -119,6 +119,24 @@ def test_starlette_websocket_echo_through_the_front(serve):
         assert server.get("/items/7")[0] == 200, "the one slot still serves HTTP"
 
 
+def test_a_websocket_denied_with_the_apps_own_response(serve):
+    """The `websocket.http.response` extension: Starlette's `send_denial_response` reaches the
+    client as the app made it, where a server without the extension would make the app fail."""
+    pytest.importorskip("starlette")
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
+    with pytest.raises(InvalidStatus) as denied:
+        connect(f"ws://127.0.0.1:{server.port}/private", open_timeout=30)
+    response = denied.value.response
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="ws"'
+    assert response.body == b"sign in first\n"
+    assert server.stats()["websockets"]["open"] == 0
+    assert b"Traceback" not in server.log()
+
+
 def test_the_demo_as_asgi(serve):
     server = serve("-w", "1", "-t", "1", "--interface", "asgi")
     status, _, body = server.get("/hello")

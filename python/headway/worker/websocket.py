@@ -1,12 +1,14 @@
 """The ASGI `websocket` scope. The front opens a connection of its own to the worker's unix socket
 for each WebSocket handshake (its slots never carry one), so an ASGI worker started by the front
 listens there, on its asyncio loop: a handshake is read, handed to the app as a `websocket` scope,
-answered `101` (`websocket.accept`) or `403` (`websocket.close` first), and the frames that follow
-go through the native codec (`_native.WebSocketCodec`, tungstenite underneath). An open socket
-holds no slot: it costs the worker a connection and a task on the loop.
+answered `101` (`websocket.accept`), `403` (`websocket.close` first) or with a response of the
+app's own (the `websocket.http.response` extension: a denial with its status, headers and body),
+and the frames that follow go through the native codec (`_native.WebSocketCodec`, tungstenite
+underneath). An open socket holds no slot: it costs the worker a connection and a task on the loop.
 """
 
 import asyncio
+import http
 import os
 import stat
 import traceback
@@ -46,6 +48,7 @@ class WebSocket:
         self.answered = False  # the handshake got its 101 or its refusal
         self.closed = False  # a close frame went out, or the peer is gone
         self.pump = None
+        self.denial = None  # (status, headers, body so far) once `websocket.http.response.start` came
 
     async def run(self):
         try:
@@ -61,7 +64,10 @@ class WebSocket:
         self.events.put_nowait({"type": "websocket.connect"})
         try:
             await self.app(scope, self.events.get, self.send)
-            if not self.answered:
+            if self.denial is not None and not self.answered:
+                log("the app returned in the middle of its denial response")
+                await self.refuse(500)
+            elif not self.answered:
                 log("the app returned without accepting or closing a WebSocket")
                 await self.refuse(403)
             elif not self.closed:
@@ -87,14 +93,23 @@ class WebSocket:
             raise ValueError("not a WebSocket handshake")
         protocols = [value.decode("latin-1") for name, value in fields if name == b"sec-websocket-protocol"]
         scope["subprotocols"] = [item.strip() for value in protocols for item in value.split(",")]
+        scope["extensions"] = {"websocket.http.response": {}}
         return scope
 
     async def send(self, message):
         kind = message["type"]
+        if self.denial is not None and not self.answered and kind != "websocket.http.response.body":
+            raise RuntimeError(f"unexpected ASGI message {kind!r} in a denial response")
         if kind == "websocket.accept" and not self.answered:
             await self.accept(message)
         elif kind == "websocket.close" and not self.answered:
             await self.refuse(403)
+        elif kind == "websocket.http.response.start" and not self.answered:
+            self.denial = (message["status"], message.get("headers", ()), [])
+        elif kind == "websocket.http.response.body" and self.denial is not None and not self.answered:
+            self.denial[2].append(message.get("body", b""))
+            if not message.get("more_body", False):
+                await self.deny(*self.denial)
         elif kind == "websocket.close" and self.closed:
             pass  # the peer closed first, or left
         elif kind in ("websocket.send", "websocket.close") and self.accepted:
@@ -129,11 +144,22 @@ class WebSocket:
 
     async def refuse(self, status, message=""):
         """Answers the handshake with `status` instead of 101; the connection ends with it."""
+        await self.deny(status, (), [f"{message}\n".encode()] if message else [])
+
+    async def deny(self, status, headers, body):
+        """Answers the handshake with a response of `status`, the app's `headers` (its framing
+        replaced by ours: the body is whole) and `body` (pieces); the connection ends with it."""
         self.answered = self.closed = True
-        body = f"{message}\n".encode() if message else b""
-        reason = {400: "Bad Request", 403: "Forbidden", 500: "Internal Server Error"}[status]
-        self.writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                          .encode() + body)
+        body = b"".join(body)
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = ""
+        framing = (b"content-length", b"transfer-encoding", b"connection")
+        lines = [f"HTTP/1.1 {status} {reason}".encode("latin-1")]
+        lines += [bytes(name) + b": " + bytes(value) for name, value in headers if bytes(name).lower() not in framing]
+        lines += [b"Content-Length: %d" % len(body), b"Connection: close"]
+        self.writer.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)
         try:
             await self.writer.drain()
         except ConnectionError:
