@@ -17,12 +17,16 @@ Run with one worker (`-w 1`) so every request sees the same process state:
                streams pieces until its client leaves, and appends how it heard to FILE:
                "http.disconnect" from a task awaiting `receive` (with listen=1), or the error
                `send` raised
+- /pathsend?path=FILE
+               FILE as the body, through the `http.response.pathsend` extension when the scope
+               offers it (else a 501)
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
 """
 
 import asyncio
 import hashlib
 import json
+import os
 import random
 from urllib.parse import parse_qs
 
@@ -56,6 +60,8 @@ async def app(scope, receive, send):
     elif scope["path"] == "/endless":
         query = _query(scope)
         await _endless(receive, send, query["record"], listen=query.get("listen") == "1")
+    elif scope["path"] == "/pathsend":
+        await _pathsend(scope, send)
     elif scope["path"] == "/seen":
         await _reply(send, json.dumps(_seen).encode())
     elif scope["path"] == "/most":
@@ -68,6 +74,17 @@ async def _reply(send, body):
     headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _pathsend(scope, send):
+    path = _query(scope)["path"]
+    if "http.response.pathsend" not in scope.get("extensions", {}):
+        await send({"type": "http.response.start", "status": 501, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    length = str(os.path.getsize(path)).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", length)]})
+    await send({"type": "http.response.pathsend", "path": path})
 
 
 def large_body(size):

@@ -7,6 +7,7 @@ the same routes and lifespan as fastapi_site.py, written with Starlette alone, p
 - GET /stream              a streamed response: ten numbered lines, produced one by one
 - GET /whoami              scheme, client, URL as Starlette sees them
 - WebSocket /echo          echoes every message back, text as text and bytes as bytes
+- GET /source             this file, as a FileResponse (sent by path, the worker offering it)
 - WebSocket /private       denied with a 401 of the app's own (the denial response extension)
 """
 
@@ -14,7 +15,7 @@ import hashlib
 
 from lifespan_log import lifespan
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocketDisconnect
 
@@ -66,6 +67,10 @@ async def echo(websocket):
         return
 
 
+async def source(request):
+    return FileResponse(__file__, media_type="text/plain")
+
+
 async def private(websocket):
     await websocket.send_denial_response(
         PlainTextResponse("sign in first\n", status_code=401, headers={"WWW-Authenticate": 'Bearer realm="ws"'}))
@@ -77,6 +82,7 @@ app = Starlette(
         Route("/upload", upload, methods=["POST"]),
         Route("/stream", stream),
         Route("/whoami", whoami),
+        Route("/source", source),
         WebSocketRoute("/echo", echo),
         WebSocketRoute("/private", private),
     ],

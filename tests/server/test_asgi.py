@@ -251,6 +251,26 @@ def digest_of(body):
     return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
+@pytest.mark.parametrize("size", [0, 1_000_003], ids=["empty", "four-pieces-and-a-bit"])
+def test_a_file_sent_by_path(serve, tmp_path, size):
+    """The `http.response.pathsend` extension (Starlette's FileResponse uses it when offered):
+    the worker reads the file, and the client gets exactly its bytes."""
+    file = tmp_path / "file"
+    file.write_bytes(large_body(size))
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    status, headers, body = server.get(f"/pathsend?path={file}")
+    assert (status, headers["content-length"]) == (200, str(size))
+    assert body == file.read_bytes()
+
+
+def test_a_starlette_file_response(serve):
+    pytest.importorskip("starlette")
+    server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
+    status, headers, body = server.get("/source")
+    assert (status, body) == (200, (APPS / "starlette_site.py").read_bytes())
+    assert headers["content-type"].startswith("text/plain")
+
+
 def large_body(size):
     """What asgi_probe's /large sends: seeded pseudo-random bytes."""
     return random.Random(size).randbytes(size)

@@ -29,6 +29,9 @@ from headway import _native
 from . import log, websocket
 from .scope import ASGI_VERSION, connection_scope
 
+# How much of a file an `http.response.pathsend` reads at a time.
+FILE_PIECE = 256 * 1024
+
 
 def is_asgi(app):
     """An ASGI 3 app is a coroutine function, or an object whose `__call__` is one (as uvicorn
@@ -236,6 +239,7 @@ class HttpExchange:
         self.server, self.channel, self.loop = server, channel, server.loop
         self.slot = channel.slot
         self.scope = connection_scope("http", head, server.lifespan.state)
+        self.scope["extensions"] = {"http.response.pathsend": {}}
         self.body_left = head[-1]  # whether a body follows
         self.request_read = False
         self.start = None  # the `http.response.start` message, sent with the first body piece
@@ -301,21 +305,39 @@ class HttpExchange:
         elif kind == "http.response.body":
             if self.start is None:
                 raise RuntimeError("http.response.body before http.response.start")
-            body, more = message.get("body", b""), message.get("more_body", False)
-            try:
-                if self.head_sent:
-                    await self.io(self.channel.send, body, more)
-                else:
-                    await self.io(self.channel.respond, *self.start, body, more)
-                    self.head_sent = True
-            except OSError:
-                self.gone()
-                raise
-            if not more:
-                self.complete = True
-                self.end()
+            await self.send_body(message.get("body", b""), message.get("more_body", False))
+        elif kind == "http.response.pathsend":
+            if self.start is None or self.head_sent:
+                raise RuntimeError("http.response.pathsend must follow http.response.start, alone")
+            await self.send_file(message["path"])
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
+
+    async def send_body(self, body, more):
+        try:
+            if self.head_sent:
+                await self.io(self.channel.send, body, more)
+            else:
+                await self.io(self.channel.respond, *self.start, body, more)
+                self.head_sent = True
+        except OSError:
+            self.gone()
+            raise
+        if not more:
+            self.complete = True
+            self.end()
+
+    async def send_file(self, path):
+        """The `http.response.pathsend` extension: the file at `path` is the whole body. It is
+        read off the loop, a piece at a time, and goes out as the app's body pieces would."""
+        with open(path, "rb") as file:
+            piece = await self.loop.run_in_executor(None, file.read, FILE_PIECE)
+            while True:
+                following = await self.loop.run_in_executor(None, file.read, FILE_PIECE) if piece else b""
+                await self.send_body(piece, bool(following))
+                if not following:
+                    return
+                piece = following
 
     def gone(self):
         """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
