@@ -166,6 +166,33 @@ def test_a_client_that_vanishes_frees_its_socket_and_the_app_sees_it_go(serve, e
     wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="every slot to be free")
 
 
+def test_a_quiet_client_that_answers_pings_outlives_the_idle_timeout(serve, echo_worker):
+    """The client library answers the front's pings, so a socket that says nothing for twice the
+    idle timeout is still open, and the app still hears it."""
+    server = serve("-w", "1", "-t", "2", "--websocket-idle-timeout", "2", "--websocket-ping-interval", "0.5",
+                   *echo_worker)
+    with connect(url(server)) as ws:
+        time.sleep(4)
+        ws.send("still here")
+        assert ws.recv(timeout=30) == "still here"
+    assert disconnects(server) == [1000]
+
+
+def test_a_client_that_answers_no_ping_is_closed_at_the_idle_timeout(serve, echo_worker):
+    server = serve("-w", "1", "-t", "2", "--websocket-idle-timeout", "2", "--websocket-ping-interval", "0.5",
+                   *echo_worker)
+    sock = open_by_hand(server)
+    received = b""
+    while chunk := sock.recv(64):  # until the front closes the connection
+        received += chunk
+    sock.close()
+    # Empty pings, unmasked, each after a quiet interval, then the close frame: 1001.
+    close = b"\x88\x0e\x03\xe9idle timeout"
+    pings = received.removesuffix(close)
+    assert received.endswith(close) and pings == b"\x89\x00" * (len(pings) // 2) and len(pings) >= 4, received
+    wait_until(lambda: open_websockets(server) == 0, message="the socket to be freed")
+
+
 def test_a_message_over_the_limit_closes_the_socket_with_1009(serve, echo_worker):
     server = serve("-w", "1", "-t", "2", "--max-websocket-message", "1KiB", *echo_worker)
     # Without compression: the front sees the sizes on the wire (the app, after inflating).

@@ -164,6 +164,12 @@ pub struct ServeArgs {
     #[arg(long, default_value = "300", value_name = "SECS", value_parser = parse_secs)]
     pub websocket_idle_timeout: Duration,
 
+    /// Seconds of quiet on a WebSocket after which the front pings the client, and again every
+    /// as many while it stays quiet; a live client's pong keeps the socket from the idle timeout.
+    /// 0: never. As uvicorn --ws-ping-interval
+    #[arg(long, default_value = "20", value_name = "SECS", value_parser = parse_secs)]
+    pub websocket_ping_interval: Duration,
+
     /// Largest message a WebSocket client may send (its frames together); a larger one closes
     /// the socket with 1009 before any of it reaches the app
     #[arg(long, default_value = "16MiB", value_name = "BYTES", value_parser = parse_size)]
@@ -447,6 +453,7 @@ impl Config {
                     workers_take_them: takes_websockets.clone(),
                     max_open: args.max_websockets,
                     idle_timeout: args.websocket_idle_timeout,
+                    ping_interval: Some(args.websocket_ping_interval).filter(|every| !every.is_zero()),
                     max_message: args.max_websocket_message,
                 },
             },

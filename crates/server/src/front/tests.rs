@@ -98,6 +98,7 @@ impl Harness {
                 workers_take_them: TakesWebSockets::new(true),
                 max_open: 100,
                 idle_timeout: Duration::from_secs(300),
+                ping_interval: None,
                 max_message: 1 << 20,
             },
         };

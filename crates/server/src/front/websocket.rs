@@ -10,6 +10,13 @@
 //! closes a socket (idle, reload, shutdown) both sides get 1001 (going away): the app and the
 //! client each learn that the other end is gone and may come back.
 //!
+//! A quiet socket is not a dead one: a chat client may say nothing for an hour. So while nothing
+//! moves, the front pings the client every `--websocket-ping-interval` (between two frames, as
+//! its close frames); a live client's pong is a move, which the idle timeout waits for, and goes
+//! on to the app, which may ignore it (RFC 6455 section 5.5.3: an unsolicited pong needs no
+//! answer). The ping itself moves nothing: a client that answers none is closed when the idle
+//! timeout comes.
+//!
 //! A socket holds no slot and is counted apart from HTTP connections, so a graceful shutdown
 //! first drains the requests, then closes the sockets.
 
@@ -24,7 +31,7 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tracing::debug;
 
 use super::conn::{ClientStream, Connection};
-use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY};
+use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use crate::job::WorkerSocket;
 use crate::stats::Gauge;
 use crate::worker::TakesWebSockets;
@@ -49,6 +56,8 @@ pub struct WebSocketSettings {
     pub max_open: usize,
     /// A socket with no bytes moving either way this long is closed (1001).
     pub idle_timeout: Duration,
+    /// While nothing moves, the client is pinged this often (`None`: never).
+    pub ping_interval: Option<Duration>,
     /// Largest message a client may send (its frames together); closed with 1009 above it.
     pub max_message: u64,
 }
@@ -103,7 +112,7 @@ async fn relay<C, W>(
     let (worker_reads, worker_writes) = split(worker);
     let mut up = Pump::new(client_reads, worker_writes, Frames::from_client(settings.max_message), early);
     let mut down = Pump::new(worker_reads, client_writes, Frames::from_worker(), BytesMut::new());
-    let ending = run(&mut up, &mut down, settings.idle_timeout, closing).await;
+    let ending = run(&mut up, &mut down, settings.idle_timeout, settings.ping_interval, closing).await;
     match ending {
         Ending::Closed => {}
         Ending::Broken(err) => debug!("WebSocket connection broke: {err}"),
@@ -116,6 +125,7 @@ async fn run<C, W>(
     up: &mut Pump<C, W>,
     down: &mut Pump<W, C>,
     idle_timeout: Duration,
+    ping_interval: Option<Duration>,
     closing: impl Future<Output = ()>,
 ) -> Ending
 where
@@ -128,9 +138,27 @@ where
     let mut last_move = Instant::now();
     let idle = sleep_until(last_move + idle_timeout);
     tokio::pin!(idle);
+    // The same lazy way for the ping: due once nothing has moved for a whole interval.
+    let ping_every = ping_interval.unwrap_or(idle_timeout);
+    let ping = sleep_until(last_move + ping_every);
+    tokio::pin!(ping);
     let mut half_closed_until = None;
     loop {
         let moved = tokio::select! {
+            () = &mut ping, if ping_interval.is_some() => {
+                let next = if last_move.elapsed() < ping_every {
+                    last_move + ping_every
+                } else {
+                    if down.between_frames() {
+                        if let Err(err) = down.to.write_all(&PING_FRAME).await {
+                            return Ending::Broken(err);
+                        }
+                    }
+                    Instant::now() + ping_every
+                };
+                ping.as_mut().reset(next);
+                continue;
+            }
             moved = up.step(), if !up.ended => moved.map_err(|stop| (stop, true)),
             moved = down.step(), if !down.ended => moved.map_err(|stop| (stop, false)),
             () = &mut idle => {
@@ -270,6 +298,12 @@ impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<
                 self.refused = Some(violation);
             }
         }
+    }
+
+    /// Whether the receiver's stream stands between two frames, open, and not closed by the
+    /// sender: where the front may slip in a frame of its own.
+    fn between_frames(&self) -> bool {
+        self.ready == 0 && self.frames.at_boundary() && !self.ended && !self.frames.close_seen()
     }
 
     /// Tells the receiver that the sender has closed its side.

@@ -12,6 +12,10 @@ pub const PROTOCOL_ERROR: u16 = 1002;
 pub const MESSAGE_TOO_BIG: u16 = 1009;
 
 const OPCODE_CLOSE: u8 = 0x8;
+const OPCODE_PING: u8 = 0x9;
+
+/// A ping with no payload, as a server sends it (unmasked).
+pub const PING_FRAME: [u8; 2] = [0x80 | OPCODE_PING, 0];
 /// Control frames (close, ping, pong) carry at most this much and are never fragmented.
 const MAX_CONTROL_PAYLOAD: u64 = 125;
 /// A close frame's reason fits in a control frame after its two-byte code.
