@@ -82,6 +82,10 @@ impl Slot {
                             // Its rings hold what a broken exchange left: only the next
                             // process's region can be trusted.
                             Link::Hop(line) if line.poisoned => leaves_generation(&mut phase, generation).await,
+                            // The worker ended the exchange itself (an abort: the app failed
+                            // after its head, or stopped a stream whose client left): the line
+                            // is clean and the process well.
+                            Link::Hop(_) => {}
                             // A request broke: the process is most likely dying. Its socket still
                             // accepts connections into the backlog for a moment after its own
                             // connections reset, and a request sent there would fail too, so wait
