@@ -17,7 +17,6 @@ connections of their own and hold no slot (websocket.py).
 import asyncio
 import contextlib
 import functools
-import http
 import inspect
 import os
 import queue
@@ -27,7 +26,7 @@ import traceback
 from headway import _native
 
 from . import log, websocket
-from .scope import ASGI_VERSION, connection_scope
+from .scope import ASGI_VERSION, connection_scope, status_line
 
 # How much of a file an `http.response.pathsend` reads at a time.
 FILE_PIECE = 256 * 1024
@@ -220,15 +219,6 @@ class Lifespan:
             step.set_exception(LifespanFailed(message.get("message") or "no message"))
         else:
             step.set_result(None)
-
-
-@functools.cache
-def status_line(status):
-    """`200 OK` for 200; cached, as looking the phrase up was a measurable part of a request."""
-    try:
-        return f"{status} {http.HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"{status} "
 
 
 class HttpExchange:

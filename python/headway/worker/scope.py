@@ -1,6 +1,9 @@
 """What an ASGI `http` scope and a `websocket` scope share, built from a request head as the native
-core gives it (`Channel.next_request`, `parse_head`): one place for the keys both must agree on."""
+core gives it (`Channel.next_request`, `parse_head`): one place for the keys both must agree on;
+and the status line both answer with."""
 
+import functools
+import http
 from urllib.parse import unquote
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
@@ -26,3 +29,12 @@ def connection_scope(kind, head, state):
         "server": None,
         "state": state.copy(),
     }
+
+
+@functools.cache
+def status_line(status):
+    """`200 OK` for 200; cached, as looking the phrase up was a measurable part of a request."""
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} "

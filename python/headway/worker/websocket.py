@@ -8,7 +8,6 @@ underneath). An open socket holds no slot: it costs the worker a connection and 
 """
 
 import asyncio
-import http
 import os
 import stat
 import traceback
@@ -16,7 +15,7 @@ import traceback
 from headway import _native
 
 from . import log
-from .scope import connection_scope
+from .scope import connection_scope, status_line
 
 # The most a handshake's head may take, as for any request head.
 MAX_HEAD = 64 * 1024
@@ -151,12 +150,8 @@ class WebSocket:
         replaced by ours: the body is whole) and `body` (pieces); the connection ends with it."""
         self.answered = self.closed = True
         body = b"".join(body)
-        try:
-            reason = http.HTTPStatus(status).phrase
-        except ValueError:
-            reason = ""
         framing = (b"content-length", b"transfer-encoding", b"connection")
-        lines = [f"HTTP/1.1 {status} {reason}".encode("latin-1")]
+        lines = [f"HTTP/1.1 {status_line(status)}".encode("latin-1")]
         lines += [bytes(name) + b": " + bytes(value) for name, value in headers if bytes(name).lower() not in framing]
         lines += [b"Content-Length: %d" % len(body), b"Connection: close"]
         self.writer.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)

@@ -337,7 +337,7 @@ fn tell(client_gone: Option<&ClientGoneSignal>) -> bool {
 }
 
 /// What a link can do once an exchange on it is over.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum After {
     /// Carry the next request.
     Reuse,
