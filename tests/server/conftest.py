@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,19 +41,21 @@ class Server:
 
     def __init__(self, args, cwd=APPS, env=None, ready_timeout=60, wrapper=()):
         """`wrapper`: a command that runs headway, before it on the command line (`unshare ...`)."""
-        control_port = free_port()
-        self.control = f"127.0.0.1:{control_port}"
-        command = [*wrapper, headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", self.control, *args]
+        # Both ports chosen by the kernel and read from the log: a port found free and passed on
+        # could be taken by another connection before headway binds it.
+        command = [*wrapper, headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", "127.0.0.1:0", *args]
         environment = dict(os.environ)
         # Running from the source tree: let the worker import the headway package.
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), environment.get("PYTHONPATH")]))
         environment.setdefault("HEADWAY_PYTHON", sys.executable)
         environment.update(env or {})
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"headway-test-{os.getpid()}-{control_port}.log"
-        self.log_file = open(self.log_path, "w+b")
+        self.log_file = tempfile.NamedTemporaryFile(prefix=f"headway-test-{os.getpid()}-", suffix=".log", delete=False)
+        self.log_path = Path(self.log_file.name)
         self.process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=self.log_file,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         self.port = self._wait_for_port(ready_timeout)
+        # Logged before the public address, so there by now.
+        self.control = "127.0.0.1:" + re.search(rb"stats on http://127\.0\.0\.1:(\d+)/stats", self.log())[1].decode()
 
     def _wait_for_port(self, timeout):
         deadline = time.monotonic() + timeout

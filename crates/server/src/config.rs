@@ -394,7 +394,10 @@ impl Config {
             }
             None => None,
         };
-        if let Some(control) = control.as_ref().filter(|control| binds.contains(control)) {
+        // Port 0 asks the kernel for a free port at each bind: two such binds never meet.
+        let collides =
+            |control: &&Bind| binds.contains(control) && !matches!(control, Bind::Tcp(addr) if addr.port() == 0);
+        if let Some(control) = control.as_ref().filter(collides) {
             bail!("--control {control} is also a public --bind address; give it its own");
         }
         let agent_check = match args.agent_check {
