@@ -20,7 +20,9 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /pathsend?path=FILE
                FILE as the body, through the `http.response.pathsend` extension when the scope
                offers it (else a 501)
+- /paths       the scope's path, raw_path (as text) and root_path, as JSON
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
+It routes on the path below the scope's root_path, as an app mounted under a prefix must.
 """
 
 import asyncio
@@ -39,7 +41,11 @@ async def app(scope, receive, send):
     global _inside, _most
     if scope["type"] != "http":
         raise ValueError(f"unsupported scope {scope['type']}")
-    if scope["path"] == "/slow":
+    route = scope["path"].removeprefix(scope["root_path"])
+    if route == "/paths":
+        paths = {"path": scope["path"], "raw_path": scope["raw_path"].decode(), "root_path": scope["root_path"]}
+        await _reply(send, json.dumps(paths).encode())
+    elif scope["path"] == "/slow":
         _inside += 1
         _most = max(_most, _inside)
         try:

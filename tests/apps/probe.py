@@ -90,6 +90,7 @@ def echo(environ, start_response):
         "content_length": environ.get("CONTENT_LENGTH", ""),
         "method": environ["REQUEST_METHOD"],
         "path": environ["PATH_INFO"],
+        "script_name": environ["SCRIPT_NAME"],
         "query": environ["QUERY_STRING"],
         "remote_addr": environ.get("REMOTE_ADDR", ""),
         "url_scheme": environ["wsgi.url_scheme"],

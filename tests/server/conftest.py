@@ -60,7 +60,7 @@ class Server:
     def _wait_for_port(self, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            match = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", self.log())
+            match = re.search(rb"listening on https?://127\.0\.0\.1:(\d+)", self.log())
             if match:
                 return int(match.group(1))
             if self.process.poll() is not None:

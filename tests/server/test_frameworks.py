@@ -1,7 +1,9 @@
 """Django and Flask apps (WSGI), and Django, FastAPI and Starlette apps (ASGI), unmodified, behind
 a TLS-terminating router: they see https and the real client when the router is a trusted peer
 (here a unix socket, as a local router uses), and nothing a client claims when the peer is not
-(here 127.0.0.1, once --forwarded-allow-ips names another address)."""
+(here 127.0.0.1, once --forwarded-allow-ips names another address). Mounted under a prefix
+(--root-path), they route below it and link with it, whether the router keeps it in the path or
+takes it off."""
 
 import json
 
@@ -30,6 +32,19 @@ def test_behind_a_trusted_router_the_app_sees_https_and_the_client(serve, framew
     status, _, body = exchange(router_socket, request_bytes(whoami, ROUTER_SAYS))
     assert status == 200, body
     assert json.loads(body) == {"secure": True, "client": "203.0.113.9", "url": f"https://app.example{whoami}"}
+
+
+@pytest.mark.parametrize("framework", APPS)
+@pytest.mark.parametrize("router", ["keeps-the-prefix", "takes-it-off"])
+def test_under_a_root_path_the_app_routes_below_it_and_links_with_it(serve, framework, router, tmp_path):
+    module, app, whoami = APPS[framework]
+    pytest.importorskip(module)
+    router_socket = tmp_path / "router.sock"
+    serve("-w", "1", "-t", "2", "-b", f"unix:{router_socket}", "--root-path", "/shop", app)
+    path = f"/shop{whoami}" if router == "keeps-the-prefix" else whoami
+    status, _, body = exchange(router_socket, request_bytes(path, ROUTER_SAYS))
+    assert status == 200, body
+    assert json.loads(body)["url"] == f"https://app.example/shop{whoami}"
 
 
 @pytest.mark.parametrize("framework", APPS)

@@ -1,5 +1,6 @@
 """headway behind routers, load balancers, systemd and Kubernetes: whose forwarding headers are
-believed, the PROXY protocol (hand-made headers and Debian's HAProxy), health and readiness, a
+believed, the PROXY protocol (hand-made headers and Debian's HAProxy), an app mounted under a
+path prefix (--root-path), health and readiness, a
 shutdown balancers can follow, HAProxy's agent check, systemd's notify and socket-activation
 protocols, the config file and environment, and the log formats.
 
@@ -195,6 +196,35 @@ def test_debian_haproxy_send_proxy_v2_gives_the_real_client(serve, haproxy, tmp_
     seen = echo(exchange(("127.0.0.1", port), request_bytes("/echo", {"Host": "a"}), source="127.0.0.2"))
     assert seen["remote_addr"] == "127.0.0.2"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "127.0.0.2"
+
+
+# Mounted under a prefix (--root-path)
+
+@pytest.mark.parametrize("preload", [False, True], ids=["started", "preloaded"])
+def test_a_wsgi_app_under_a_root_path_whether_the_router_keeps_it_or_not(serve, preload):
+    server = serve("-w", "1", "--root-path", "/shop/", *(["--preload"] if preload else []), "probe:app")
+    # The router kept the prefix (PATH_INFO is below it), or took it off. (The edge cases of
+    # which paths are below it: crates/worker/src/wsgi/environ.rs.)
+    for path in ("/shop/echo", "/echo"):
+        seen = echo(server.get(path))
+        assert (seen["script_name"], seen["path"]) == ("/shop", "/echo"), path
+
+
+def test_an_asgi_app_under_a_root_path_gets_the_full_path(serve):
+    server = serve("-w", "1", "--root-path", "/shop", "asgi_probe:app")
+    for path in ("/shop/paths", "/paths"):
+        seen = echo(server.get(path + "?q=1"))
+        assert seen == {"path": "/shop/paths", "raw_path": "/shop/paths", "root_path": "/shop"}, path
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--root-path", "shop"], "must be a path such as /api"),
+    (["--root-path", "/a b"], "must be a path such as /api"),
+    (["--root-path", "/shop", "--cmd", "true"], "--root-path is for the bundled worker"),
+])
+def test_a_bad_root_path_is_refused(flags, message):
+    result = run_headway("serve", "-b", "127.0.0.1:0", *flags)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
 
 
 # Health, readiness and shutdown

@@ -13,6 +13,7 @@ use headway_common::python::{find_python, PYTHON_ENV};
 use crate::affinity::{CpuAffinity, WorkerCpus};
 use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
+use crate::front::tls::TlsFiles;
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
@@ -21,7 +22,7 @@ use crate::recycle::RecyclePolicy;
 use crate::reload::ReloadSettings;
 use crate::slot::SlotSettings;
 use crate::supervisor::SupervisorConfig;
-use crate::worker::{Interface, Launch, TakesWebSockets};
+use crate::worker::{Interface, Launch, PythonApp, TakesWebSockets};
 use crate::zygote::ZygoteConfig;
 
 #[derive(clap::Args, Debug)]
@@ -73,6 +74,14 @@ pub struct ServeArgs {
     /// listens on the unix socket given as {socket} (also in $HEADWAY_SOCKET)
     #[arg(long, value_name = "COMMAND", conflicts_with = "app")]
     pub cmd: Option<String>,
+
+    /// The path prefix the app is mounted under, when a router sends it a sub-path such as /api:
+    /// WSGI's SCRIPT_NAME and ASGI's root_path. A request path that starts with it is taken to
+    /// include it (WSGI's PATH_INFO is the rest); one that does not, to have had it removed by
+    /// the router (ASGI's path gets it back). Bundled worker only. As uvicorn --root-path,
+    /// gunicorn's SCRIPT_NAME
+    #[arg(long, value_name = "PATH", value_parser = parse_root_path)]
+    pub root_path: Option<String>,
 
     /// Python interpreter for the bundled worker [default: the python3 next to this program,
     /// else python3 on PATH]
@@ -249,6 +258,16 @@ pub struct ServeArgs {
           value_parser = TrustedProxies::parse)]
     pub forwarded_allow_ips: TrustedProxies,
 
+    /// Serve HTTPS: the certificate chain (PEM, the server's certificate first) for every
+    /// listener. Read again on SIGHUP. As gunicorn --certfile, uvicorn --ssl-certfile
+    #[arg(long, visible_alias = "ssl-certfile", value_name = "PATH")]
+    pub certfile: Option<PathBuf>,
+
+    /// The private key of --certfile (PEM: PKCS#8, RSA or EC; not encrypted). As gunicorn
+    /// --keyfile, uvicorn --ssl-keyfile
+    #[arg(long, visible_alias = "ssl-keyfile", value_name = "PATH")]
+    pub keyfile: Option<PathBuf>,
+
     /// TCP connections start with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy,
     /// an AWS NLB or a router send): its client becomes the peer. Connections without one are
     /// closed
@@ -321,6 +340,8 @@ pub struct Config {
     pub access_log_format: AccessLogFormat,
     pub shutdown_delay: Duration,
     pub agent_check: Option<Bind>,
+    /// `--certfile` and `--keyfile`: HTTPS on every listener.
+    pub tls: Option<TlsFiles>,
     /// `--reload`: what to watch.
     pub reload: Option<ReloadSettings>,
 }
@@ -362,9 +383,17 @@ impl Config {
         if args.hooks.is_some() && args.cmd.is_some() {
             bail!("--hooks runs in the bundled worker, not in a --cmd worker");
         }
+        if args.root_path.is_some() && args.cmd.is_some() {
+            bail!("--root-path is for the bundled worker; give a --cmd worker its own (uvicorn --root-path)");
+        }
         if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
             bail!("--reload-dir and --reload-include need --reload");
         }
+        let tls = match (args.certfile, args.keyfile) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => bail!("--certfile and --keyfile go together"),
+        };
         if args.max_worker_memory == Some(0) {
             bail!("--max-worker-memory must be more than 0");
         }
@@ -376,9 +405,12 @@ impl Config {
             Some(cmd) => Launch::Command(cmd),
             None => Launch::Python {
                 python: worker_python(args.python)?,
-                app: args.app,
-                interface: args.interface,
-                hooks: args.hooks,
+                app: PythonApp {
+                    spec: args.app,
+                    interface: args.interface,
+                    hooks: args.hooks,
+                    root_path: args.root_path.filter(|root| !root.is_empty()),
+                },
             },
         };
         let bundled = matches!(launch, Launch::Python { .. });
@@ -409,14 +441,9 @@ impl Config {
             None => None,
         };
         let preload = match (&launch, args.preload) {
-            (Launch::Python { python, app, interface, hooks }, true) => Some(ZygoteConfig {
-                python: python.clone(),
-                app: app.clone(),
-                threads: args.threads,
-                workers,
-                interface: *interface,
-                hooks: hooks.clone(),
-            }),
+            (Launch::Python { python, app }, true) => {
+                Some(ZygoteConfig { python: python.clone(), app: app.clone(), threads: args.threads, workers })
+            }
             _ => None,
         };
         let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
@@ -473,6 +500,7 @@ impl Config {
             access_log_format: args.access_log_format,
             shutdown_delay: args.shutdown_delay,
             agent_check,
+            tls,
             reload,
         })
     }
@@ -519,6 +547,16 @@ fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 /// `--health-path`: an absolute path, matched without its query.
+/// `--root-path`: an absolute path of plain URL characters (no percent-encoding: it is compared
+/// with decoded paths), kept without a trailing slash (`/` alone is no prefix at all).
+fn parse_root_path(text: &str) -> Result<String, String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&b);
+    if !text.starts_with('/') || !text.bytes().all(allowed) {
+        return Err("must be a path such as /api: starting with /, of URL path characters".to_owned());
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
 fn parse_health_path(text: &str) -> Result<String, String> {
     if !text.starts_with('/') || text.contains(['?', '#', ' ']) {
         return Err(format!("'{text}' is not a path such as /healthz"));
@@ -594,6 +632,16 @@ mod tests {
         assert_eq!(parse_target("0"), Ok(Target::Off));
         assert_eq!(parse_target("0.02"), Ok(Target::Fixed(Duration::from_millis(20))));
         assert_eq!(parse_target("soon"), Err("'soon' is not a number of seconds or auto".to_owned()));
+    }
+
+    #[test]
+    fn root_paths() {
+        assert_eq!(parse_root_path("/api"), Ok("/api".to_owned()));
+        assert_eq!(parse_root_path("/shop/v2/"), Ok("/shop/v2".to_owned()));
+        assert_eq!(parse_root_path("/"), Ok(String::new()));
+        for bad in ["api", "/a b", "/a?x=1", "/a#top", "/caf\u{e9}", "/caf%C3%A9", ""] {
+            assert!(parse_root_path(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::supervisor::Reloader;
-use crate::worker::Launch;
+use crate::worker::{Launch, PythonApp};
 
 /// How long to gather changes after the first before reloading.
 const SETTLE: Duration = Duration::from_millis(200);
@@ -140,8 +140,8 @@ fn relevant(settings: &ReloadSettings, event: notify::Result<notify::Event>) -> 
 /// Imports the bundled worker's app (and `--hooks` module) in a throwaway process, as the worker
 /// would: its traceback (on our stderr, with the server's log) says what is wrong.
 async fn check_app(launch: &Launch) -> anyhow::Result<()> {
-    let Launch::Python { python, app, hooks, .. } = launch else { return Ok(()) };
-    let app = app.as_deref().unwrap_or("headway.demo:app");
+    let Launch::Python { python, app: PythonApp { spec, hooks, .. } } = launch else { return Ok(()) };
+    let app = spec.as_deref().unwrap_or("headway.demo:app");
     let check = "import sys; from headway.worker.__main__ import load_app_and_hooks as load; \
                  sys.exit(load(sys.argv[1], sys.argv[2] or None) is None)";
     let status = Command::new(python)

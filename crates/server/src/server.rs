@@ -9,7 +9,8 @@
 //! queued and running request (bounded by --graceful-timeout), closes the open WebSockets (1001
 //! to both sides), stops the workers and exits 0. A second signal skips the waits. SIGHUP
 //! restarts the workers one at a time (new code, same sockets and queue), as `--reload` does
-//! when a watched file changes; SIGUSR1 reopens the access log.
+//! when a watched file changes, and reads the TLS certificate and key again; SIGUSR1 reopens
+//! the access log.
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
@@ -24,7 +25,8 @@ use crate::access_log::AccessLog;
 use crate::agent_check;
 use crate::config::Config;
 use crate::control;
-use crate::front::listener::Listener;
+use crate::front::listener::{Bind, Listener};
+use crate::front::tls::Tls;
 use crate::front::Front;
 use crate::queue::Queue;
 use crate::readiness::{Readiness, State};
@@ -68,6 +70,10 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
         )),
         None => None,
     };
+    let tls = match config.tls.clone() {
+        Some(files) => Some(Arc::new(Tls::load(files)?)),
+        None => None,
+    };
     // Signals are caught from here on, so a stop during a slow boot is orderly too.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -108,7 +114,7 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
     tokio::spawn(systemd::report(from_systemd.notifier, readiness.subscribe(), status));
 
     let what = match &config.supervisor.launch {
-        Launch::Python { app, .. } => app.clone().unwrap_or_else(|| "the demo app".to_owned()),
+        Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
         Launch::Command(command) => format!("`{command}`"),
     };
     info!("starting {} worker(s) x {threads} slot(s) for {what}", config.supervisor.workers);
@@ -131,10 +137,15 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
         access_log: access_log.clone(),
         readiness: readiness.clone(),
         shutdown: shutdown_rx,
+        tls: tls.clone(),
     });
     let mut accepting = Vec::new();
     for listener in listeners {
-        info!("listening on {}", listener.local_bind()?);
+        match (listener.local_bind()?, &tls) {
+            (Bind::Tcp(addr), Some(_)) => info!("listening on https://{addr}"),
+            (Bind::Unix(path), Some(_)) => info!("listening on unix:{} (HTTPS)", path.display()),
+            (bind, None) => info!("listening on {bind}"),
+        }
         accepting.push(tokio::spawn(front.clone().accept_loop(listener)));
     }
     readiness.set(State::Serving);
@@ -146,6 +157,9 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
             _ = hangup.recv() => {
+                if let Some(tls) = tls.clone() {
+                    tokio::spawn(tls.reload());
+                }
                 // One reload at a time; a SIGHUP during a reload is covered by it.
                 let Ok(guard) = reloading.clone().try_lock_owned() else { continue };
                 let (reloader, readiness) = (reloader.clone(), readiness.clone());

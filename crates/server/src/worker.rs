@@ -47,11 +47,38 @@ pub enum Phase {
 /// How worker processes are started.
 #[derive(Debug, Clone)]
 pub enum Launch {
-    /// The bundled Python worker running a WSGI or ASGI app (`None`: the demo app), with the
-    /// `--hooks` module if any.
-    Python { python: PathBuf, app: Option<String>, interface: Interface, hooks: Option<String> },
+    /// The bundled Python worker, run by `python`.
+    Python { python: PathBuf, app: PythonApp },
     /// Any command; `{socket}` in it is replaced by the socket path.
     Command(String),
+}
+
+/// What the bundled worker serves and how, the same whether it is started on its own or forked
+/// from a preloaded parent (`zygote`).
+#[derive(Debug, Clone)]
+pub struct PythonApp {
+    /// `module:callable`; `None`: the demo app.
+    pub spec: Option<String>,
+    pub interface: Interface,
+    /// `--hooks`: a module whose `post_fork(worker)` and `on_exit(worker)` the workers call.
+    pub hooks: Option<String>,
+    /// `--root-path`: the path prefix the app is mounted under.
+    pub root_path: Option<String>,
+}
+
+impl PythonApp {
+    /// The end of the worker's command line: these options, then the app.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec!["--interface".to_owned(), self.interface.name()];
+        if let Some(hooks) = &self.hooks {
+            args.extend(["--hooks".to_owned(), hooks.clone()]);
+        }
+        if let Some(root_path) = &self.root_path {
+            args.extend(["--root-path".to_owned(), root_path.clone()]);
+        }
+        args.extend(self.spec.clone());
+        args
+    }
 }
 
 /// How the bundled worker calls the app (`--interface`).
@@ -221,7 +248,7 @@ impl Launch {
     /// itself once it has imported the app ([`TakesWebSockets`]).
     pub fn takes_websockets(&self) -> bool {
         match self {
-            Launch::Python { interface, .. } => *interface == Interface::Asgi,
+            Launch::Python { app, .. } => app.interface == Interface::Asgi,
             Launch::Command(_) => true,
         }
     }
@@ -230,20 +257,15 @@ impl Launch {
     /// that stopping it also stops whatever it forked.
     pub fn command(&self, socket: &Path, index: usize, threads: usize, workers: usize) -> Command {
         let mut command = match self {
-            Launch::Python { python, app, interface, hooks } => {
+            Launch::Python { python, app } => {
                 let mut command = Command::new(python);
                 command.args(["-m", "headway.worker", "--socket"]).arg(socket).args([
                     "--threads",
                     &threads.to_string(),
                     "--workers",
                     &workers.to_string(),
-                    "--interface",
-                    &interface.name(),
                 ]);
-                if let Some(hooks) = hooks {
-                    command.args(["--hooks", hooks]);
-                }
-                command.args(app);
+                command.args(app.args());
                 command
             }
             Launch::Command(line) => {

@@ -38,18 +38,15 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::process::{Child, Command};
 
-use crate::worker::{BootError, Interface};
+use crate::worker::{BootError, PythonApp};
 
 /// What the zygote runs.
 #[derive(Debug, Clone)]
 pub struct ZygoteConfig {
     pub python: PathBuf,
-    pub app: Option<String>,
+    pub app: PythonApp,
     pub threads: usize,
     pub workers: usize,
-    pub interface: Interface,
-    /// `--hooks`: a module whose `post_fork(worker)` and `on_exit(worker)` the workers call.
-    pub hooks: Option<String>,
 }
 
 /// A running zygote: the app imported, waiting for fork requests.
@@ -68,11 +65,7 @@ impl Zygote {
         let mut command = Command::new(&config.python);
         command.args(["-m", "headway.worker.preload", "--threads", &config.threads.to_string()]);
         command.args(["--workers", &config.workers.to_string()]);
-        command.args(["--interface", &config.interface.name()]);
-        if let Some(hooks) = &config.hooks {
-            command.args(["--hooks", hooks]);
-        }
-        command.args(&config.app);
+        command.args(config.app.args());
         let fd = zygote.as_raw_fd();
         command.env("HEADWAY_ZYGOTE", fd.to_string()).stdin(Stdio::null()).process_group(0).kill_on_drop(true);
         // SAFETY: fcntl and prctl are async-signal-safe and touch only the child's own state.

@@ -74,9 +74,11 @@ pub fn request_object<T>(py: Python<'_>, made: PyResult<Py<T>>) -> Option<Py<T>>
 }
 
 /// Serves the WSGI `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
-/// `describe` names the app in the startup line. Started by the headway front, the worker
-/// serves over the shared memory the front passed down; otherwise on the unix socket `path`.
+/// `describe` names the app in the startup line; `root_path` is the prefix it is mounted under
+/// (`--root-path`, "" for none). Started by the headway front, the worker serves over the shared
+/// memory the front passed down; otherwise on the unix socket `path`.
 #[pyfunction]
+#[pyo3(signature = (app, path, threads, workers, describe, root_path = String::new()))]
 pub fn serve(
     py: Python<'_>,
     app: Py<PyAny>,
@@ -84,8 +86,10 @@ pub fn serve(
     threads: usize,
     workers: usize,
     describe: &str,
+    root_path: String,
 ) -> PyResult<i32> {
-    let app = Arc::new(App { app, base_environ: environ::base(py, threads, workers)?.unbind() });
+    let base_environ = environ::base(py, threads, workers, &root_path)?.unbind();
+    let app = Arc::new(App { app, base_environ, root_path });
     serve_with(py, app, path, threads, describe)
 }
 

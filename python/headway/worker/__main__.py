@@ -1,6 +1,7 @@
 """`python -m headway.worker`: the command line the headway front runs for each worker.
 
-    python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [--hooks MODULE] [APP]
+    python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [--hooks MODULE]
+                             [--root-path PATH] [APP]
 
 APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
 that "the socket accepts" means "the app is loaded" (and, for ASGI, its startup done: see
@@ -83,6 +84,8 @@ def parse_args(argv):
     parser.add_argument("--hooks", metavar="MODULE",
                         help="a module whose post_fork(worker) runs before the worker serves and on_exit(worker) as "
                              "it stops cleanly")
+    parser.add_argument("--root-path", metavar="PATH", default="",
+                        help="the path prefix the app is mounted under: SCRIPT_NAME (WSGI), root_path (ASGI)")
     parser.add_argument("app", nargs="?", metavar="APP",
                         help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP}, "
                              f"or {DEMO_ASGI_APP} with --interface asgi)")
@@ -106,7 +109,7 @@ def main(argv=None):
     app, hooks = loaded
     index = int(os.environ.get("HEADWAY_WORKER") or 1)
     return serve_between(hooks, index,
-                         lambda: serve(app, args.app, args.interface, args.socket, args.threads, args.workers))
+                         lambda: serve(app, args, args.socket))
 
 
 def load_app_and_hooks(spec, hooks_spec):
@@ -124,15 +127,16 @@ def load_app_and_hooks(spec, hooks_spec):
         return None
 
 
-def serve(app, spec, interface, socket_path, threads, workers):
-    """Serves the imported APP (named SPEC) until told to stop; returns the exit status. Also what
-    a worker forked from a preloaded parent runs."""
+def serve(app, args, socket_path):
+    """Serves the imported app as `args` (the command line's) say, until told to stop; returns the
+    exit status. Also what a worker forked from a preloaded parent runs."""
+    interface = args.interface
     if interface == "auto":
         interface = "asgi" if asgi.is_asgi(app) else "wsgi"
     try:
         if interface == "asgi":
-            return asgi.serve(app, socket_path, threads, spec)
-        return _native.serve(app, socket_path, threads, workers, spec)
+            return asgi.serve(app, socket_path, args.threads, args.app, args.root_path)
+        return _native.serve(app, socket_path, args.threads, args.workers, args.app, args.root_path)
     except _native.StartupError as error:
         log(str(error))
         return 1

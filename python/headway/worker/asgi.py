@@ -48,12 +48,12 @@ def new_loop():
     return uvloop.new_event_loop()
 
 
-def serve(app, path, threads, describe):
+def serve(app, path, threads, describe, root_path=""):
     """Runs the app's startup, serves until a stop signal, then runs its shutdown; returns the exit
     status. Raises `_native.StartupError` as `_native.serve` does. Started by the front (which
     passes the hop in $HEADWAY_HOP), the worker also takes WebSocket handshakes on `path`, ready
     before the front hears that the worker is."""
-    server = Server(app)
+    server = Server(app, root_path)
     try:
         server.start(path if os.environ.get("HEADWAY_HOP") else None)
     except LifespanFailed as error:
@@ -77,8 +77,9 @@ class LifespanFailed(Exception):
 class Server:
     """The app, its loop (on a thread of its own) and its lifespan."""
 
-    def __init__(self, app):
+    def __init__(self, app, root_path):
         self.app = app
+        self.root_path = root_path  # --root-path, "" for none
         self.loop = new_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="headway-asgi-loop", daemon=True)
         self.lifespan = Lifespan(app)
@@ -116,7 +117,7 @@ class Server:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     async def serve_websocket(self, reader, writer):
-        await websocket.WebSocket(self.app, self.lifespan.state, reader, writer).run()
+        await websocket.WebSocket(self.app, self.lifespan.state, self.root_path, reader, writer).run()
 
     def watch_clients(self, watcher):
         """Started by the front: the front marks the hop slot of a request whose client has gone,
@@ -228,7 +229,7 @@ class HttpExchange:
     def __init__(self, server, channel, head):
         self.server, self.channel, self.loop = server, channel, server.loop
         self.slot = channel.slot
-        self.scope = connection_scope("http", head, server.lifespan.state)
+        self.scope = connection_scope("http", head, server.lifespan.state, server.root_path)
         self.scope["extensions"] = {"http.response.pathsend": {}}
         self.body_left = head[-1]  # whether a body follows
         self.request_read = False

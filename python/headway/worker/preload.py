@@ -41,6 +41,7 @@ def parse_args(argv):
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--hooks", metavar="MODULE")
     parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto")
+    parser.add_argument("--root-path", default="")
     parser.add_argument("app", nargs="?")
     args = parser.parse_args(argv)
     if args.app is None:
@@ -94,7 +95,7 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
         os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
         os.environ["HEADWAY_WORKER"] = str(index)
         status = serve_between(hooks, index,
-                               lambda: serve(app, args.app, args.interface, socket_path, args.threads, args.workers))
+                               lambda: serve(app, args, socket_path))
         sys.stdout.flush()
         sys.stderr.flush()
         return status

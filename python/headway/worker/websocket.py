@@ -38,8 +38,8 @@ async def listen(path, serve_connection):
 class WebSocket:
     """One handshake connection: the scope, and the app's `receive` and `send` for it."""
 
-    def __init__(self, app, state, reader, writer):
-        self.app, self.state = app, state
+    def __init__(self, app, state, root_path, reader, writer):
+        self.app, self.state, self.root_path = app, state, root_path
         self.reader, self.writer = reader, writer
         self.codec = _native.WebSocketCodec()
         self.events = asyncio.Queue()
@@ -85,7 +85,7 @@ class WebSocket:
             self.writer.close()
 
     def scope(self, head):
-        scope = connection_scope("websocket", _native.parse_head(head), self.state)
+        scope = connection_scope("websocket", _native.parse_head(head), self.state, self.root_path)
         fields = scope["headers"]
         self.key = next((value for name, value in fields if name == b"sec-websocket-key"), None)
         if scope.pop("method") != "GET" or self.key is None:

@@ -21,15 +21,16 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use http::Version;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::AsyncReadExt;
 use tokio::time::{sleep_until, Instant, Sleep};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::forward::worker_request;
 use super::forwarded::Peer;
+use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
-use super::Front;
+use super::{Front, FrontSettings};
 use crate::access_log::RequestFields;
 use crate::http1::request::RequestHead;
 use crate::http1::response::{plain_response, Persistence};
@@ -37,7 +38,7 @@ use crate::http1::websocket::refusal_fields;
 use crate::http1::HttpError;
 use crate::job::Outcome;
 use crate::queue::Wait;
-use crate::stats::Gauge;
+use crate::stats::{Gauge, Stats};
 
 /// How much to ask the kernel for per read.
 pub(super) const READ_CHUNK: usize = 16 * 1024;
@@ -83,64 +84,58 @@ pub struct Connection<S> {
     open: Option<Gauge>,
 }
 
-/// What a client connection runs on: a TCP or unix stream (or, in tests, an in-memory one).
-pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
-    /// Resolves when the stream has bytes (or an end) to read, without reading them.
-    /// (`&mut`: an in-memory stream can only tell by reading ahead.)
-    fn readable(&mut self) -> impl std::future::Future<Output = std::io::Result<()>>;
+/// A connection just accepted. The stream it is served on may take a while to make (a PROXY
+/// header read, a TLS handshake): its deadlines and its count among the open connections run
+/// from here.
+pub(super) struct Arrival {
+    at: Instant,
+    open: Gauge,
 }
 
-impl ClientStream for tokio::net::TcpStream {
-    fn readable(&mut self) -> impl std::future::Future<Output = std::io::Result<()>> {
-        tokio::net::TcpStream::readable(self)
+impl Arrival {
+    pub(super) fn now(stats: &Arc<Stats>) -> Arrival {
+        Arrival { at: Instant::now(), open: stats.connection_opened() }
     }
-}
 
-impl ClientStream for tokio::net::UnixStream {
-    fn readable(&mut self) -> impl std::future::Future<Output = std::io::Result<()>> {
-        tokio::net::UnixStream::readable(self)
+    /// When the first request head (or a PROXY header, or a TLS handshake) must be complete.
+    pub(super) fn deadline(&self, settings: &FrontSettings) -> Instant {
+        self.at + settings.header_timeout
     }
 }
 
 impl<S: ClientStream> Connection<S> {
-    pub fn new(io: S, peer: Peer, front: Arc<Front>) -> Self {
-        let open = Some(front.stats.connection_opened());
-        let accepted_at = Instant::now();
+    /// `read`: bytes of the connection read before it was made (after a PROXY header).
+    pub(super) fn new(io: S, peer: Peer, front: Arc<Front>, arrival: Arrival, read: BytesMut) -> Self {
+        let Arrival { at: accepted_at, open } = arrival;
         let idle_timer = Box::pin(sleep_until(accepted_at + front.settings.header_timeout));
         let mut shutdown = front.shutdown.clone();
         let stopping = Box::pin(async move {
             let _ = shutdown.wait_for(|stopping| *stopping).await;
         });
-        Connection { io, peer, buf: BytesMut::new(), front, accepted_at, requests: 0, idle_timer, stopping, open }
+        Connection { io, peer, buf: read, front, accepted_at, requests: 0, idle_timer, stopping, open: Some(open) }
     }
 
-    /// Serves the connection until it ends. `proxy_header`: it must open with a PROXY protocol
-    /// header naming the client.
-    pub async fn serve(mut self, proxy_header: bool) {
-        if proxy_header {
-            if let Err(reason) = self.read_proxy_header().await {
-                let from = self.peer.ip.map_or_else(|| "a unix socket".to_owned(), |ip| ip.to_string());
-                warn!("closed a connection from {from}: {reason}");
-                return;
-            }
-        }
+    /// Serves the connection until it ends.
+    pub(super) async fn serve(mut self) {
         match self.run().await {
             Ok(()) => {}
             Err(End::Gone) => {}
-            Err(End::Refuse(error, version)) => {
-                let response =
-                    plain_response(version, error.status, error.reason, refusal_fields(&error), Persistence::Close);
-                self.front.stats.response_sent(error.status);
-                if self.write(&response).await.is_ok() {
-                    self.linger().await;
-                }
-            }
+            Err(End::Refuse(error, version)) => self.refuse(&error, version).await,
             Err(End::Upgraded(websocket)) => {
                 // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
                 // shutdown drains the requests first, then closes the sockets.
                 self.open = None;
                 self.carry(*websocket).await;
             }
+        }
+    }
+
+    /// Answers a request the front refuses, and closes.
+    pub(super) async fn refuse(&mut self, error: &HttpError, version: Version) {
+        let response = plain_response(version, error.status, error.reason, refusal_fields(error), Persistence::Close);
+        self.front.stats.response_sent(error.status);
+        if self.write(&response).await.is_ok() {
+            self.linger().await;
         }
     }
 

@@ -1,8 +1,10 @@
 //! The front: owns the listening sockets and every client connection.
 //!
 //! It accepts connections, runs one task per connection (see [`conn`]), and puts each
-//! complete request in the one queue. It holds no worker state: everything it knows about
-//! serving a request is "push, then wait for the outcome".
+//! complete request in the one queue. A connection's stream is made first: after a PROXY
+//! protocol header ([`proxy_protocol`]) and a TLS handshake ([`tls`]) where configured. It
+//! holds no worker state: everything it knows about serving a request is "push, then wait for
+//! the outcome".
 
 mod conn;
 pub mod forward;
@@ -12,22 +14,32 @@ pub mod listener;
 mod proxy_protocol;
 mod read;
 mod relay;
+mod stream;
+pub mod tls;
 mod upgrade;
 pub mod websocket;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use http::{StatusCode, Version};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::timeout_at;
+use tracing::{debug, warn};
 
 use crate::access_log::AccessLog;
 use crate::http1::request::Limits;
+use crate::http1::HttpError;
 use crate::queue::Queue;
 use crate::readiness::Readiness;
 use crate::stats::Stats;
-use conn::Connection;
+use conn::{Arrival, Connection};
 use forwarded::{Peer, TrustedProxies};
 use listener::{accept_until, Accepted, Listener};
+use stream::{ClientStream, ReadAhead};
+use tls::Tls;
 use websocket::WebSocketSettings;
 
 /// How the front treats clients.
@@ -64,6 +76,8 @@ pub struct Front {
     /// Becomes true when the server starts shutting down: idle connections close, busy ones
     /// close after their current response.
     pub shutdown: watch::Receiver<bool>,
+    /// `--certfile`: every connection speaks TLS.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Front {
@@ -75,17 +89,61 @@ impl Front {
         let stopping = async move {
             let _ = shutdown.wait_for(|stopping| *stopping).await;
         };
-        accept_until(&listener, stopping, |accepted| match accepted {
-            Accepted::Tcp(stream, peer) => {
-                let peer = Peer::tcp(peer.ip(), &self.settings.trusted_proxies);
-                let proxy_header = self.settings.proxy_protocol;
-                tokio::spawn(Connection::new(stream, peer, self.clone()).serve(proxy_header));
-            }
-            Accepted::Unix(stream) => {
-                tokio::spawn(Connection::new(stream, Peer::local(), self.clone()).serve(false));
+        accept_until(&listener, stopping, |accepted| {
+            let arrival = Arrival::now(&self.stats);
+            match accepted {
+                Accepted::Tcp(stream, peer) => {
+                    let peer = Peer::tcp(peer.ip(), &self.settings.trusted_proxies);
+                    tokio::spawn(self.clone().serve_tcp(stream, peer, arrival));
+                }
+                Accepted::Unix(stream) => {
+                    tokio::spawn(self.clone().serve(stream, Peer::local(), arrival, BytesMut::new()));
+                }
             }
         })
         .await;
+    }
+
+    /// Serves a TCP connection, which may open with a PROXY protocol header.
+    async fn serve_tcp(self: Arc<Self>, mut stream: TcpStream, mut peer: Peer, arrival: Arrival) {
+        let mut read = BytesMut::new();
+        if self.settings.proxy_protocol {
+            let (trusted, deadline) = (&self.settings.trusted_proxies, arrival.deadline(&self.settings));
+            if let Err(reason) = proxy_protocol::read_header(&mut stream, &mut read, &mut peer, trusted, deadline).await
+            {
+                let from = peer.ip.map_or_else(|| "?".to_owned(), |ip| ip.to_string());
+                warn!("closed a connection from {from}: {reason}");
+                return;
+            }
+        }
+        self.serve(stream, peer, arrival, read).await;
+    }
+
+    /// Serves a connection, in TLS with `--certfile`. `read`: its bytes already read.
+    async fn serve<S: ClientStream>(self: Arc<Self>, stream: S, mut peer: Peer, arrival: Arrival, read: BytesMut) {
+        let Some(tls) = self.tls.clone() else {
+            return Connection::new(stream, peer, self, arrival, read).serve().await;
+        };
+        let deadline = arrival.deadline(&self.settings);
+        let mut stream = ReadAhead::new(stream, read.freeze());
+        match timeout_at(deadline, stream.peek()).await {
+            Ok(Ok(Some(first))) if tls::opens_handshake(first) => {}
+            Ok(Ok(Some(_))) => {
+                let error = HttpError::new(StatusCode::BAD_REQUEST, "this port speaks HTTPS, not plain HTTP");
+                let mut connection = Connection::new(stream, peer, self, arrival, BytesMut::new());
+                return connection.refuse(&error, Version::HTTP_11).await;
+            }
+            _ => return, // closed, broken or silent before a first byte
+        }
+        match timeout_at(deadline, tls.accept(stream)).await {
+            Ok(Ok(stream)) => {
+                peer.tls = true;
+                let stream = ReadAhead::new(stream, Bytes::new());
+                Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
+            }
+            Ok(Err(err)) => debug!("TLS handshake failed: {err}"),
+            Err(_) => debug!("TLS handshake not done within the header timeout"),
+        }
     }
 }
 

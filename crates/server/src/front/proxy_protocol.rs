@@ -13,41 +13,45 @@
 
 use std::net::IpAddr;
 
+use bytes::BytesMut;
 use ppp::{v1, v2, HeaderResult, PartialResult as _};
-use tokio::io::AsyncReadExt as _;
-use tokio::time::timeout_at;
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::time::{timeout_at, Instant};
 
-use super::conn::{ClientStream, Connection, READ_CHUNK};
-use super::forwarded::Peer;
+use super::conn::READ_CHUNK;
+use super::forwarded::{Peer, TrustedProxies};
 
 /// The longest header: v2's 16 fixed bytes and a 16-bit length of addresses and TLVs.
 const MAX_HEADER: usize = 16 + u16::MAX as usize;
 
-impl<S: ClientStream> Connection<S> {
-    /// Reads the PROXY header that must open the connection and makes the client it names the
-    /// peer. Bytes after the header stay in the buffer for the first request. `Err` says why
-    /// the connection must be closed.
-    pub(super) async fn read_proxy_header(&mut self) -> Result<(), String> {
-        let deadline = self.accepted_at + self.front.settings.header_timeout;
-        loop {
-            if let Some((used, named)) = parse(&self.buf)? {
-                let _ = self.buf.split_to(used);
-                if let Some(client) = named.client {
-                    self.peer = Peer::tcp(client, &self.front.settings.trusted_proxies);
-                }
-                self.peer.tls = named.tls;
-                return Ok(());
+/// Reads the PROXY header that must open a connection by `deadline`, and makes the client it
+/// names the peer. Bytes read after the header are left in `buf`: they are the connection's own
+/// (its first request, or its TLS handshake). `Err` says why the connection must be closed.
+pub(super) async fn read_header(
+    io: &mut (impl AsyncRead + Unpin),
+    buf: &mut BytesMut,
+    peer: &mut Peer,
+    trusted: &TrustedProxies,
+    deadline: Instant,
+) -> Result<(), String> {
+    loop {
+        if let Some((used, named)) = parse(buf)? {
+            let _ = buf.split_to(used);
+            if let Some(client) = named.client {
+                *peer = Peer::tcp(client, trusted);
             }
-            if self.buf.len() >= MAX_HEADER {
-                return Err("header too long".to_owned());
-            }
-            self.buf.reserve(READ_CHUNK);
-            match timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
-                Ok(Ok(0)) => return Err("closed before a complete header".to_owned()),
-                Ok(Ok(_)) => {}
-                Ok(Err(err)) => return Err(err.to_string()),
-                Err(_) => return Err("no complete header in time".to_owned()),
-            }
+            peer.tls = named.tls;
+            return Ok(());
+        }
+        if buf.len() >= MAX_HEADER {
+            return Err("header too long".to_owned());
+        }
+        buf.reserve(READ_CHUNK);
+        match timeout_at(deadline, io.read_buf(buf)).await {
+            Ok(Ok(0)) => return Err("closed before a complete header".to_owned()),
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => return Err(err.to_string()),
+            Err(_) => return Err("no complete header in time".to_owned()),
         }
     }
 }

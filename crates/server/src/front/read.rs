@@ -11,7 +11,8 @@ use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
 use tokio::time::{timeout, timeout_at, Instant};
 
-use super::conn::{ClientStream, Connection, End, READ_CHUNK};
+use super::conn::{Connection, End, READ_CHUNK};
+use super::stream::ClientStream;
 use crate::http1::chunked::ChunkedDecoder;
 use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::HttpError;

@@ -16,7 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{timeout, timeout_at, Instant};
 use tracing::debug;
 
-use super::conn::{ClientStream, Connection, End, READ_CHUNK};
+use super::conn::{Connection, End, READ_CHUNK};
+use super::stream::ClientStream;
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop};
 use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};

@@ -1,18 +1,16 @@
 //! The front in-process: client connections over in-memory streams, the queue served by the test
 //! itself standing in for the slots, and tokio's paused clock for the deadlines.
 
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
-use super::conn::{ClientStream, Connection};
+use super::conn::{Arrival, Connection};
 use super::forwarded::{Peer, TrustedProxies};
+use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
@@ -24,49 +22,6 @@ use crate::tally::Tally;
 use crate::worker::TakesWebSockets;
 
 mod websocket;
-
-/// The server's end of an in-memory connection. `readable` must not consume, so it reads one
-/// byte ahead and hands it out first.
-struct MemoryStream {
-    inner: DuplexStream,
-    ahead: Option<u8>,
-}
-
-impl ClientStream for MemoryStream {
-    async fn readable(&mut self) -> io::Result<()> {
-        if self.ahead.is_none() {
-            let mut byte = [0u8; 1];
-            if self.inner.read(&mut byte).await? == 1 {
-                self.ahead = Some(byte[0]);
-            }
-        }
-        Ok(())
-    }
-}
-
-impl AsyncRead for MemoryStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if let Some(byte) = self.ahead.take() {
-            buf.put_slice(&[byte]);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for MemoryStream {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
 
 struct Harness {
     front: Arc<Front>,
@@ -112,6 +67,7 @@ impl Harness {
             access_log: None,
             readiness: Arc::new(Readiness::default()),
             shutdown: shutdown_rx,
+            tls: None,
         });
         Harness { front, queue, busy: Arc::new(Tally::default()), _shutdown: shutdown }
     }
@@ -119,8 +75,8 @@ impl Harness {
     /// A client connected to the front; the connection is served by a task of its own.
     fn connect(&self) -> DuplexStream {
         let (client, server) = tokio::io::duplex(64 * 1024);
-        let stream = MemoryStream { inner: server, ahead: None };
-        tokio::spawn(Connection::new(stream, Peer::local(), self.front.clone()).serve(false));
+        let (stream, arrival) = (ReadAhead::new(server, Bytes::new()), Arrival::now(&self.front.stats));
+        tokio::spawn(Connection::new(stream, Peer::local(), self.front.clone(), arrival, BytesMut::new()).serve());
         client
     }
 

@@ -5,8 +5,9 @@
 
 use http::StatusCode;
 
-use super::conn::{ClientStream, Connection, End};
+use super::conn::{Connection, End};
 use super::relay::Sent;
+use super::stream::ClientStream;
 use crate::http1::request::RequestHead;
 use crate::http1::response::Persistence;
 use crate::http1::websocket::{ask_upgrade, is_handshake, switching_protocols};

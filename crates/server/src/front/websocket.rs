@@ -30,7 +30,8 @@ use tokio::io::{split, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tracing::debug;
 
-use super::conn::{ClientStream, Connection};
+use super::conn::Connection;
+use super::stream::ClientStream;
 use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use crate::job::WorkerSocket;
 use crate::stats::Gauge;

@@ -1,5 +1,9 @@
 //! The WSGI environ: a base dict made once per worker with the keys that never change, copied
 //! for each request and completed from the request head. Keys are interned strings made once.
+//!
+//! With `--root-path` (the app mounted under a prefix) SCRIPT_NAME is the prefix and PATH_INFO
+//! the rest of the path when the path starts with it; a path without it (a router that took it
+//! off) is PATH_INFO whole.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,9 +21,9 @@ use crate::http::request::{latin1, Request};
 const CACHE_ENTRIES: usize = 512;
 
 /// The environ keys that are the same for every request of this worker.
-pub fn base(py: Python<'_>, threads: usize, workers: usize) -> PyResult<Bound<'_, PyDict>> {
+pub fn base<'py>(py: Python<'py>, threads: usize, workers: usize, root_path: &str) -> PyResult<Bound<'py, PyDict>> {
     let environ = PyDict::new(py);
-    environ.set_item(intern!(py, "SCRIPT_NAME"), "")?;
+    environ.set_item(intern!(py, "SCRIPT_NAME"), root_path)?;
     environ.set_item(intern!(py, "SERVER_NAME"), "localhost")?;
     environ.set_item(intern!(py, "SERVER_PORT"), "80")?;
     environ.set_item(intern!(py, "SERVER_SOFTWARE"), "headway")?;
@@ -58,6 +62,7 @@ fn key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
 pub fn build<'py>(
     py: Python<'py>,
     base: &Bound<'py, PyDict>,
+    root_path: &str,
     request: &Request,
     input: Py<Input>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -66,7 +71,8 @@ pub fn build<'py>(
         environ.set_item(key(py, name), value)?;
     }
     environ.set_item(intern!(py, "REQUEST_METHOD"), &request.method)?;
-    environ.set_item(intern!(py, "PATH_INFO"), path_info(&request.path))?;
+    let path = path_info(&request.path);
+    environ.set_item(intern!(py, "PATH_INFO"), below(&path, root_path))?;
     environ.set_item(intern!(py, "QUERY_STRING"), &request.query)?;
     environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.version.as_str())?;
     environ.set_item(intern!(py, "wsgi.input"), input)?;
@@ -114,6 +120,14 @@ pub fn path_info(path: &str) -> String {
     latin1(&decoded)
 }
 
+/// The part of `path` below `root_path`: all of it if it is not there.
+pub fn below<'a>(path: &'a str, root_path: &str) -> &'a str {
+    match path.strip_prefix(root_path) {
+        Some(rest) if !root_path.is_empty() && (rest.is_empty() || rest.starts_with('/')) => rest,
+        _ => path,
+    }
+}
+
 /// (SERVER_NAME, SERVER_PORT) from a Host header; either may be empty.
 pub fn server_of_host(host: &str) -> (&str, &str) {
     let (name, port) = match host.strip_prefix('[') {
@@ -137,6 +151,15 @@ mod tests {
         assert_eq!(path_info("/envir%6Fn"), "/environ");
         assert_eq!(path_info("/caf%C3%A9"), "/caf\u{c3}\u{a9}");
         assert_eq!(path_info("/100%/%zz/%4"), "/100%/%zz/%4");
+    }
+
+    #[test]
+    fn the_root_path_is_taken_off_where_it_is() {
+        assert_eq!(below("/api/users", "/api"), "/users");
+        assert_eq!(below("/api", "/api"), "");
+        assert_eq!(below("/users", "/api"), "/users", "a router took it off");
+        assert_eq!(below("/apiary", "/api"), "/apiary", "a prefix of a segment is not the root");
+        assert_eq!(below("/users", ""), "/users");
     }
 
     #[test]

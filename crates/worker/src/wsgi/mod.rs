@@ -27,6 +27,8 @@ use response::Response;
 pub struct App {
     pub app: Py<PyAny>,
     pub base_environ: Py<PyDict>,
+    /// `--root-path`: SCRIPT_NAME, taken off PATH_INFO ("" for none).
+    pub root_path: String,
 }
 
 impl Application for App {
@@ -78,7 +80,7 @@ impl App {
 
     fn run_app(&self, py: Python<'_>, response: &Py<Response>, request: &Request) -> PyResult<()> {
         let input = Py::new(py, Input::new(response.clone_ref(py)))?;
-        let environ = environ::build(py, self.base_environ.bind(py), request, input)?;
+        let environ = environ::build(py, self.base_environ.bind(py), &self.root_path, request, input)?;
         let result = self.app.bind(py).call1((environ, response.clone_ref(py)))?;
         let sent = send_result(py, response, &result);
         let closed = close_result(py, &result);

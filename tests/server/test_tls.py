@@ -1,0 +1,194 @@
+"""HTTPS on the front (--certfile, --keyfile): requests, bodies, keep-alive, pipelining and
+WebSockets over TLS; what the app is told; plain HTTP and broken handshakes on the HTTPS port;
+bad certificate files; a renewed certificate read on SIGHUP. Certificates come from trustme, a
+throwaway CA per test module."""
+
+import hashlib
+import json
+import signal
+import socket
+import ssl
+import subprocess
+
+import pytest
+import trustme
+from websockets.sync.client import connect as websocket_connect
+
+from conftest import APPS, headway_binary, read_response, request_bytes, send_request, wait_until
+from netclient import proxy_v1
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return trustme.CA()
+
+
+def issue(ca, directory, name="server"):
+    """A certificate for 127.0.0.1 and localhost signed by `ca`, and its key, as PEM files."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    chain, key = directory / f"{name}.crt", directory / f"{name}.key"
+    cert.cert_chain_pems[0].write_to_path(str(chain))
+    for pem in cert.cert_chain_pems[1:]:
+        pem.write_to_path(str(chain), append=True)
+    cert.private_key_pem.write_to_path(str(key))
+    return chain, key
+
+
+@pytest.fixture
+def files(ca, tmp_path):
+    return issue(ca, tmp_path)
+
+
+def client_context(ca, alpn=("http/1.1",)):
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    context.set_alpn_protocols(list(alpn))
+    return context
+
+
+def tls_connect(server, context, before=b""):
+    """A TLS connection to the server; `before`: bytes sent in the clear first (a PROXY header)."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(before)
+    return context.wrap_socket(sock, server_hostname="localhost")
+
+
+def https(server, *args, certfile, keyfile):
+    return server("--certfile", str(certfile), "--keyfile", str(keyfile), *args)
+
+
+def test_requests_bodies_and_pipelining_over_tls_and_the_app_hears_https(serve, ca, files):
+    # 127.0.0.1 is not trusted, so a client's own claim of http must not reach the app.
+    server = https(serve, "-w", "1", "-t", "2", "--forwarded-allow-ips", "198.51.100.1", "probe:app",
+                   certfile=files[0], keyfile=files[1])
+    with tls_connect(server, client_context(ca, alpn=("h2", "http/1.1"))) as sock:
+        assert sock.selected_alpn_protocol() == "http/1.1"
+        stream = sock.makefile("rb")
+        send_request(sock, "GET", "/echo", headers={"X-Forwarded-Proto": "http"})
+        status, _, body = read_response(stream)
+        seen = json.loads(body)
+        assert (status, seen["url_scheme"], seen["headers"]["HTTP_X_FORWARDED_PROTO"]) == (200, "https", "https")
+        assert seen["remote_addr"] == "127.0.0.1"
+        # A body of a megabyte up, three down, on the same connection.
+        upload = bytes(range(256)) * 4096
+        send_request(sock, "POST", "/digest", body=upload)
+        status, _, body = read_response(stream)
+        digest = {"length": len(upload), "sha256": hashlib.sha256(upload).hexdigest()}
+        assert (status, json.loads(body)) == (200, digest)
+        send_request(sock, "GET", "/bytes?n=3000000")
+        status, _, body = read_response(stream)
+        assert (status, len(body), set(body)) == (200, 3_000_000, {ord("b")})
+        # Three requests in one write: three answers, in order.
+        sock.sendall(b"".join(request_bytes("GET", f"/echo?i={i}") for i in range(3)))
+        answers = [json.loads(read_response(stream)[2])["query"] for _ in range(3)]
+        assert answers == ["i=0", "i=1", "i=2"]
+
+
+def test_plain_http_on_the_https_port_gets_400_and_https_goes_on(serve, ca, files):
+    server = https(serve, "-w", "1", "probe:app", certfile=files[0], keyfile=files[1])
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        send_request(sock, "GET", "/echo")
+        status, headers, body = read_response(sock.makefile("rb"))
+    assert (status, headers["connection"], body) == (400, "close", b"this port speaks HTTPS, not plain HTTP\n")
+    with tls_connect(server, client_context(ca)) as sock:
+        send_request(sock, "GET", "/bytes?n=5", close=True)
+        assert read_response(sock.makefile("rb"))[::2] == (200, b"bbbbb")
+
+
+def closed_by_server(sock):
+    """Whether the server closed the connection (rather than leaving it open)."""
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_broken_and_unfinished_handshakes_are_closed_and_nothing_else_is_disturbed(serve, ca, files):
+    server = https(serve, "-w", "1", "--header-timeout", "1", "probe:app", certfile=files[0], keyfile=files[1])
+    context = client_context(ca)
+    steady = tls_connect(server, context)
+    steady_stream = steady.makefile("rb")
+    send_request(steady, "GET", "/bytes?n=1")
+    assert read_response(steady_stream)[0] == 200
+    # A handshake record that is not one, and a handshake that stops after three bytes.
+    garbage = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    garbage.sendall(b"\x16\x03\x01\x00\x05hello" + b"\x00" * 64)
+    silent = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    silent.sendall(b"\x16\x03\x01")
+    # A client that does not trust the certificate gives up, and the server goes on.
+    with pytest.raises(ssl.SSLCertVerificationError):
+        tls_connect(server, ssl.create_default_context())
+    assert closed_by_server(garbage)
+    assert closed_by_server(silent), "the header timeout covers the handshake"
+    send_request(steady, "GET", "/bytes?n=2")
+    assert read_response(steady_stream)[::2] == (200, b"bb")
+    for sock in (garbage, silent, steady):
+        sock.close()
+
+
+def test_the_proxy_protocol_header_comes_before_the_handshake(serve, ca, files):
+    server = https(serve, "-w", "1", "--proxy-protocol", "probe:app", certfile=files[0], keyfile=files[1])
+    with tls_connect(server, client_context(ca), before=proxy_v1("203.0.113.9")) as sock:
+        send_request(sock, "GET", "/echo", close=True)
+        seen = json.loads(read_response(sock.makefile("rb"))[2])
+    assert (seen["remote_addr"], seen["url_scheme"]) == ("203.0.113.9", "https")
+
+
+def test_a_websocket_over_tls(serve, ca, files):
+    server = https(serve, "-w", "1", "ws_echo:app", certfile=files[0], keyfile=files[1])
+    with websocket_connect(f"wss://localhost:{server.port}/echo", ssl=client_context(ca)) as ws:
+        for message in ("one", "two" * 10_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+
+
+def test_sighup_reads_a_renewed_certificate_and_open_connections_keep_theirs(serve, ca, tmp_path):
+    cert, key = issue(ca, tmp_path)
+    server = https(serve, "-w", "1", "probe:app", certfile=cert, keyfile=key)
+    old = tls_connect(server, client_context(ca))
+    old_stream = old.makefile("rb")
+    send_request(old, "GET", "/bytes?n=1")
+    assert read_response(old_stream)[0] == 200
+
+    renewed_by = trustme.CA()
+    renewed_cert, renewed_key = issue(renewed_by, tmp_path, "renewed")
+    cert.write_bytes(renewed_cert.read_bytes())
+    key.write_bytes(renewed_key.read_bytes())
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"TLS: read" in server.log(), message="the certificate to be read again")
+    with tls_connect(server, client_context(renewed_by)) as sock:
+        send_request(sock, "GET", "/bytes?n=3", close=True)
+        assert read_response(sock.makefile("rb"))[::2] == (200, b"bbb")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        tls_connect(server, client_context(ca))
+    send_request(old, "GET", "/bytes?n=2")
+    assert read_response(old_stream)[::2] == (200, b"bb"), "an open connection keeps its session"
+    old.close()
+
+    # A renewal that does not load leaves the certificate in use.
+    key.write_text("not a key\n")
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"TLS: kept the certificate in use" in server.log(), message="the failed renewal")
+    with tls_connect(server, client_context(renewed_by)) as sock:
+        send_request(sock, "GET", "/bytes?n=1", close=True)
+        assert read_response(sock.makefile("rb"))[0] == 200
+
+
+def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path):
+    cert, key = files
+    other_cert, other_key = issue(ca, tmp_path, "other")
+    not_pem = tmp_path / "empty.pem"
+    not_pem.write_text("nothing here\n")
+    cases = {
+        ("--certfile", str(cert)): "--certfile and --keyfile go together",
+        ("--certfile", str(tmp_path / "missing.pem"), "--keyfile", str(key)): "cannot read --certfile",
+        ("--certfile", str(not_pem), "--keyfile", str(key)): "holds no certificate",
+        ("--certfile", str(cert), "--keyfile", str(not_pem)): "cannot read a private key from --keyfile",
+        ("--certfile", str(cert), "--keyfile", str(other_key)): "does not fit --certfile",
+    }
+    for flags, message in cases.items():
+        done = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", *flags, "probe:app"], cwd=APPS,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and message in done.stderr, (flags, done.stderr)
+        assert "starting" not in done.stderr, "checked before any worker starts"
+    assert other_cert.exists()
