@@ -11,7 +11,9 @@
 # lets every worker start its threads and connections. wrk runs pinned to CPU WRK_CPU
 # (taskset) unless WRK_CPU is empty; the servers are not pinned (they have two processes to
 # spread over two cores).
-# Raw wrk outputs and server logs go to bench/out/hello-throughput/.
+# With TLS=1 every server serves HTTPS (its own TLS flags, a throwaway self-signed P-256
+# certificate made with openssl) and wrk speaks https: the cost of TLS on the same requests.
+# Raw wrk outputs and server logs go to bench/out/hello-throughput/ (hello-throughput-tls/).
 #
 # Usage: bench/hello-throughput.sh
 # Env:   ROUNDS=3  DURATION=10s  WARMUP=2s  CONNECTIONS=64  WRK_CPU=1  HEADWAY_THREADS=5
@@ -20,6 +22,7 @@
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60: before each run, wait up to 60 s for the machine to
 #        be under 25% busy (it is shared); each run's "other CPU" says how busy it was anyway
 #        BENCH_AUTOGROUP=on|off: whether the server's session is one scheduling group (bench/lib.sh)
+#        TLS=1: HTTPS on every server
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
@@ -31,6 +34,7 @@ WARMUP="${WARMUP:-2s}"
 CONNECTIONS="${CONNECTIONS:-64}"
 WRK_CPU="${WRK_CPU-1}"
 HEADWAY_THREADS="${HEADWAY_THREADS:-5}"
+TLS="${TLS:-0}"
 SERVERS="${SERVERS:-headway granian-wsgi granian-asgi uvicorn gunicorn puma headway-puma}"
 WORKERS=2
 THREADS=5
@@ -43,7 +47,31 @@ bench_need wrk puma curl bc python3 setsid /usr/bin/time
 bench_find_headway
 bench_python_peers
 BENCH_OUT="$BENCH_OUT/hello-throughput"
+SCHEME=http
+if [[ "$TLS" == 1 ]]; then
+    bench_need openssl
+    BENCH_OUT="$BENCH_OUT-tls"
+    SCHEME=https
+    BENCH_CURL=(curl -k)
+fi
 bench_init
+if [[ "$TLS" == 1 ]]; then
+    CERT="$BENCH_OUT/cert.pem" KEY="$BENCH_OUT/key.pem"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" 2>/dev/null
+fi
+
+# tls_flags NAME: the flags that make NAME serve HTTPS with $CERT and $KEY (none without TLS=1).
+tls_flags() {
+    [[ "$TLS" == 1 ]] || return 0
+    case "$1" in
+        headway*) tls=(--certfile "$CERT" --keyfile "$KEY") ;;
+        granian-*) tls=(--ssl-certificate "$CERT" --ssl-keyfile "$KEY") ;;
+        uvicorn) tls=(--ssl-certfile "$CERT" --ssl-keyfile "$KEY") ;;
+        gunicorn) tls=(--certfile "$CERT" --keyfile "$KEY") ;;
+        puma) tls=() ;; # in its bind URL
+    esac
+}
 
 label() {
     case "$1" in
@@ -61,28 +89,33 @@ label() {
 
 # start_server NAME PORT ROUND: starts NAME with 2 worker processes on 127.0.0.1:PORT.
 start_server() {
-    local name="$1" port="$2" log="r$3-$1" url="http://127.0.0.1:$2$ENDPOINT"
+    local name="$1" port="$2" log="r$3-$1" url="$SCHEME://127.0.0.1:$2$ENDPOINT" tls=()
+    local puma_bind="tcp://127.0.0.1:$port"
+    [[ "$TLS" != 1 ]] || puma_bind="ssl://127.0.0.1:$port?key=$KEY&cert=$CERT"
+    tls_flags "$name"
     case "$name" in
-        headway) bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$HEADWAY_THREADS" -b "127.0.0.1:$port" ;;
+        headway)
+            bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$HEADWAY_THREADS" -b "127.0.0.1:$port" \
+                "${tls[@]}" ;;
         headway-asgi)
             bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$HEADWAY_THREADS" -b "127.0.0.1:$port" \
-                "$ASGI_APP" ;;
+                "${tls[@]}" "$ASGI_APP" ;;
         granian-wsgi)
             bench_start "$log" "$url" granian --interface wsgi --workers "$WORKERS" \
-                --host 127.0.0.1 --port "$port" headway.demo:app ;;
+                --host 127.0.0.1 --port "$port" "${tls[@]}" headway.demo:app ;;
         granian-asgi)
             bench_start "$log" "$url" granian --interface asgi --workers "$WORKERS" \
-                --host 127.0.0.1 --port "$port" "$ASGI_APP" ;;
+                --host 127.0.0.1 --port "$port" "${tls[@]}" "$ASGI_APP" ;;
         uvicorn)
             bench_start "$log" "$url" uvicorn --workers "$WORKERS" --loop uvloop --http httptools \
-                --no-access-log --host 127.0.0.1 --port "$port" "$ASGI_APP" ;;
+                --no-access-log --host 127.0.0.1 --port "$port" "${tls[@]}" "$ASGI_APP" ;;
         gunicorn)
             bench_start "$log" "$url" gunicorn -w "$WORKERS" -k gthread --threads "$THREADS" \
-                -b "127.0.0.1:$port" headway.demo:app ;;
-        puma) bench_start "$log" "$url" puma -w "$WORKERS" -t "$THREADS:$THREADS" -b "tcp://127.0.0.1:$port" "$RACK_APP" ;;
+                -b "127.0.0.1:$port" "${tls[@]}" headway.demo:app ;;
+        puma) bench_start "$log" "$url" puma -w "$WORKERS" -t "$THREADS:$THREADS" -b "$puma_bind" "$RACK_APP" ;;
         headway-puma)
             bench_start "$log" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$THREADS" -b "127.0.0.1:$port" \
-                --cmd "puma -t $THREADS:$THREADS -b unix://{socket} $RACK_APP" ;;
+                "${tls[@]}" --cmd "puma -t $THREADS:$THREADS -b unix://{socket} $RACK_APP" ;;
     esac
     bench_wait_workers "$url" "$WORKERS"
 }
@@ -116,7 +149,7 @@ for name in $SERVERS; do label "$name" >/dev/null; done
 results="$BENCH_OUT/results.tsv"
 : >"$results"
 {
-    echo "# hello world: wrk -t1 -c$CONNECTIONS -d$DURATION --latency $ENDPOINT, $WORKERS worker processes, $ROUNDS rounds" \
+    echo "# hello world$([[ "$TLS" != 1 ]] || echo " over HTTPS"): wrk -t1 -c$CONNECTIONS -d$DURATION --latency $ENDPOINT, $WORKERS worker processes, $ROUNDS rounds" \
         "(warm-up $WARMUP each), wrk pinned to CPU ${WRK_CPU:-none}"
     bench_versions
 } | tee "$BENCH_OUT/header.txt"
@@ -124,7 +157,7 @@ results="$BENCH_OUT/results.tsv"
 for round in $(seq "$ROUNDS"); do
     for name in $SERVERS; do
         port="$(bench_free_port)"
-        url="http://127.0.0.1:$port$ENDPOINT"
+        url="$SCHEME://127.0.0.1:$port$ENDPOINT"
         start_server "$name" "$port" "$round"
         bench_wait_quiet
         "${wrk_pin[@]}" wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/r$round-$name-warmup.txt"

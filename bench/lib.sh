@@ -9,6 +9,9 @@ BENCH_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_OUT="${BENCH_OUT:-$BENCH_REPO/bench/out}"
 BENCH_VENV="${BENCH_VENV:-$BENCH_REPO/bench/.venv}"
 BENCH_PYTHON_PEERS=(gunicorn granian "uvicorn[standard]")
+# How the scripts ask a server whether it is up; a script serving HTTPS with a throwaway
+# certificate adds -k.
+BENCH_CURL=(curl)
 
 bench_say() { echo "$(basename "$0"): $*" >&2; }
 bench_die() { bench_say "$*"; exit 1; }
@@ -94,7 +97,7 @@ bench_start() {
     setsid "$@" >"$bench_server_log" 2>&1 </dev/null &
     bench_server_pid=$!
     local deadline=$((SECONDS + ${BENCH_BOOT_SECS:-60}))
-    until curl -fs -o /dev/null --max-time 2 "$url"; do
+    until "${BENCH_CURL[@]}" -fs -o /dev/null --max-time 2 "$url"; do
         if ! kill -0 "$bench_server_pid" 2>/dev/null; then
             tail -n 20 "$bench_server_log" >&2
             bench_server_pid=""
@@ -119,7 +122,7 @@ bench_wait_workers() {
             bench_say "only $(printf '%s' "$pids" | sort -u | grep -c .) of $want workers answered $url"
             return 0
         fi
-        pids+="$(curl -s -D - -o /dev/null --max-time 2 "$url" | awk 'tolower($1) == "x-worker-pid:" {print $2}' | tr -d '\r')"$'\n'
+        pids+="$("${BENCH_CURL[@]}" -s -D - -o /dev/null --max-time 2 "$url" | awk 'tolower($1) == "x-worker-pid:" {print $2}' | tr -d '\r')"$'\n'
     done
 }
 

@@ -192,3 +192,32 @@ def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path
         assert done.returncode != 0 and message in done.stderr, (flags, done.stderr)
         assert "starting" not in done.stderr, "checked before any worker starts"
     assert other_cert.exists()
+
+
+def load(*args):
+    """`headway load -o json ARGS`: (exit status, the report or None, stderr)."""
+    done = subprocess.run([headway_binary(), "load", "-o", "json", *args], capture_output=True, text=True,
+                          timeout=120)
+    return done.returncode, (json.loads(done.stdout) if done.returncode == 0 else None), done.stderr
+
+
+def test_headway_load_speaks_https_and_checks_the_certificate(serve, ca, files, tmp_path):
+    server = https(serve, "-w", "1", "probe:app", certfile=files[0], keyfile=files[1])
+    url = f"https://127.0.0.1:{server.port}/bytes?n=10"
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    status, report, _ = load("-n", "60", "-c", "3", "--cacert", str(ca_file), url)
+    assert (status, report["status_codes"], report["errors"]) == (0, {"200": 60}, 0)
+    assert report["connections_opened"] == 3, "keep-alive over TLS"
+    # A certificate nobody vouches for is an error, unless --insecure.
+    status, report, stderr = load("-n", "5", "-c", "1", url)
+    assert status != 0 and "invalid peer certificate" in stderr, stderr
+    status, report, _ = load("-n", "5", "-c", "1", "-k", url)
+    assert (status, report["status_codes"]) == (0, {"200": 5})
+
+
+def test_headway_load_speaks_wss(serve, ca, files):
+    server = https(serve, "-w", "1", "ws_echo:app", certfile=files[0], keyfile=files[1])
+    status, report, stderr = load("--websocket", "-k", "-n", "40", "-c", "2", f"wss://127.0.0.1:{server.port}/echo")
+    assert status == 0, stderr
+    assert (report["requests"], report["errors"], report["status_codes"]) == (40, 0, {"101": 2})

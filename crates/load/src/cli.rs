@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE};
+use crate::tls::TlsOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -110,6 +111,15 @@ pub struct LoadArgs {
     #[arg(long, value_name = "PATH")]
     pub unix_socket: Option<PathBuf>,
 
+    /// Accept any server certificate for https:// and wss:// URLs (curl -k); by default it is
+    /// checked against the system's roots and --cacert.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Trust the CA certificates in this PEM file too, for https:// and wss:// URLs.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -168,6 +178,7 @@ impl LoadArgs {
             keep_alive: !self.disable_keepalive,
             pipeline: self.pipeline,
             unix_socket: self.unix_socket.clone(),
+            tls: TlsOptions { insecure: self.insecure, ca_cert: self.cacert.clone() },
             timeout: self.timeout,
             host: self.host.clone(),
             tally_header: self.tally_header.clone(),

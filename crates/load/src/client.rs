@@ -304,7 +304,7 @@ impl Exchange<'_> {
         let connection = match self.slot.take() {
             Some(connection) => connection,
             None => {
-                let connection = Connection::open(&plan.origins[origin].endpoint).await.map_err(Failure::Connect)?;
+                let connection = Connection::open(&plan.origins[origin]).await.map_err(Failure::Connect)?;
                 self.ctx.state.borrow_mut().recorder.connection_opened();
                 connection
             }

@@ -4,15 +4,17 @@
 //! Every rule a user can break is checked here, before any connection is opened, so a wrong
 //! option gives one clear message instead of a run full of errors.
 
+use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::conn::Endpoint;
+use crate::conn::{Endpoint, Stream};
 use crate::http1::encode_request;
 use crate::record::PhaseAccum;
+use crate::tls::{self, TlsOptions, TlsOrigin};
 
 /// Requests sent when neither a count nor a duration is given (hey's default).
 pub const DEFAULT_REQUESTS: u64 = 200;
@@ -64,6 +66,9 @@ pub struct LoadConfig {
     pub pipeline: usize,
     /// Connect to this unix socket instead of the URL's host (the URL still gives path and Host).
     pub unix_socket: Option<PathBuf>,
+    /// How `https://` and `wss://` servers' certificates are checked.
+    #[serde(default)]
+    pub tls: TlsOptions,
     /// Limit for each request, from its connect (or write) to its last byte.
     pub timeout: Duration,
     /// Value of the Host header, instead of the URL's host.
@@ -103,6 +108,7 @@ impl LoadConfig {
             keep_alive: true,
             pipeline: 1,
             unix_socket: None,
+            tls: TlsOptions::default(),
             timeout: Duration::from_secs(20),
             host: None,
             tally_header: None,
@@ -142,7 +148,20 @@ pub struct TargetPlan {
 #[derive(Debug, Clone)]
 pub struct OriginPlan {
     pub endpoint: Endpoint,
+    /// For `https://` and `wss://` URLs.
+    pub tls: Option<TlsOrigin>,
     pub targets: Vec<usize>,
+}
+
+impl OriginPlan {
+    /// Opens a connection, its TLS handshake done.
+    pub async fn connect(&self) -> io::Result<Stream> {
+        let stream = self.endpoint.connect().await?;
+        match &self.tls {
+            Some(tls) => tls.handshake(stream).await,
+            None => Ok(stream),
+        }
+    }
 }
 
 /// A checked configuration with names resolved and requests serialized.
@@ -174,25 +193,40 @@ impl Plan {
         let mut origins: Vec<(String, OriginPlan)> = Vec::new();
         let mut targets = Vec::new();
         let mut dns = PhaseAccum::default();
+        let mut connector = None;
         for target in &config.targets {
             let url = parse_url(&target.url, config.websocket)?;
+            let secure = matches!(url.scheme(), "https" | "wss");
             let host = url.host_str().unwrap_or_default();
             let authority = match url.port() {
                 Some(port) => format!("{host}:{port}"),
                 None => host.to_string(),
             };
             let key = match &config.unix_socket {
-                Some(_) => String::new(),
-                None => format!("{host}:{}", url.port_or_known_default().unwrap_or(80)),
+                Some(_) => format!("{secure}"),
+                None => format!("{secure} {host}:{}", url.port_or_known_default().unwrap_or(80)),
             };
             let origin = match origins.iter().position(|(k, _)| *k == key) {
                 Some(index) => index,
                 None => {
                     let endpoint = match &config.unix_socket {
                         Some(path) => Endpoint::Unix(path.clone()),
-                        None => resolve(&key, &mut dns).await?,
+                        None => {
+                            resolve(&format!("{host}:{}", url.port_or_known_default().unwrap_or(80)), &mut dns).await?
+                        }
                     };
-                    origins.push((key, OriginPlan { endpoint, targets: Vec::new() }));
+                    let tls = if secure {
+                        let connector = match &connector {
+                            Some(connector) => connector,
+                            None => {
+                                connector.insert(tls::connector(&config.tls).map_err(|err| usage(format!("{err:#}")))?)
+                            }
+                        };
+                        Some(TlsOrigin::new(connector.clone(), host).map_err(|err| usage(format!("{err:#}")))?)
+                    } else {
+                        None
+                    };
+                    origins.push((key, OriginPlan { endpoint, tls, targets: Vec::new() }));
                     origins.len() - 1
                 }
             };
@@ -330,14 +364,13 @@ fn check_websocket(config: &LoadConfig) -> anyhow::Result<()> {
 fn parse_url(text: &str, websocket: bool) -> anyhow::Result<url::Url> {
     let url = url::Url::parse(text).map_err(|err| usage(format!("bad URL {text:?}: {err}")))?;
     match (url.scheme(), websocket) {
-        ("http", false) | ("ws", true) => {}
-        ("ws", false) => return Err(usage(format!("{text}: ws:// URLs need --websocket"))),
-        ("http", true) => return Err(usage(format!("{text}: --websocket needs ws:// URLs"))),
-        ("https" | "wss", _) => {
-            return Err(usage(format!("{text}: TLS is not supported yet (http:// and ws:// only)")))
-        }
+        ("http" | "https", false) | ("ws" | "wss", true) => {}
+        ("ws" | "wss", false) => return Err(usage(format!("{text}: ws:// and wss:// URLs need --websocket"))),
+        ("http" | "https", true) => return Err(usage(format!("{text}: --websocket needs ws:// or wss:// URLs"))),
         (other, _) => {
-            return Err(usage(format!("{text}: unsupported scheme {other:?} (http://, or ws:// with --websocket)")))
+            return Err(usage(format!(
+                "{text}: unsupported scheme {other:?} (http:// or https://, or ws:// or wss:// with --websocket)"
+            )))
         }
     }
     if url.host_str().is_none_or(str::is_empty) {

@@ -1,6 +1,6 @@
-//! One client connection: a TCP or unix stream, its read buffer, and the two operations the load
-//! loop needs, "write these request bytes" and "read the next response". (The WebSocket mode
-//! opens the same streams and hands them to its WebSocket client.)
+//! One client connection: a TCP or unix stream (TLS over it for `https://`), its read buffer,
+//! and the two operations the load loop needs, "write these request bytes" and "read the next
+//! response". (The WebSocket mode opens the same streams and hands them to its WebSocket client.)
 //!
 //! The buffer is fixed-size unless a response head does not fit, so memory per connection stays
 //! small however large the bodies are (bodies are counted by the parser and dropped).
@@ -15,6 +15,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
+use crate::config::OriginPlan;
 use crate::http1::{ProtocolError, ResponseDone, ResponseParser};
 
 /// Where connections go: the socket address of one URL's host, or the `--unix-socket` path.
@@ -53,10 +54,11 @@ const READ_BUFFER: usize = 16 * 1024;
 /// A response head larger than this is refused rather than buffered without bound.
 const MAX_HEAD_BUFFER: usize = 1024 * 1024;
 
-/// A TCP or unix connection, read and written alike.
+/// A TCP or unix connection, or TLS over one, read and written alike.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<tokio_rustls::client::TlsStream<Stream>>),
 }
 
 impl AsyncRead for Stream {
@@ -64,6 +66,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Tcp(stream) => Pin::new(stream).poll_read(cx, buf),
             Stream::Unix(stream) => Pin::new(stream).poll_read(cx, buf),
+            Stream::Tls(stream) => Pin::new(stream).poll_read(cx, buf),
         }
     }
 }
@@ -73,6 +76,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(stream) => Pin::new(stream).poll_write(cx, data),
             Stream::Unix(stream) => Pin::new(stream).poll_write(cx, data),
+            Stream::Tls(stream) => Pin::new(stream).poll_write(cx, data),
         }
     }
 
@@ -80,6 +84,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(stream) => Pin::new(stream).poll_flush(cx),
             Stream::Unix(stream) => Pin::new(stream).poll_flush(cx),
+            Stream::Tls(stream) => Pin::new(stream).poll_flush(cx),
         }
     }
 
@@ -87,6 +92,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(stream) => Pin::new(stream).poll_shutdown(cx),
             Stream::Unix(stream) => Pin::new(stream).poll_shutdown(cx),
+            Stream::Tls(stream) => Pin::new(stream).poll_shutdown(cx),
         }
     }
 }
@@ -123,9 +129,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub async fn open(endpoint: &Endpoint) -> io::Result<Connection> {
+    pub async fn open(origin: &OriginPlan) -> io::Result<Connection> {
         Ok(Connection {
-            stream: endpoint.connect().await?,
+            stream: origin.connect().await?,
             buf: vec![0; READ_BUFFER],
             start: 0,
             end: 0,

@@ -1,9 +1,10 @@
 //! `headway load`: an HTTP/1.1 load generator that measures tails honestly.
 //!
 //! Closed loop like hey (`-c`, `-n`, `-z`), open loop like wrk2 (`--rate`, latency from the
-//! intended send time), keep-alive on or off, pipelining, unix sockets, HDR histograms whose
-//! memory does not grow with the number of requests, hey-compatible text and full JSON. With
-//! `--websocket`, the same loops send messages on WebSockets and time their echoes.
+//! intended send time), keep-alive on or off, pipelining, unix sockets, https ([`tls`]), HDR
+//! histograms whose memory does not grow with the number of requests, hey-compatible text and
+//! full JSON. With `--websocket`, the same loops send messages on WebSockets and time their
+//! echoes.
 //!
 //! The `headway` binary calls [`run`] with the parsed [`LoadArgs`]; the lab builds a
 //! [`LoadConfig`] and awaits [`run_load`] for a [`Report`].
@@ -18,6 +19,7 @@ mod record;
 mod report;
 mod runner;
 mod schedule;
+mod tls;
 mod websocket;
 
 use std::io::Write;
@@ -30,6 +32,7 @@ pub use report::{
     HistogramBucket, LatencyStats, Percentile, PhaseStats, Phases, Report, Settings, SpectrumPoint, TargetReport,
     PERCENTILES,
 };
+pub use tls::TlsOptions;
 
 /// Runs a load and returns its report. Awaitable from any tokio runtime: the load itself runs on
 /// `config.threads` threads of its own, each with a current-thread runtime, so the caller's

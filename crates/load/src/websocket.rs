@@ -240,7 +240,7 @@ async fn exchange(
 async fn open(plan: &Plan, target: usize) -> Result<Socket, Failure> {
     let origin =
         plan.origins.iter().position(|origin| origin.targets.contains(&target)).expect("every URL has an origin");
-    let stream = plan.origins[origin].endpoint.connect().await.map_err(Failure::Connect)?;
+    let stream = plan.origins[origin].connect().await.map_err(Failure::Connect)?;
     let mut request = plan.targets[target].url.as_str().into_client_request().map_err(Failure::Socket)?;
     let headers = request.headers_mut();
     // Checked as tokens and values by the plan.

@@ -187,7 +187,7 @@ fn wrong_values_exit_with_status_2() {
         &["--rate", "10", "-q", "1", "http://127.0.0.1:1/"],
         &["-H", "no colon", "http://127.0.0.1:1/"],
         &["--weights", "1,2", "http://127.0.0.1:1/"],
-        &["https://127.0.0.1:1/"],
+        &["--cacert", "/nonexistent/ca.pem", "https://127.0.0.1:1/"],
         &["not a url"],
         &["-t", "0", "http://127.0.0.1:1/"],
     ] {

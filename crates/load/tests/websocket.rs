@@ -218,7 +218,7 @@ fn what_the_websocket_mode_cannot_do_exits_with_status_2() {
     for line in [
         &["ws://127.0.0.1:1/"][..],
         &["--websocket", "http://127.0.0.1:1/"],
-        &["--websocket", "wss://127.0.0.1:1/"],
+        &["wss://127.0.0.1:1/"],
         &["--websocket", "--pipeline", "2", "ws://127.0.0.1:1/"],
         &["--websocket", "-d", "body", "ws://127.0.0.1:1/"],
         &["--websocket", "--message-size", "0", "ws://127.0.0.1:1/"],
