@@ -124,6 +124,10 @@ def test_broken_and_unfinished_handshakes_are_closed_and_nothing_else_is_disturb
     assert read_response(steady_stream)[::2] == (200, b"bb")
     for sock in (garbage, silent, steady):
         sock.close()
+    # Each of the three is counted, for whoever watches for a certificate clients refuse.
+    wait_until(lambda: server.stats()["connections"]["handshakes_failed"] == 3, message="three failed handshakes")
+    assert "headway_handshakes_failed_total 3" in server.metrics()
+    assert "accepted, 3 failed their PROXY header or TLS handshake" in server.stats_command()
 
 
 def test_the_proxy_protocol_header_comes_before_the_handshake(serve, ca, files):

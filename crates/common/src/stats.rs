@@ -78,6 +78,11 @@ pub struct ConnectionsSnapshot {
     pub open: u64,
     pub idle: u64,
     pub accepted: u64,
+    /// Closed before a request could be read: a PROXY header missing or wrong, or a TLS
+    /// handshake that failed (a certificate the client refused, not TLS at all) or was not done
+    /// within `--header-timeout`.
+    #[serde(default)]
+    pub handshakes_failed: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

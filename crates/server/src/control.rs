@@ -171,6 +171,12 @@ fn prometheus(s: &Snapshot) -> String {
         "Client connections accepted.",
         &one(s.connections.accepted as f64),
     );
+    metric(
+        "handshakes_failed_total",
+        "counter",
+        "Connections closed before a request: a PROXY header or TLS handshake failed or was late.",
+        &one(s.connections.handshakes_failed as f64),
+    );
     let ws = &s.websockets;
     metric("websockets_open", "gauge", "Open WebSockets.", &one(ws.open as f64));
     metric("websockets_opened_total", "counter", "WebSockets opened.", &one(ws.opened as f64));
@@ -303,8 +309,8 @@ fn render(s: &Snapshot) -> String {
     let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
     let _ = writeln!(
         out,
-        "connections  {} open, {} idle, {} accepted",
-        s.connections.open, s.connections.idle, s.connections.accepted
+        "connections  {} open, {} idle, {} accepted, {} failed their PROXY header or TLS handshake",
+        s.connections.open, s.connections.idle, s.connections.accepted, s.connections.handshakes_failed
     );
     let responses: Vec<String> = s.responses.iter().map(|(code, n)| format!("{code}: {n}")).collect();
     let _ =

@@ -28,6 +28,7 @@ pub struct Stats {
     connections_open: Tally,
     connections_idle: Tally,
     connections_accepted: AtomicU64,
+    handshakes_failed: AtomicU64,
     /// WebSockets open or in their handshake: what `--max-websockets` bounds.
     websockets_admitted: Tally,
     websockets_open: Tally,
@@ -44,6 +45,7 @@ impl Default for Stats {
             connections_open: Tally::default(),
             connections_idle: Tally::default(),
             connections_accepted: AtomicU64::new(0),
+            handshakes_failed: AtomicU64::new(0),
             websockets_admitted: Tally::default(),
             websockets_open: Tally::default(),
             websockets_opened: AtomicU64::new(0),
@@ -58,6 +60,12 @@ impl Stats {
     pub fn connection_opened(self: &Arc<Self>) -> Gauge {
         self.connections_accepted.fetch_add(1, Ordering::Relaxed);
         Gauge::raise(self.clone(), |stats| &stats.connections_open)
+    }
+
+    /// Counts a connection closed before its first request: its PROXY header or TLS handshake
+    /// failed.
+    pub fn handshake_failed(&self) {
+        self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a connection as idle (waiting for its next request) until the guard is dropped.
@@ -124,6 +132,7 @@ impl Stats {
                 open: self.connections_open.get() as u64,
                 idle: self.connections_idle.get() as u64,
                 accepted: load(&self.connections_accepted),
+                handshakes_failed: load(&self.handshakes_failed),
             },
             responses,
             access_log_dropped: 0, // the access log's own count; the control endpoint adds it

@@ -112,6 +112,7 @@ impl Front {
             if let Err(reason) = proxy_protocol::read_header(&mut stream, &mut read, &mut peer, trusted, deadline).await
             {
                 let from = peer.ip.map_or_else(|| "?".to_owned(), |ip| ip.to_string());
+                self.stats.handshake_failed();
                 warn!("closed a connection from {from}: {reason}");
                 return;
             }
@@ -141,8 +142,16 @@ impl Front {
                 let stream = ReadAhead::new(stream, Bytes::new());
                 Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
             }
-            Ok(Err(err)) => debug!("TLS handshake failed: {err}"),
-            Err(_) => debug!("TLS handshake not done within the header timeout"),
+            // Logged at debug: scanners and clients that distrust the certificate make these
+            // all day; the counter in the stats is what shows a certificate problem.
+            Ok(Err(err)) => {
+                debug!("TLS handshake failed: {err}");
+                self.stats.handshake_failed();
+            }
+            Err(_) => {
+                debug!("TLS handshake not done within the header timeout");
+                self.stats.handshake_failed();
+            }
         }
     }
 }
