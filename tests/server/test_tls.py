@@ -212,12 +212,13 @@ def test_headway_load_speaks_https_and_checks_the_certificate(serve, ca, files, 
     ca.cert_pem.write_to_path(str(ca_file))
     status, report, _ = load("-n", "60", "-c", "3", "--cacert", str(ca_file), url)
     assert (status, report["status_codes"], report["errors"]) == (0, {"200": 60}, 0)
+    assert not report["settings"]["insecure"]
     assert report["connections_opened"] == 3, "keep-alive over TLS"
     # A certificate nobody vouches for is an error, unless --insecure.
     status, report, stderr = load("-n", "5", "-c", "1", url)
     assert status != 0 and "invalid peer certificate" in stderr, stderr
     status, report, _ = load("-n", "5", "-c", "1", "-k", url)
-    assert (status, report["status_codes"]) == (0, {"200": 5})
+    assert (status, report["status_codes"], report["settings"]["insecure"]) == (0, {"200": 5}, True)
 
 
 def test_headway_load_speaks_wss(serve, ca, files):

@@ -86,6 +86,9 @@ pub struct Settings {
     /// WebSocket mode: the size of each message; `None` in the HTTP mode.
     #[serde(default)]
     pub websocket_message_size: Option<usize>,
+    /// `-k/--insecure`: https targets' certificates were not checked.
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +201,7 @@ impl Report {
             unix_socket: config.unix_socket.as_ref().map(|p| p.display().to_string()),
             tally_header: config.tally_header.clone(),
             websocket_message_size: config.websocket.then_some(config.message_size),
+            insecure: config.tls.insecure,
         };
         let targets = plan
             .targets
