@@ -1,7 +1,7 @@
 """HTTPS on the front (--certfile, --keyfile): requests, bodies, keep-alive, pipelining and
 WebSockets over TLS; what the app is told; plain HTTP and broken handshakes on the HTTPS port;
-bad certificate files; a renewed certificate read on SIGHUP. Certificates come from trustme, a
-throwaway CA per test module."""
+bad certificate files; a renewed certificate read on SIGHUP; client certificates (--ca-certs).
+Certificates come from trustme, a throwaway CA per test module (and one per test for clients)."""
 
 import hashlib
 import json
@@ -9,6 +9,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import urllib.parse
 
 import pytest
 import trustme
@@ -39,10 +40,13 @@ def files(ca, tmp_path):
     return issue(ca, tmp_path)
 
 
-def client_context(ca, alpn=("http/1.1",)):
+def client_context(ca, alpn=("http/1.1",), identity=None):
+    """A client that trusts `ca`, showing `identity` (a trustme certificate) if given."""
     context = ssl.create_default_context()
     ca.configure_trust(context)
     context.set_alpn_protocols(list(alpn))
+    if identity is not None:
+        identity.configure_cert(context)
     return context
 
 
@@ -178,6 +182,15 @@ def test_sighup_reads_a_renewed_certificate_and_open_connections_keep_theirs(ser
         assert read_response(sock.makefile("rb"))[0] == 200
 
 
+def refused_at_start(cases):
+    """Each {flags: message}: `headway serve FLAGS` stops with the message, before any worker starts."""
+    for flags, message in cases.items():
+        done = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", *flags, "probe:app"], cwd=APPS,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and message in done.stderr, (flags, done.stderr)
+        assert "starting" not in done.stderr, "checked before any worker starts"
+
+
 def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path):
     cert, key = files
     other_cert, other_key = issue(ca, tmp_path, "other")
@@ -190,12 +203,76 @@ def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path
         ("--certfile", str(cert), "--keyfile", str(not_pem)): "cannot read a private key from --keyfile",
         ("--certfile", str(cert), "--keyfile", str(other_key)): "does not fit --certfile",
     }
-    for flags, message in cases.items():
-        done = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", *flags, "probe:app"], cwd=APPS,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode != 0 and message in done.stderr, (flags, done.stderr)
-        assert "starting" not in done.stderr, "checked before any worker starts"
+    refused_at_start(cases)
     assert other_cert.exists()
+
+
+def echo_over(server, context, headers=None):
+    """What /echo saw of one request over a new TLS connection."""
+    with tls_connect(server, context) as sock:
+        send_request(sock, "GET", "/echo", headers=headers or {}, close=True)
+        status, _, body = read_response(sock.makefile("rb"))
+    assert status == 200
+    return json.loads(body)["headers"]
+
+
+def refused(server, context):
+    """Whether the server ends a TLS connection before answering (TLS 1.3 checks the client's
+    certificate after the client's side of the handshake is done, so it shows on the first read)."""
+    try:
+        with tls_connect(server, context) as sock:
+            send_request(sock, "GET", "/echo", close=True)
+            return sock.recv(1024) == b""
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def test_client_certificates_from_ca_certs_are_required_and_the_app_gets_the_one_shown(serve, ca, files, tmp_path):
+    clients_ca, strangers_ca = trustme.CA(), trustme.CA()
+    ca_file = tmp_path / "clients-ca.pem"
+    clients_ca.cert_pem.write_to_path(str(ca_file))
+    alice = clients_ca.issue_cert("alice@example.com")
+    server = https(serve, "-w", "1", "--ca-certs", str(ca_file), "probe:app", certfile=files[0], keyfile=files[1])
+    # A forged field from the client is replaced by what its handshake showed.
+    seen = echo_over(server, client_context(ca, identity=alice), {"X-Forwarded-Client-Cert": "Hash=forged"})
+    field = seen["HTTP_X_FORWARDED_CLIENT_CERT"]
+    der = ssl.PEM_cert_to_DER_cert(alice.cert_chain_pems[0].bytes().decode())
+    hash_part, cert_part = field.split(";", 1)
+    assert hash_part == "Hash=" + hashlib.sha256(der).hexdigest()
+    assert cert_part.startswith('Cert="') and cert_part.endswith('"')
+    assert ssl.PEM_cert_to_DER_cert(urllib.parse.unquote(cert_part[6:-1])) == der
+    # No certificate, or one from another CA: no request gets through.
+    assert refused(server, client_context(ca))
+    assert refused(server, client_context(ca, identity=strangers_ca.issue_cert("mallory@example.com")))
+    wait_until(lambda: server.stats()["connections"]["handshakes_failed"] == 2, message="two refused handshakes")
+    assert server.stats()["responses"] == {"200": 1}
+
+
+def test_optional_client_certificates_let_clients_without_one_in_and_tell_the_app_so(serve, ca, files, tmp_path):
+    ca_file = tmp_path / "clients-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server = https(serve, "-w", "1", "--ssl-ca-certs", str(ca_file), "--ssl-cert-reqs", "1", "probe:app",
+                   certfile=files[0], keyfile=files[1])
+    without = echo_over(server, client_context(ca), {"X-Forwarded-Client-Cert": "Hash=forged"})
+    assert "HTTP_X_FORWARDED_CLIENT_CERT" not in without
+    shown = echo_over(server, client_context(ca, identity=ca.issue_cert("bob@example.com")))
+    assert shown["HTTP_X_FORWARDED_CLIENT_CERT"].startswith("Hash=")
+
+
+def test_client_certificate_flags_are_checked_before_anything_starts(files, tmp_path):
+    cert, key = files
+    not_pem = tmp_path / "empty.pem"
+    not_pem.write_text("nothing here\n")
+    https_flags = ("--certfile", str(cert), "--keyfile", str(key))
+    cases = {
+        (*https_flags, "--cert-reqs", "required"): "--cert-reqs needs --ca-certs",
+        ("--ca-certs", str(cert)): "--ca-certs needs --certfile and --keyfile",
+        (*https_flags, "--ca-certs", str(not_pem)): "holds no certificate",
+        (*https_flags, "--ca-certs", str(tmp_path / "missing.pem")): "cannot read --ca-certs",
+        (*https_flags, "--ca-certs", str(cert), "--cert-reqs", "0"): "leave out --cert-reqs and --ca-certs",
+        (*https_flags, "--ca-certs", str(cert), "--cert-reqs", "sometimes"): "is not required (2) or optional (1)",
+    }
+    refused_at_start(cases)
 
 
 def load(*args):

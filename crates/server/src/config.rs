@@ -13,7 +13,7 @@ use headway_common::python::{find_python, PYTHON_ENV};
 use crate::affinity::{CpuAffinity, WorkerCpus};
 use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
-use crate::front::tls::TlsFiles;
+use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
@@ -268,6 +268,18 @@ pub struct ServeArgs {
     #[arg(long, visible_alias = "ssl-keyfile", value_name = "PATH")]
     pub keyfile: Option<PathBuf>,
 
+    /// Ask clients for a certificate signed by one of these CAs (PEM); the app gets the one
+    /// shown in X-Forwarded-Client-Cert. Read again on SIGHUP. As gunicorn --ca-certs, uvicorn
+    /// --ssl-ca-certs
+    #[arg(long, visible_alias = "ssl-ca-certs", value_name = "PATH")]
+    pub ca_certs: Option<PathBuf>,
+
+    /// With --ca-certs: whether a client must show a certificate (required, or 2 as in gunicorn
+    /// and uvicorn) or may connect without one (optional, or 1). A certificate shown is always
+    /// checked
+    #[arg(long, visible_alias = "ssl-cert-reqs", value_name = "WHEN", value_parser = ClientAuth::parse)]
+    pub cert_reqs: Option<ClientAuth>,
+
     /// TCP connections start with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy,
     /// an AWS NLB or a router send): its client becomes the peer. Connections without one are
     /// closed
@@ -389,8 +401,14 @@ impl Config {
         if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
             bail!("--reload-dir and --reload-include need --reload");
         }
+        let client_cas = match (args.ca_certs, args.cert_reqs) {
+            (Some(path), when) => Some(ClientCas { path, when: when.unwrap_or(ClientAuth::Required) }),
+            (None, Some(_)) => bail!("--cert-reqs needs --ca-certs: the CAs client certificates are checked against"),
+            (None, None) => None,
+        };
         let tls = match (args.certfile, args.keyfile) {
-            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_cas }),
+            (None, None) if client_cas.is_some() => bail!("--ca-certs needs --certfile and --keyfile"),
             (None, None) => None,
             _ => bail!("--certfile and --keyfile go together"),
         };
@@ -546,7 +564,6 @@ fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         .context("no python3 found: give one with --python, or run another server with --cmd")
 }
 
-/// `--health-path`: an absolute path, matched without its query.
 /// `--root-path`: an absolute path of plain URL characters (no percent-encoding: it is compared
 /// with decoded paths), kept without a trailing slash (`/` alone is no prefix at all).
 fn parse_root_path(text: &str) -> Result<String, String> {
@@ -557,6 +574,7 @@ fn parse_root_path(text: &str) -> Result<String, String> {
     Ok(text.trim_end_matches('/').to_owned())
 }
 
+/// `--health-path`: an absolute path, matched without its query.
 fn parse_health_path(text: &str) -> Result<String, String> {
     if !text.starts_with('/') || text.contains(['?', '#', ' ']) {
         return Err(format!("'{text}' is not a path such as /healthz"));

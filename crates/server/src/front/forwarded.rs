@@ -14,6 +14,10 @@
 //! client, as HAProxy or an NLB saw it). A unix socket's peer is a process on this machine (a
 //! local router), so it is trusted and appends nothing: the last `X-Forwarded-For` entry is
 //! the client as the router saw it.
+//!
+//! `X-Forwarded-Client-Cert` (the client's certificate, as Envoy and service meshes send it) is
+//! one of those headers, with one more rule: on a connection whose TLS the front terminated
+//! itself, only the front can know the certificate, so the field is always its own (or absent).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -29,9 +33,10 @@ pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forw
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+const X_FORWARDED_CLIENT_CERT: HeaderName = HeaderName::from_static("x-forwarded-client-cert");
 /// The fields that say who the client is and how it came, dropped when an untrusted peer sends them.
-const FORWARDING_FIELDS: [HeaderName; 5] =
-    [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, X_FORWARDED_PORT, FORWARDED];
+const FORWARDING_FIELDS: [HeaderName; 6] =
+    [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, X_FORWARDED_PORT, FORWARDED, X_FORWARDED_CLIENT_CERT];
 
 /// `--forwarded-allow-ips`: the peers whose forwarding headers are believed.
 #[derive(Clone, PartialEq, Eq)]
@@ -82,16 +87,28 @@ pub struct Peer {
     pub ip: Option<IpAddr>,
     /// Whether its forwarding headers are believed.
     pub trusted: bool,
-    /// The client spoke TLS to the balancer, as a PROXY protocol header said.
+    /// The client spoke TLS: to the front, or to the balancer, as a PROXY protocol header said.
     pub tls: bool,
+    pub client_cert: ClientCert,
     /// `ip` as `X-Forwarded-For` writes it, made once per connection rather than per request.
     text: Option<HeaderValue>,
+}
+
+/// Who may say what the client's certificate is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ClientCert {
+    /// A router, trusted as for the other forwarding headers: the front did no handshake.
+    #[default]
+    RoutersWord,
+    /// The front, which did the TLS handshake: the `X-Forwarded-Client-Cert` it makes of the
+    /// certificate the client showed (checked against `--ca-certs`), or none.
+    Handshake(Option<HeaderValue>),
 }
 
 impl Peer {
     pub fn new(ip: Option<IpAddr>, trusted: bool, tls: bool) -> Peer {
         let text = ip.and_then(|ip| HeaderValue::try_from(ip.to_canonical().to_string()).ok());
-        Peer { ip, trusted, tls, text }
+        Peer { ip, trusted, tls, client_cert: ClientCert::RoutersWord, text }
     }
 
     pub fn tcp(ip: IpAddr, trusted: &TrustedProxies) -> Peer {
@@ -109,6 +126,12 @@ impl Peer {
 pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
     if !peer.trusted {
         remove_fields(headers, &FORWARDING_FIELDS);
+    }
+    if let ClientCert::Handshake(ours) = &peer.client_cert {
+        headers.remove(X_FORWARDED_CLIENT_CERT);
+        if let Some(field) = ours {
+            headers.insert(X_FORWARDED_CLIENT_CERT, field.clone());
+        }
     }
     if let Some(ip) = &peer.text {
         let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
@@ -236,6 +259,26 @@ mod tests {
         let client = Peer::new(Some("203.0.113.9".parse().unwrap()), false, true);
         set_forwarding_headers(&mut forwarded, &client);
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "https");
+    }
+
+    #[test]
+    fn the_client_certificate_is_the_fronts_word_when_it_did_the_handshake() {
+        let claimed = [("x-forwarded-client-cert", "Hash=forged")];
+        let router = Peer::new(Some("10.0.0.2".parse().unwrap()), true, false);
+        let mut from_router = headers(&claimed);
+        set_forwarding_headers(&mut from_router, &router);
+        assert_eq!(from_router[&X_FORWARDED_CLIENT_CERT], "Hash=forged", "a trusted router's word");
+        let mut from_stranger = headers(&claimed);
+        set_forwarding_headers(&mut from_stranger, &Peer::new(Some("192.0.2.66".parse().unwrap()), false, false));
+        assert!(!from_stranger.contains_key(&X_FORWARDED_CLIENT_CERT));
+        // Over TLS the front terminated, even from a trusted address: the handshake's, or none.
+        for (shown, expected) in [(Some("Hash=ab"), Some("Hash=ab")), (None, None)] {
+            let peer =
+                Peer { client_cert: ClientCert::Handshake(shown.map(HeaderValue::from_static)), ..router.clone() };
+            let mut forwarded = headers(&claimed);
+            set_forwarding_headers(&mut forwarded, &peer);
+            assert_eq!(forwarded.get(&X_FORWARDED_CLIENT_CERT).map(|v| v.to_str().unwrap()), expected);
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::queue::Queue;
 use crate::readiness::Readiness;
 use crate::stats::Stats;
 use conn::{Arrival, Connection};
-use forwarded::{Peer, TrustedProxies};
+use forwarded::{ClientCert, Peer, TrustedProxies};
 use listener::{accept_until, Accepted, Listener};
 use stream::{ClientStream, ReadAhead};
 use tls::Tls;
@@ -139,6 +139,7 @@ impl Front {
         match timeout_at(deadline, tls.accept(stream)).await {
             Ok(Ok(stream)) => {
                 peer.tls = true;
+                peer.client_cert = ClientCert::Handshake(tls::client_cert_field(&stream));
                 let stream = ReadAhead::new(stream, Bytes::new());
                 Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
             }

@@ -8,28 +8,69 @@
 //! bad one stops the start with a message) and again on SIGHUP, so a renewed certificate is
 //! taken without a restart: new connections get it, open ones keep theirs, and a renewal that
 //! does not load is logged and the certificate in use kept.
+//!
+//! With `--ca-certs`, clients show a certificate signed by one of those CAs (mutual TLS, as
+//! between a mesh's sidecars or a balancer and its origin), and the app learns which in
+//! `X-Forwarded-Client-Cert`, in the format Envoy made common, since WSGI and ASGI servers have
+//! no shared way to say it and a header reaches `--cmd` workers too.
 
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use anyhow::{bail, Context as _};
+use base64::Engine as _;
+use http::HeaderValue;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-/// `--certfile` and `--keyfile`.
+/// `--certfile`, `--keyfile` and `--ca-certs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     /// The certificate chain, the server's own first (PEM).
     pub cert: PathBuf,
     /// Its private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC), not encrypted.
     pub key: PathBuf,
+    pub client_cas: Option<ClientCas>,
+}
+
+/// `--ca-certs` and `--cert-reqs`: the CAs that sign client certificates, and whether a client
+/// must show one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCas {
+    pub path: PathBuf,
+    pub when: ClientAuth,
+}
+
+/// `--cert-reqs`. There is no `none`: leaving out `--ca-certs` is that. Unlike gunicorn, where
+/// `--ca-certs` alone asks for nothing, giving it means `required` unless said otherwise, so a
+/// CA file cannot sit there letting every client in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    Optional,
+    Required,
+}
+
+impl ClientAuth {
+    /// `required` or `optional`, or gunicorn's and uvicorn's numbers for them (Python's
+    /// `ssl.CERT_REQUIRED`, 2, and `ssl.CERT_OPTIONAL`, 1).
+    pub fn parse(text: &str) -> Result<ClientAuth, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "required" | "2" => Ok(ClientAuth::Required),
+            "optional" | "1" => Ok(ClientAuth::Optional),
+            "none" | "0" => Err("leave out --cert-reqs and --ca-certs to ask clients for no certificate".to_owned()),
+            _ => Err(format!("'{text}' is not required (2) or optional (1)")),
+        }
+    }
 }
 
 /// The TLS side of every listener.
@@ -66,6 +107,24 @@ impl Tls {
     }
 }
 
+/// `X-Forwarded-Client-Cert` for the certificate a client showed in `stream`'s handshake, in
+/// Envoy's format: `Hash=<SHA-256 of its DER, hex>;Cert="<its PEM, URL-encoded>"`. `None`: it
+/// showed none. Only a certificate the verifier took gets here.
+pub fn client_cert_field<S>(stream: &TlsStream<S>) -> Option<HeaderValue> {
+    // What stays as it is in a URL-encoded value; everything else is %XX, the PEM's newlines too.
+    const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+    let der = stream.get_ref().1.peer_certificates()?.first()?.as_ref();
+    let hash: String = ::ring::digest::digest(&::ring::digest::SHA256, der)
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = base64.as_bytes().chunks(64).map(|line| std::str::from_utf8(line).unwrap_or("")).collect();
+    let pem = format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"));
+    HeaderValue::try_from(format!("Hash={hash};Cert=\"{}\"", utf8_percent_encode(&pem, KEPT))).ok()
+}
+
 /// Whether a connection's first byte can open a TLS handshake: a TLS record of type handshake
 /// (22). Anything else is most likely a plain HTTP request sent to the HTTPS port, which is
 /// better answered in plain HTTP than with a failed handshake.
@@ -83,12 +142,37 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
     }
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .with_context(|| format!("cannot read a private key from --keyfile {}", files.key.display()))?;
-    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .context("TLS")?
-        .with_no_client_auth()
+    let provider = Arc::new(ring::default_provider());
+    let builder =
+        ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
+    let builder = match &files.client_cas {
+        None => builder.with_no_client_auth(),
+        Some(cas) => builder.with_client_cert_verifier(client_verifier(cas, provider)?),
+    };
+    let mut config = builder
         .with_single_cert(chain, key)
         .with_context(|| format!("--keyfile {} does not fit --certfile {cert}", files.key.display()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// Checks client certificates against `--ca-certs`.
+fn client_verifier(cas: &ClientCas, provider: Arc<CryptoProvider>) -> anyhow::Result<Arc<dyn ClientCertVerifier>> {
+    let path = cas.path.display();
+    let certs = CertificateDer::pem_file_iter(&cas.path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("cannot read --ca-certs {path}"))?;
+    let mut roots = RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).with_context(|| format!("--ca-certs {path} holds a certificate that cannot be a CA"))?;
+    }
+    if roots.is_empty() {
+        bail!("--ca-certs {path} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)");
+    }
+    let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    let builder = match cas.when {
+        ClientAuth::Required => builder,
+        ClientAuth::Optional => builder.allow_unauthenticated(),
+    };
+    builder.build().with_context(|| format!("--ca-certs {path}"))
 }
