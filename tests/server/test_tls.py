@@ -298,6 +298,23 @@ def test_headway_load_speaks_https_and_checks_the_certificate(serve, ca, files, 
     assert (status, report["status_codes"], report["settings"]["insecure"]) == (0, {"200": 5}, True)
 
 
+def test_headway_load_shows_a_client_certificate_to_a_server_that_asks(serve, ca, files, tmp_path):
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server = https(serve, "-w", "1", "--ca-certs", str(ca_file), "probe:app", certfile=files[0], keyfile=files[1])
+    url = f"https://127.0.0.1:{server.port}/bytes?n=4"
+    client = ca.issue_cert("load@example.com")
+    both = tmp_path / "client.pem"  # chain and key in one file, as curl --cert takes them
+    client.private_key_and_cert_chain_pem.write_to_path(str(both))
+    status, report, stderr = load("-n", "20", "-c", "2", "--cacert", str(ca_file), "--cert", str(both), url)
+    assert status == 0, stderr
+    assert (report["status_codes"], report["errors"]) == ({"200": 20}, 0)
+    # Without one, no request is answered, and the report says why (as hey, errors are counted).
+    status, report, stderr = load("-n", "4", "-c", "1", "--cacert", str(ca_file), url)
+    assert (status, report["errors"], report["status_codes"]) == (0, 4, {}), stderr
+    assert "CertificateRequired" in json.dumps(report["errors_by_kind"])
+
+
 def test_headway_load_speaks_wss(serve, ca, files):
     server = https(serve, "-w", "1", "ws_echo:app", certfile=files[0], keyfile=files[1])
     status, report, stderr = load("--websocket", "-k", "-n", "40", "-c", "2", f"wss://127.0.0.1:{server.port}/echo")

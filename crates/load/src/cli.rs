@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE};
-use crate::tls::TlsOptions;
+use crate::tls::{Identity, TlsOptions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -120,6 +120,15 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
 
+    /// Show this client certificate (PEM, with its chain) to servers that ask for one (curl
+    /// --cert).
+    #[arg(short = 'E', long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// The private key of --cert (PEM), if it is not in the --cert file itself.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -178,7 +187,14 @@ impl LoadArgs {
             keep_alive: !self.disable_keepalive,
             pipeline: self.pipeline,
             unix_socket: self.unix_socket.clone(),
-            tls: TlsOptions { insecure: self.insecure, ca_cert: self.cacert.clone() },
+            tls: TlsOptions {
+                insecure: self.insecure,
+                ca_cert: self.cacert.clone(),
+                identity: self
+                    .cert
+                    .clone()
+                    .map(|cert| Identity { key: self.key.clone().unwrap_or_else(|| cert.clone()), cert }),
+            },
             timeout: self.timeout,
             host: self.host.clone(),
             tally_header: self.tally_header.clone(),

@@ -5,15 +5,16 @@
 //! `SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured) plus `--cacert`, unless `--insecure` says
 //! not to: hey and wrk never check, which suits a test server's self-signed certificate and
 //! hides a wrong one. The handshake counts in a request's connect phase, as hey's "DNS+dialup".
+//! A server that asks for a client certificate (mutual TLS) gets the one of `--cert`, as curl's.
 
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use headway_common::pem;
 use tokio_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use tokio_rustls::rustls::crypto::{ring, verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_rustls::TlsConnector;
@@ -29,6 +30,17 @@ pub struct TlsOptions {
     /// Trust the CA certificates in this PEM file as well (`--cacert`).
     #[serde(default)]
     pub ca_cert: Option<PathBuf>,
+    /// The certificate to show a server that asks for one (`--cert`, `--key`).
+    #[serde(default)]
+    pub identity: Option<Identity>,
+}
+
+/// `--cert` and `--key`: a client certificate chain and its key (PEM; the key may sit in the
+/// certificate's file, as curl allows).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The TLS side of one origin: the client configuration (shared by all origins) and the name
@@ -66,10 +78,16 @@ pub fn connector(options: &TlsOptions) -> anyhow::Result<TlsConnector> {
     let provider = Arc::new(ring::default_provider());
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
-    let mut config = if options.insecure {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider))).with_no_client_auth()
+    let builder = if options.insecure {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
     } else {
-        builder.with_root_certificates(roots(options)?).with_no_client_auth()
+        builder.with_root_certificates(roots(options)?)
+    };
+    let mut config = match &options.identity {
+        None => builder.with_no_client_auth(),
+        Some(Identity { cert, key }) => builder
+            .with_client_auth_cert(pem::certificates(cert, "--cert")?, pem::private_key(key, "--key")?)
+            .with_context(|| format!("--key {} does not fit --cert {}", key.display(), cert.display()))?,
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsConnector::from(Arc::new(config)))
@@ -80,11 +98,7 @@ fn roots(options: &TlsOptions) -> anyhow::Result<RootCertStore> {
     // Unreadable entries of the system's store are skipped, as every TLS client does.
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if let Some(path) = &options.ca_cert {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .with_context(|| format!("cannot read --cacert {}", path.display()))?;
-        anyhow::ensure!(!certs.is_empty(), "--cacert {} holds no certificate (PEM)", path.display());
-        for cert in certs {
+        for cert in pem::certificates(path, "--cacert")? {
             roots.add(cert).with_context(|| format!("--cacert {}", path.display()))?;
         }
     }

@@ -18,14 +18,13 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use base64::Engine as _;
+use headway_common::pem;
 use http::HeaderValue;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig};
@@ -133,15 +132,8 @@ pub fn opens_handshake(first: u8) -> bool {
 }
 
 fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
-    let cert = files.cert.display();
-    let chain = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("cannot read --certfile {cert}"))?;
-    if chain.is_empty() {
-        bail!("--certfile {cert} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)");
-    }
-    let key = PrivateKeyDer::from_pem_file(&files.key)
-        .with_context(|| format!("cannot read a private key from --keyfile {}", files.key.display()))?;
+    let chain = pem::certificates(&files.cert, "--certfile")?;
+    let key = pem::private_key(&files.key, "--keyfile")?;
     let provider = Arc::new(ring::default_provider());
     let builder =
         ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
@@ -149,9 +141,9 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
         None => builder.with_no_client_auth(),
         Some(cas) => builder.with_client_cert_verifier(client_verifier(cas, provider)?),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .with_context(|| format!("--keyfile {} does not fit --certfile {cert}", files.key.display()))?;
+    let mut config = builder.with_single_cert(chain, key).with_context(|| {
+        format!("--keyfile {} does not fit --certfile {}", files.key.display(), files.cert.display())
+    })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -159,15 +151,9 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
 /// Checks client certificates against `--ca-certs`.
 fn client_verifier(cas: &ClientCas, provider: Arc<CryptoProvider>) -> anyhow::Result<Arc<dyn ClientCertVerifier>> {
     let path = cas.path.display();
-    let certs = CertificateDer::pem_file_iter(&cas.path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("cannot read --ca-certs {path}"))?;
     let mut roots = RootCertStore::empty();
-    for cert in certs {
+    for cert in pem::certificates(&cas.path, "--ca-certs")? {
         roots.add(cert).with_context(|| format!("--ca-certs {path} holds a certificate that cannot be a CA"))?;
-    }
-    if roots.is_empty() {
-        bail!("--ca-certs {path} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)");
     }
     let builder = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
     let builder = match cas.when {
