@@ -118,9 +118,13 @@ pub fn client_cert_field<S>(stream: &TlsStream<S>) -> Option<HeaderValue> {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = base64.as_bytes().chunks(64).map(|line| std::str::from_utf8(line).unwrap_or("")).collect();
-    let pem = format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"));
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for start in (0..body.len()).step_by(64) {
+        pem.push_str(&body[start..body.len().min(start + 64)]); // base64 is ASCII: any index is a char boundary
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
     HeaderValue::try_from(format!("Hash={hash};Cert=\"{}\"", utf8_percent_encode(&pem, KEPT))).ok()
 }
 
