@@ -13,6 +13,7 @@ import urllib.parse
 
 import pytest
 import trustme
+from cryptography.hazmat.primitives import serialization
 from websockets.sync.client import connect as websocket_connect
 
 from conftest import APPS, headway_binary, read_response, request_bytes, send_request, wait_until
@@ -205,6 +206,44 @@ def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path
     }
     refused_at_start(cases)
     assert other_cert.exists()
+
+
+def locked(key, password, out, form=serialization.PrivateFormat.PKCS8):
+    """`key` encrypted with `password` in `out`: as PKCS#8 (`ENCRYPTED PRIVATE KEY`, what OpenSSL 3
+    writes), or with `TraditionalOpenSSL` the way OpenSSL 1 did (`Proc-Type: 4,ENCRYPTED` headers)."""
+    plain = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    encryption = serialization.BestAvailableEncryption(password)
+    out.write_bytes(plain.private_bytes(serialization.Encoding.PEM, form, encryption))
+    return out
+
+
+def test_an_encrypted_key_opens_with_its_password_which_is_never_shown(serve, ca, files, tmp_path):
+    cert, key = files
+    key_file = locked(key, b"s3cret pass", tmp_path / "locked.key")
+    assert key_file.read_text().startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    old = locked(key, b"s3cret pass", tmp_path / "old.key", serialization.PrivateFormat.TraditionalOpenSSL)
+    assert b"Proc-Type: 4,ENCRYPTED" in old.read_bytes()
+    https_flags = ("--certfile", str(cert), "--keyfile", str(key_file))
+    # From the environment, as --help advises, and --print-config shows that it is set, not what.
+    server = serve("-w", "1", *https_flags, "probe:app", env={"HEADWAY_KEYFILE_PASSWORD": "s3cret pass"})
+    with tls_connect(server, client_context(ca)) as sock:
+        send_request(sock, "GET", "/bytes?n=2", close=True)
+        assert read_response(sock.makefile("rb"))[::2] == (200, b"bb")
+    shown = subprocess.run([headway_binary(), "serve", *https_flags, "--keyfile-password", "s3cret pass",
+                            "--print-config"], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split("=")[0].strip(): line for line in shown.stdout.splitlines()}
+    assert "s3cret" not in shown.stdout and '= "(hidden)"' in lines["keyfile-password"]
+    # A password with a key that needs none is no error (as Python's ssl).
+    plain = serve("-w", "1", "--certfile", str(cert), "--keyfile", str(key), "--ssl-keyfile-password", "unused",
+                  "probe:app")
+    assert plain.port
+    refused_at_start({
+        https_flags: "holds an encrypted key, and no password was given for it",
+        (*https_flags, "--keyfile-password", "wrong"): "the password does not open --keyfile",
+        ("--keyfile-password", "s3cret pass"): "--keyfile-password needs --keyfile",
+        (*https_flags[:3], str(old), "--keyfile-password", "s3cret pass"): "openssl pkcs8 -topk8",
+    })
 
 
 def echo_over(server, context, headers=None):

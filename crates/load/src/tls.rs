@@ -86,7 +86,7 @@ pub fn connector(options: &TlsOptions) -> anyhow::Result<TlsConnector> {
     let mut config = match &options.identity {
         None => builder.with_no_client_auth(),
         Some(Identity { cert, key }) => builder
-            .with_client_auth_cert(pem::certificates(cert, "--cert")?, pem::private_key(key, "--key")?)
+            .with_client_auth_cert(pem::certificates(cert, "--cert")?, pem::private_key(key, "--key", None)?)
             .with_context(|| format!("--key {} does not fit --cert {}", key.display(), cert.display()))?,
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -13,7 +13,7 @@ use headway_common::python::{find_python, PYTHON_ENV};
 use crate::affinity::{CpuAffinity, WorkerCpus};
 use crate::front::forwarded::TrustedProxies;
 use crate::front::listener::Bind;
-use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
+use crate::front::tls::{ClientAuth, ClientCas, Password, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
@@ -263,10 +263,15 @@ pub struct ServeArgs {
     #[arg(long, visible_alias = "ssl-certfile", value_name = "PATH")]
     pub certfile: Option<PathBuf>,
 
-    /// The private key of --certfile (PEM: PKCS#8, RSA or EC; not encrypted). As gunicorn
-    /// --keyfile, uvicorn --ssl-keyfile
+    /// The private key of --certfile (PEM: PKCS#8, RSA or EC; an encrypted PKCS#8 one with
+    /// --keyfile-password). As gunicorn --keyfile, uvicorn --ssl-keyfile
     #[arg(long, visible_alias = "ssl-keyfile", value_name = "PATH")]
     pub keyfile: Option<PathBuf>,
+
+    /// The password of an encrypted --keyfile; better given as $HEADWAY_KEYFILE_PASSWORD or in
+    /// the config file than on a command line others can read. As uvicorn --ssl-keyfile-password
+    #[arg(long, visible_alias = "ssl-keyfile-password", value_name = "PASSWORD")]
+    pub keyfile_password: Option<String>,
 
     /// Ask clients for a certificate signed by one of these CAs (PEM); the app gets the one
     /// shown in X-Forwarded-Client-Cert. Read again on SIGHUP. As gunicorn --ca-certs, uvicorn
@@ -407,8 +412,11 @@ impl Config {
             (None, None) => None,
         };
         let tls = match (args.certfile, args.keyfile) {
-            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_cas }),
+            (Some(cert), Some(key)) => {
+                Some(TlsFiles { cert, key, key_password: args.keyfile_password.map(Password), client_cas })
+            }
             (None, None) if client_cas.is_some() => bail!("--ca-certs needs --certfile and --keyfile"),
+            (None, None) if args.keyfile_password.is_some() => bail!("--keyfile-password needs --keyfile"),
             (None, None) => None,
             _ => bail!("--certfile and --keyfile go together"),
         };

@@ -25,6 +25,8 @@ use crate::config::ServeArgs;
 
 /// The flags that choose the layers themselves, which no layer below the command line sets.
 const NOT_LAYERED: [&str; 3] = ["config", "print_config", "help"];
+/// Settings `--print-config` shows as set but not what they are set to.
+const SECRET: [&str; 1] = ["keyfile-password"];
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +85,8 @@ impl Sources {
                     continue;
                 }
             };
-            let value = setting.toml_value();
+            let value =
+                if SECRET.contains(&setting.key.as_str()) { "\"(hidden)\"".to_owned() } else { setting.toml_value() };
             let _ = writeln!(out, "{:width$} = {value:value_width$}  # {origin}", setting.key);
         }
         out

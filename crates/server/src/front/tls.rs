@@ -37,9 +37,21 @@ use tracing::{info, warn};
 pub struct TlsFiles {
     /// The certificate chain, the server's own first (PEM).
     pub cert: PathBuf,
-    /// Its private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC), not encrypted.
+    /// Its private key (PEM: PKCS#8, PKCS#1 RSA or SEC1 EC; or encrypted PKCS#8).
     pub key: PathBuf,
+    /// `--keyfile-password`, for an encrypted key.
+    pub key_password: Option<Password>,
     pub client_cas: Option<ClientCas>,
+}
+
+/// A password, shown as `(hidden)` wherever the settings are debug-printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(hidden)")
+    }
 }
 
 /// `--ca-certs` and `--cert-reqs`: the CAs that sign client certificates, and whether a client
@@ -137,7 +149,8 @@ pub fn opens_handshake(first: u8) -> bool {
 
 fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
     let chain = pem::certificates(&files.cert, "--certfile")?;
-    let key = pem::private_key(&files.key, "--keyfile")?;
+    let key =
+        pem::private_key(&files.key, "--keyfile", files.key_password.as_ref().map(|password| password.0.as_str()))?;
     let provider = Arc::new(ring::default_provider());
     let builder =
         ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
