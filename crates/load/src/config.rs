@@ -202,18 +202,17 @@ impl Plan {
                 Some(port) => format!("{host}:{port}"),
                 None => host.to_string(),
             };
+            let address = format!("{host}:{}", url.port_or_known_default().unwrap_or(80));
             let key = match &config.unix_socket {
                 Some(_) => format!("{secure}"),
-                None => format!("{secure} {host}:{}", url.port_or_known_default().unwrap_or(80)),
+                None => format!("{secure} {address}"),
             };
             let origin = match origins.iter().position(|(k, _)| *k == key) {
                 Some(index) => index,
                 None => {
                     let endpoint = match &config.unix_socket {
                         Some(path) => Endpoint::Unix(path.clone()),
-                        None => {
-                            resolve(&format!("{host}:{}", url.port_or_known_default().unwrap_or(80)), &mut dns).await?
-                        }
+                        None => resolve(&address, &mut dns).await?,
                     };
                     let tls = if secure {
                         let connector = match &connector {

@@ -270,8 +270,8 @@ pub struct ServeArgs {
 
     /// The password of an encrypted --keyfile; better given as $HEADWAY_KEYFILE_PASSWORD or in
     /// the config file than on a command line others can read. As uvicorn --ssl-keyfile-password
-    #[arg(long, visible_alias = "ssl-keyfile-password", value_name = "PASSWORD")]
-    pub keyfile_password: Option<String>,
+    #[arg(long, visible_alias = "ssl-keyfile-password", value_name = "PASSWORD", value_parser = Password::parse)]
+    pub keyfile_password: Option<Password>,
 
     /// Ask clients for a certificate signed by one of these CAs (PEM); the app gets the one
     /// shown in X-Forwarded-Client-Cert. Read again on SIGHUP. As gunicorn --ca-certs, uvicorn
@@ -412,9 +412,7 @@ impl Config {
             (None, None) => None,
         };
         let tls = match (args.certfile, args.keyfile) {
-            (Some(cert), Some(key)) => {
-                Some(TlsFiles { cert, key, key_password: args.keyfile_password.map(Password), client_cas })
-            }
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, key_password: args.keyfile_password, client_cas }),
             (None, None) if client_cas.is_some() => bail!("--ca-certs needs --certfile and --keyfile"),
             (None, None) if args.keyfile_password.is_some() => bail!("--keyfile-password needs --keyfile"),
             (None, None) => None,

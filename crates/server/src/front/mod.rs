@@ -136,24 +136,20 @@ impl Front {
             }
             _ => return, // closed, broken or silent before a first byte
         }
-        match timeout_at(deadline, tls.accept(stream)).await {
+        let failure = match timeout_at(deadline, tls.accept(stream)).await {
             Ok(Ok(stream)) => {
                 peer.tls = true;
                 peer.client_cert = ClientCert::Handshake(tls::client_cert_field(&stream));
                 let stream = ReadAhead::new(stream, Bytes::new());
-                Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
+                return Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
             }
-            // Logged at debug: scanners and clients that distrust the certificate make these
-            // all day; the counter in the stats is what shows a certificate problem.
-            Ok(Err(err)) => {
-                debug!("TLS handshake failed: {err}");
-                self.stats.handshake_failed();
-            }
-            Err(_) => {
-                debug!("TLS handshake not done within the header timeout");
-                self.stats.handshake_failed();
-            }
-        }
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => "not done within the header timeout".to_owned(),
+        };
+        // Logged at debug: scanners and clients that distrust the certificate make these all
+        // day; the counter in the stats is what shows a certificate problem.
+        debug!("TLS handshake failed: {failure}");
+        self.stats.handshake_failed();
     }
 }
 

@@ -44,9 +44,17 @@ pub struct TlsFiles {
     pub client_cas: Option<ClientCas>,
 }
 
-/// A password, shown as `(hidden)` wherever the settings are debug-printed.
+/// A password, shown as `(hidden)` wherever the settings are debug-printed, from the command
+/// line's on.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Password(pub String);
+
+impl Password {
+    /// `--keyfile-password`: any text.
+    pub fn parse(text: &str) -> Result<Password, String> {
+        Ok(Password(text.to_owned()))
+    }
+}
 
 impl std::fmt::Debug for Password {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
