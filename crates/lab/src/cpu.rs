@@ -3,7 +3,9 @@
 //! process the lab started and the rest. For headway the split comes from its own stats (its
 //! front process, and each worker's process group); for a peer it is the master, or the only
 //! process, against its worker processes. The load generator runs in the lab's own process,
-//! outside every server's tree, so its CPU is never counted.
+//! outside every server's tree, so its CPU is never counted here; it measures its own threads
+//! (the row's `load_us_per_request`), since a server whose answers cost it more leaves itself
+//! less of the cores they share.
 //!
 //! What the server did not use is told too: how much of the machine's cores sat idle during the
 //! case, and how much the hypervisor took for other guests (steal). Idle cores under a closed

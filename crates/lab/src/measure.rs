@@ -129,6 +129,11 @@ pub struct Row {
     pub peak_rss_bytes: u64,
     /// CPU time of all the server's processes during the case (none when nothing was answered).
     pub cpu: Option<CpuUse>,
+    /// The load generator's CPU time per request answered, in microseconds: it runs in the lab's
+    /// process on the same cores, so what a server's answers cost it is taken from the server.
+    /// None without answers, for pipelining cases, and in reports from before it was measured.
+    #[serde(default)]
+    pub load_us_per_request: Option<f64>,
     /// How the machine's cores spent the case: idle, and stolen by the hypervisor (all servers'
     /// and the load generator's time is the rest). Absent in reports from before it was measured.
     #[serde(default)]
@@ -183,6 +188,7 @@ impl Row {
         row.worker_share = WorkerShare::of(&report.tally, workers);
         row.histogram = report.histogram.iter().map(|b| (b.mark_secs, b.count)).collect();
         row.elapsed_secs = report.total_secs;
+        row.load_us_per_request = (report.requests > 0).then(|| report.cpu_secs * 1e6 / report.requests as f64);
         row
     }
 
@@ -210,6 +216,7 @@ impl Row {
             errors_by_kind: BTreeMap::new(),
             peak_rss_bytes: context.peak_rss_bytes,
             cpu: None,
+            load_us_per_request: None,
             host: None,
             worker_share: None,
             histogram: Vec::new(),

@@ -248,12 +248,17 @@ fn throughput_rows_carry_the_cpu_per_request() {
         let (idle, steal) = (host["idle_share"].as_f64(), host["steal_share"].as_f64());
         assert!(idle.is_some_and(|idle| (0.0..1.0).contains(&idle)), "{host}");
         assert!(steal.is_some_and(|steal| (0.0..1.0).contains(&steal)), "{host}");
+        // The load generator's own CPU: sending and reading every request costs it something.
+        let load_us = row["load_us_per_request"].as_f64();
+        assert!(load_us.is_some_and(|us| us > 0.0), "{row}");
     }
     let tables = throughput["tables"].as_array().expect("tables");
     assert_eq!(tables.len(), 2, "a table per worker count");
     for table in tables {
         assert_eq!(column(table, "path"), paths);
-        assert!(column(table, "CPU µs/req").iter().all(|cell| cell.parse::<f64>().is_ok()), "{table}");
+        for figure in ["CPU µs/req", "load µs"] {
+            assert!(column(table, figure).iter().all(|cell| cell.parse::<f64>().is_ok()), "{figure}: {table}");
+        }
     }
 }
 

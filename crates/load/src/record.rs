@@ -215,6 +215,8 @@ pub struct Totals {
     pub tally: HashMap<Box<[u8]>, u64>,
     pub connections: u64,
     pub late_sends: u64,
+    /// CPU time (user + system) the load threads used during the run, in seconds.
+    pub cpu_secs: f64,
 }
 
 impl Totals {
@@ -235,6 +237,7 @@ impl Totals {
             tally: HashMap::new(),
             connections: 0,
             late_sends: 0,
+            cpu_secs: 0.0,
         }
     }
 
@@ -269,6 +272,7 @@ impl Totals {
         }
         self.connections += other.connections;
         self.late_sends += other.late_sends;
+        self.cpu_secs += other.cpu_secs;
     }
 
     fn add_errors(&mut self, kind: ErrorKind, n: u64, example: impl FnOnce() -> String) {

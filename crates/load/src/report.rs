@@ -60,6 +60,10 @@ pub struct Report {
     pub tally: BTreeMap<String, u64>,
     /// One entry per second of the run.
     pub series: Vec<SecondStats>,
+    /// CPU time (user + system) the load threads used from the start to the end of the run: the
+    /// generator's own cost. Where it runs on the server's machine, this is what it took from
+    /// the server, and near `settings.threads` seconds a second it was the bottleneck itself.
+    pub cpu_secs: f64,
 }
 
 /// What was run.
@@ -251,6 +255,7 @@ impl Report {
             targets,
             tally: totals.tally.iter().map(|(value, n)| (String::from_utf8_lossy(value).into_owned(), *n)).collect(),
             series,
+            cpu_secs: totals.cpu_secs,
         }
     }
 

@@ -93,6 +93,33 @@ async fn percentiles_of_a_delayed_server_fall_in_the_band() {
 }
 
 #[tokio::test]
+async fn the_generator_counts_its_own_threads_cpu_and_nothing_else() {
+    // A thread of this process spins for the whole run, and every answer takes 50 ms: the
+    // process uses a core's worth of CPU, the load threads almost none of it.
+    let server = hello(Duration::from_millis(50)).await;
+    let spinning = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinner = std::thread::spawn({
+        let spinning = spinning.clone();
+        move || {
+            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    let mut c = config(server.url("/"));
+    c.requests = Some(20);
+    c.connections = 2;
+    c.threads = 2;
+    let report = run_load(c).await.unwrap();
+    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    assert_eq!(report.requests, 20);
+    // Sending and reading cost something; a process-wide figure would be near total_secs.
+    assert!(report.cpu_secs > 0.0, "{}", report.cpu_secs);
+    assert!(report.cpu_secs < 0.25 * report.total_secs, "{} of {} s", report.cpu_secs, report.total_secs);
+}
+
+#[tokio::test]
 async fn served_latency_is_kept_apart_from_fast_refusals() {
     // Every fourth request gets 503 at once, the others 200 after 100 ms.
     let delay = Duration::from_millis(100);

@@ -90,7 +90,7 @@ fn plan(size: Size, _cores: usize) -> Vec<Group> {
         .collect()
 }
 
-const HEADER: [&str; 17] = [
+const HEADER: [&str; 18] = [
     "server",
     "app",
     "path",
@@ -102,6 +102,7 @@ const HEADER: [&str; 17] = [
     "CPU µs/req",
     "main µs",
     "workers µs",
+    "load µs",
     "cores used",
     "ceiling/s",
     "idle %",
@@ -143,6 +144,7 @@ fn table(rows: &[&Row], cores: usize) -> Table {
                 cpu(|cpu| cpu.server_us_per_request),
                 cpu(|cpu| cpu.main_us_per_request),
                 cpu(|cpu| cpu.workers_us_per_request),
+                fixed(row.load_us_per_request.unwrap_or(f64::NAN), 1),
                 fixed(server_secs / row.elapsed_secs, 2),
                 fixed(cores as f64 * 1e6 / server_us, 0),
                 host(|host| host.idle_share),
@@ -163,6 +165,11 @@ fn table(rows: &[&Row], cores: usize) -> Table {
         .note(
             "CPU µs/req = user + system time of every process of the server (/proc, 10 ms ticks) during the case, \
              per request answered; the load generator runs in the lab's own process and is not counted",
+        )
+        .note(
+            "load µs = the load generator's own CPU per request (its thread's user + system time): it shares the \
+             cores with the server, so a server whose answers cost it more (waking it once per answer rather than \
+             once per batch, say) leaves less of the machine to itself",
         )
         .note(
             "main / workers = headway's front process / its workers' process groups (from its stats); for a peer, \
@@ -243,6 +250,7 @@ mod tests {
         row.rps = rps;
         row.status_codes.insert(200, row.requests);
         row.host = Some(HostCpu { idle_share: 0.13, steal_share: 0.02 });
+        row.load_us_per_request = Some(9.3);
         let per_request = |us: f64| us * row.requests as f64 / 1e6;
         row.cpu = Some(CpuUse {
             server_secs: per_request(server_us),
@@ -278,7 +286,7 @@ mod tests {
         // By path, then servers in the order they ran; p50/p99 unknown here.
         let first = ["headway", "Flask 3.1.3", "/hello", "50000", "10000", "0.25", "-", "-", "120.0", "40.0", "80.0"];
         assert_eq!(cells[0][..11], first);
-        assert_eq!(cells[0][11..], ["1.20", &ceiling(120.0), "13", "2", "0", "50"], "6 s of CPU in 5 s; 50 MB");
+        assert_eq!(cells[0][11..], ["9.3", "1.20", &ceiling(120.0), "13", "2", "0", "50"], "6 s of CPU in 5 s; 50 MB");
         assert_eq!(cells[1][..6], ["granian", "Flask 3.1.3", "/hello", "200000", "40000", "1.00"]);
         assert_eq!(cells[2][..6], ["node", "demo.js", "/hello", "100000", "20000", "0.50"]);
         assert_eq!(
@@ -286,7 +294,7 @@ mod tests {
             ["headway", "Flask 3.1.3", "/json", "40000", "8000", "-"],
             "no granian row for /json"
         );
-        assert_eq!(cells[1][12], ceiling(35.0));
+        assert_eq!(cells[1][13], ceiling(35.0));
         let text = table.render();
         assert!(text.lines().nth(1).is_some_and(|header| header.starts_with("server   app")), "{text}");
         assert!(text.contains("ceiling/s = cores / CPU per request"), "{text}");
@@ -298,8 +306,9 @@ mod tests {
         without.cpu = None;
         without.requests = 0;
         without.host = None;
+        without.load_us_per_request = None;
         let cells = &tables(&[without])[0].rows[0];
-        assert_eq!(cells[8..15], ["-", "-", "-", "-", "-", "-", "-"]);
+        assert_eq!(cells[8..16], ["-", "-", "-", "-", "-", "-", "-", "-"]);
     }
 
     #[test]
