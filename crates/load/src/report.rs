@@ -63,6 +63,8 @@ pub struct Report {
     /// CPU time (user + system) the load threads used from the start to the end of the run: the
     /// generator's own cost. Where it runs on the server's machine, this is what it took from
     /// the server, and near `settings.threads` seconds a second it was the bottleneck itself.
+    /// 0 in reports from before it was measured.
+    #[serde(default)]
     pub cpu_secs: f64,
 }
 

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,11 +98,11 @@ async fn the_generator_counts_its_own_threads_cpu_and_nothing_else() {
     // A thread of this process spins for the whole run, and every answer takes 50 ms: the
     // process uses a core's worth of CPU, the load threads almost none of it.
     let server = hello(Duration::from_millis(50)).await;
-    let spinning = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinning = Arc::new(AtomicBool::new(true));
     let spinner = std::thread::spawn({
         let spinning = spinning.clone();
         move || {
-            while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+            while spinning.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
         }
@@ -111,7 +112,7 @@ async fn the_generator_counts_its_own_threads_cpu_and_nothing_else() {
     c.connections = 2;
     c.threads = 2;
     let report = run_load(c).await.unwrap();
-    spinning.store(false, std::sync::atomic::Ordering::Relaxed);
+    spinning.store(false, Ordering::Relaxed);
     spinner.join().unwrap();
     assert_eq!(report.requests, 20);
     // Sending and reading cost something; a process-wide figure would be near total_secs.
@@ -233,7 +234,7 @@ async fn pipelining_writes_k_requests_and_matches_answers_in_order() {
 
     assert_eq!(server.requests(), 64);
     assert_eq!(server.connections(), 2);
-    assert_eq!(server.counters.max_batch.load(std::sync::atomic::Ordering::SeqCst), 4);
+    assert_eq!(server.counters.max_batch.load(Ordering::SeqCst), 4);
     assert_eq!(report.requests, 64);
     assert_eq!(report.errors, 0);
     // Requests leave in the picker's order (a, b, a, b ... per thread)...
