@@ -71,16 +71,22 @@ bench_python_peers() {
 
 bench_pip_version() { "$BENCH_VENV/bin/python" -m pip show "$1" 2>/dev/null | awk '/^Version:/ {print $2}'; }
 
+# Header lines of a run's output: the headway measured, and the machine.
+bench_headway_line() { echo "# headway $("$HEADWAY" --version 2>/dev/null | awk '{print $NF}') ($HEADWAY)"; }
+bench_machine_line() {
+    echo "# machine: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2}'), $(nproc) CPUs, $(uname -r)"
+}
+
 # One line per peer with its version, for the header of a run's output.
 bench_versions() {
-    echo "# headway $("$HEADWAY" --version 2>/dev/null | awk '{print $NF}') ($HEADWAY)"
+    bench_headway_line
     echo "# puma $(puma --version 2>/dev/null | awk '{print $NF}') ($(command -v puma)), ruby $(ruby -e 'print RUBY_VERSION' 2>/dev/null)"
     echo "# gunicorn $(bench_pip_version gunicorn), granian $(bench_pip_version granian)," \
         "uvicorn $(bench_pip_version uvicorn) (httptools $(bench_pip_version httptools), uvloop $(bench_pip_version uvloop))," \
         "python $("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())')"
     echo "# hey $(dpkg-query -W -f='${Version}' hey 2>/dev/null || echo '?'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')"
     bench_autogroup_line
-    echo "# machine: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2}'), $(nproc) CPUs, $(uname -r)"
+    bench_machine_line
 }
 
 bench_free_port() {

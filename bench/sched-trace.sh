@@ -35,9 +35,9 @@ bench_start sched-trace "$url" "$HEADWAY" serve -w 2 -t 5 -b "127.0.0.1:$port" -
 bench_wait_workers "$url" 2
 front="$bench_server_pid"
 
-echo "# headway $("$HEADWAY" --version | awk '{print $NF}') ($HEADWAY)"
+bench_headway_line
 bench_autogroup_line
-echo "# machine: $(nproc) CPUs, $(uname -r)"
+bench_machine_line
 echo "# $APP $ENDPOINT, 2 workers x 5 slots, headway load -c $CLIENTS; trace of $SECS s after a 2 s warm-up"
 # The load outlasts the recording by 2 s on each side; it is bounded by its own -z.
 "$HEADWAY" load -c "$CLIENTS" -z "$((SECS + 4))s" "$url" >"$BENCH_OUT/sched-trace-load.txt" &

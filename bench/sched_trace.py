@@ -10,9 +10,9 @@ import sys
 from collections import defaultdict
 
 SWITCH = re.compile(
-    r"\s*(?P<comm>.+?)\s+(?P<tid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<time>[\d.]+):\s+sched:sched_switch:\s+"
+    r"\s*.+?\s+\d+\s+\[(?P<cpu>\d+)\]\s+(?P<time>[\d.]+):\s+sched:sched_switch:\s+"
     r"prev_comm=(?P<prev>.+?) prev_pid=(?P<prev_tid>\d+) .*prev_state=(?P<state>\S+) ==> "
-    r"next_comm=(?P<next>.+?) next_pid=(?P<next_tid>\d+)"
+    r"next_comm=.+? next_pid=(?P<next_tid>\d+)"
 )
 
 
@@ -26,6 +26,8 @@ def thread_kind(comm):
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
     front = sys.argv[1]
     first = last = None
     idle_since = {}  # cpu -> (time, what went to sleep before)
