@@ -8,7 +8,9 @@
 # against 2-4 % under granian, and the CPU time counters cannot say why. This trace shows the
 # idle episodes (a worker's threads all asleep, 100-130 µs each) and the front's waits after its
 # yield (p90 ~0.5 ms behind the worker threads on its CPU), which together say a worker ran out
-# of requests while the front that would hand it the next one was waiting for a CPU.
+# of requests while the front that would hand it the next one was waiting for a CPU. It also
+# gives how much of the idle time passed with the front waiting on the other CPU's run queue
+# (about half): time the kernel could have given it and did not.
 # docs/benchmarks.md, "Where the last idle share goes", has the figures and what was tried.
 #
 # Needs perf (apt-get install linux-perf) and the right to trace the whole machine (root, or

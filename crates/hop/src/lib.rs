@@ -16,6 +16,12 @@
 //! withdrawal stay in one place in safe Rust; each ring has one writer and one reader, so no
 //! compare-and-swap races between processes; and a worker that dies takes only its own region
 //! with it (a new process gets a new region), failing only the requests its slots held.
+//! What that costs, measured since (docs/benchmarks.md, "Where the last idle share goes"): on a
+//! loaded 2-core machine a worker that finishes its requests waits for the front to publish the
+//! next, and the front itself may wait half a millisecond for a CPU. Requests published in a
+//! worker ahead of its threads (an experiment, not the one queue) served 7-10 % more on the Flask
+//! sqlite page; a queue in shared memory that every worker takes from, as deep as the front's
+//! queue, would bring that within the queue's rules.
 //!
 //! [`front`] is the front's end of one worker's region, [`worker`] the worker's. Everything read
 //! from shared memory is validated: a broken or malicious worker can fail its own requests,
