@@ -35,10 +35,21 @@ use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
 
-/// Serves published requests with `serve` until the worker stops.
+/// Serves published requests with `serve` until the worker stops. Shared memory the front
+/// broke stops the whole worker: nothing more it says can be trusted.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
-    while let Some(index) = end.claim_waiting(|wait| py.detach(wait)) {
-        serve(py, Box::new(Exchange::new(end.clone(), index)));
+    loop {
+        match end.claim_waiting(|wait| py.detach(wait)) {
+            Ok(Some(index)) => serve(py, Box::new(Exchange::new(end.clone(), index))),
+            Ok(None) => return,
+            Err(error) => {
+                log(py, &format!("stopping: {error}"));
+                end.stop();
+                // SAFETY: raising a signal this process handles (the stop its main thread waits for).
+                unsafe { libc::raise(libc::SIGTERM) };
+                return;
+            }
+        }
     }
 }
 
@@ -62,6 +73,8 @@ pub struct Exchange {
     /// The end of the exchange (last record, reason), decided when the exchange could not wait
     /// for the rest of the upload to come off the ring.
     closing: Option<(u8, Vec<u8>)>,
+    /// The slot was given back: it may be another thread's now.
+    released: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +103,7 @@ impl Exchange {
             may_wait: true,
             pending: Vec::new(),
             closing: None,
+            released: false,
         }
     }
 
@@ -138,7 +152,8 @@ impl Exchange {
         Ok(())
     }
 
-    /// Never waits in fact: the front publishes a request once its head is on the ring.
+    /// Waits only for a request too large for the stage, which the front writes once it has read
+    /// the take.
     fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
         let corrupt = |what| io::Error::other(HopError::Corrupt(what));
         if self.pop(py)? != REQUEST_HEAD {
@@ -154,9 +169,9 @@ impl Exchange {
         Ok(request)
     }
 
-    /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
-    /// and writes the last record (`END`, or `ABORT` for a response that cannot be complete).
-    /// An exchange that may not wait for the rest of the upload leaves that to `flush`.
+    /// Ends the exchange: takes what is left of the upload off the ring, writes the last record
+    /// (`END`, or `ABORT` for a response that cannot be complete) and gives the slot back. An
+    /// exchange that may not wait for the rest of the upload leaves that to `flush`.
     fn close(&mut self, py: Python<'_>, last: u8, why: &[u8]) -> io::Result<()> {
         if self.stage == Stage::Over || self.closing.is_some() {
             return Ok(());
@@ -172,8 +187,19 @@ impl Exchange {
             }
         }
         self.stage = Stage::Over;
-        self.slot().release();
-        self.push(py, last, &[why])
+        let pushed = self.push(py, last, &[why]);
+        self.release_if_sent();
+        pushed
+    }
+
+    /// Gives the slot back once the last record is on the ring, not before: a thread may take
+    /// the next request into the slot as soon as it is free, and its take record must follow
+    /// this response's end on the ring.
+    fn release_if_sent(&mut self) {
+        if self.stage == Stage::Over && self.pending.is_empty() && !self.released {
+            self.released = true;
+            self.slot().release();
+        }
     }
 }
 
@@ -188,6 +214,8 @@ impl Transport for Exchange {
                 self.is_head = request.is_head();
                 Next::Request(request)
             }
+            // Too large for the stage: the front writes it once it has read the take.
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Next::NotYet,
             Err(error) => {
                 log(py, &format!("the front sent a broken request over the hop: {error}"));
                 let _ = self.close(py, ABORT, b"broken request");
@@ -337,6 +365,9 @@ impl Transport for Exchange {
         let mut flushed = self.push_pending(py);
         if let (Ok(()), Some((last, why))) = (&flushed, self.closing.take()) {
             flushed = self.close(py, last, &why);
+        }
+        if flushed.is_ok() {
+            self.release_if_sent();
         }
         self.may_wait = may_wait;
         flushed

@@ -14,6 +14,8 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use headway_hop::worker::WorkerEnd;
+use headway_hop::HopError;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use super::channel::Channel;
@@ -59,12 +61,12 @@ impl Shared {
     }
 
     /// Claims published requests while there is room; asks to be rung if there is room left.
-    fn claim(&self) -> Vec<usize> {
+    fn claim(&self) -> Result<Vec<usize>, HopError> {
         let mut free = self.free();
         let mut indexes = Vec::new();
         let mut armed = false;
         while *free > 0 {
-            if let Some(index) = self.end.try_claim() {
+            if let Some(index) = self.end.try_claim()? {
                 *free -= 1;
                 indexes.push(index);
             } else if armed {
@@ -75,7 +77,7 @@ impl Shared {
                 armed = true;
             }
         }
-        indexes
+        Ok(indexes)
     }
 }
 
@@ -97,6 +99,7 @@ impl Claims {
         }
         shared
             .claim()
+            .map_err(|error| PyRuntimeError::new_err(format!("the front's shared memory: {error}")))?
             .into_iter()
             .map(|index| Py::new(py, Channel::on_loop(Box::new(Exchange::new(shared.end.clone(), index)))))
             .collect()
