@@ -226,6 +226,11 @@ impl Stage {
                 return Ok(None);
             }
             if tail.wrapping_sub(position) > self.layout.cells() {
+                // A head read before this thread was preempted can lag a tail read after it by
+                // more than the ring: only a head that stands still there is out of range.
+                if header.head.0.load(Ordering::Acquire) != position {
+                    continue;
+                }
                 return Err(HopError::Corrupt("the stage's positions are out of range"));
             }
             let (ticket, index) = self.cell(position);

@@ -238,9 +238,9 @@ impl WorkerEnd {
 
     /// Takes the next request (see [`WorkerEnd::try_claim`]), waiting while there is none;
     /// `None` once [`WorkerEnd::stop`] was called. If there is none at once, the waiting and the
-    /// take that ends it run inside `detached` (a Python worker runs them without the GIL): a thread takes
-    /// the GIL back only with a request to run, so threads that find nothing never contend for
-    /// it with the one that runs.
+    /// take that ends it run inside `detached` (a Python worker runs them without the GIL): a
+    /// thread takes the GIL back only with a request to run, so threads that find nothing never
+    /// contend for it with the one that runs.
     pub fn claim_waiting(
         &self,
         detached: impl FnOnce(&(dyn Fn() -> Result<Option<usize>, HopError> + Sync)) -> Result<Option<usize>, HopError>,

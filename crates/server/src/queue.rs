@@ -57,7 +57,10 @@
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
 //! single-threaded worker needs); when a slot becomes free and requests wait, it takes the
-//! oldest. Both happen under one short mutex.
+//! oldest. Both happen under one short mutex. For the bundled worker the oldest waiting
+//! requests are also staged in memory its processes share, and a worker thread with a slot free
+//! takes the oldest there itself, without waiting for the front ([`staging`]); they are still
+//! waiting here, in their place, under every rule above, until a worker takes them.
 
 mod controlled_delay;
 mod service;
@@ -346,7 +349,7 @@ impl Queue {
         if state.waiting.is_empty() {
             state.delay.drained(Instant::now());
         }
-        if let Some(staging) = &state.staging {
+        if let Some(staging) = &mut state.staging {
             staging.slot_finished();
         }
     }

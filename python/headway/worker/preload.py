@@ -90,8 +90,6 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, hop, front):
             # before any thread starts, so that they all inherit it; best effort, as there too
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {int(cpu)})
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         _exit_with(front)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ["HEADWAY_HOP"] = hop

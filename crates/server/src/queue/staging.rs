@@ -55,12 +55,15 @@ pub(super) struct Staging {
     takers: Vec<Option<TakerProcess>>,
     /// A request's head record, encoded here before it is copied into its entry.
     record: Vec<u8>,
+    /// The worker number the next wake-up looks at first: among processes equally busy, the
+    /// wake-ups go round, so that even one request at a time is spread over the processes.
+    rotation: usize,
 }
 
 impl Staging {
     pub(super) fn new() -> io::Result<Staging> {
         let front = StageFront::create(StageLayout { entries: ENTRIES, entry_bytes: ENTRY_BYTES })?;
-        Ok(Staging { front, staged: 0, taken: Vec::new(), takers: Vec::new(), record: Vec::new() })
+        Ok(Staging { front, staged: 0, taken: Vec::new(), takers: Vec::new(), record: Vec::new(), rotation: 0 })
     }
 
     pub(super) fn fd(&self) -> BorrowedFd<'_> {
@@ -186,7 +189,7 @@ impl Staging {
     /// A slot finished its request: if requests are staged, a thread of the least busy process
     /// is woken for them, as that process may be this slot's, whose thread went to sleep before
     /// they were staged (while the front still counted its slot busy).
-    pub(super) fn slot_finished(&self) {
+    pub(super) fn slot_finished(&mut self) {
         if self.staged > 0 {
             self.wake();
         }
@@ -198,9 +201,15 @@ impl Staging {
     /// whose end it has read, so it may wake a process whose threads have all just taken, or
     /// pass over one whose thread just finished; it wakes again as it reads those takes
     /// ([`Staging::seen`]) and ends ([`Staging::slot_finished`]), each time the least busy.
-    fn wake(&self) {
-        if let Some(taker) = self.takers.iter().flatten().min_by_key(|taker| taker.busy.get()) {
+    fn wake(&mut self) {
+        let count = self.takers.len();
+        let least_busy = (0..count)
+            .map(|step| (self.rotation + step) % count)
+            .filter_map(|number| Some((number, self.takers[number].as_ref()?)))
+            .min_by_key(|(_, taker)| taker.busy.get());
+        if let Some((number, taker)) = least_busy {
             taker.end.wake_for_stage();
+            self.rotation = number + 1;
         }
     }
 }

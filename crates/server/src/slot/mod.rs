@@ -158,15 +158,11 @@ impl Slot {
                 let socket = &self.worker.socket;
                 self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
             };
-            busy.down();
-            let took = started.elapsed();
-            self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-            self.queue.record_service(took);
-            match after {
-                After::Reuse => {}
-                // Dropping the link closes its connection: the worker hears that the client left.
-                After::Abandon => return Ended::Closed,
-                After::Broken => return Ended::Broken,
+            self.queue.record_service(self.done(started));
+            // Abandoned: dropping the link closes its connection, and the worker hears that the
+            // client left.
+            if let Some(ended) = after.ended() {
+                return ended;
             }
             if *phase.borrow() != (Phase::Ready { generation }) {
                 return Ended::Closed;
@@ -204,7 +200,8 @@ impl Slot {
             let started = Instant::now();
             let after = if taken.delivery == Delivery::Held {
                 self.handshake(job).await;
-                if line.give_back() {
+                // A slot of a process that is gone is nobody's to give back.
+                if line.give_back() || line.is_gone() {
                     After::Reuse
                 } else {
                     line.poisoned = true;
@@ -217,14 +214,9 @@ impl Slot {
                 self.forward(job, Some(&client_gone), silence.as_mut(), |request| line.exchange(request, delivery))
                     .await
             };
-            busy.down();
-            let took = started.elapsed();
-            self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-            self.queue.finished(took);
-            match after {
-                After::Reuse => {}
-                After::Abandon => return Ended::Closed,
-                After::Broken => return Ended::Broken,
+            self.queue.finished(self.done(started));
+            if let Some(ended) = after.ended() {
+                return ended;
             }
         }
     }
@@ -382,6 +374,15 @@ impl Slot {
 }
 
 impl Slot {
+    /// A job that started at `started` is over: its slot is free again, and its time counted.
+    /// Returns how long it took.
+    fn done(&self, started: Instant) -> Duration {
+        self.worker.busy.down();
+        let took = started.elapsed();
+        self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        took
+    }
+
     /// A worker that broke the hop's rules cannot be trusted with more requests: have it replaced.
     fn replace_if_broken(&self, err: &LinkError) {
         if matches!(err, LinkError::Hop(_)) {
@@ -406,6 +407,17 @@ enum After {
     Abandon,
     /// Nothing: a request failed on it (the worker died, hung, or broke the connection).
     Broken,
+}
+
+impl After {
+    /// How the link's loop ends after this, if it does.
+    fn ended(self) -> Option<Ended> {
+        match self {
+            After::Reuse => None,
+            After::Abandon => Some(Ended::Closed),
+            After::Broken => Some(Ended::Broken),
+        }
+    }
 }
 
 /// A response body as it arrives from a worker, over either link.
