@@ -1,7 +1,7 @@
 //! `--cpu-affinity`: the CPU each worker process runs on, and how it shares it with the front.
 //!
 //! Why pin. A bundled worker runs its app on T threads that pass the GIL between them, and the
-//! front wakes them as it publishes requests. Left to the kernel, a woken thread is queued on the
+//! front wakes them as it stages requests. Left to the kernel, a woken thread is queued on the
 //! CPU it last ran on, often the busy one, and the other CPU, going idle a moment later, does
 //! not take it (the kernel leaves a task that ran within the last half millisecond where its
 //! cache is): on 2 cores with 2 workers, 4-7 % of the machine stayed idle under full load

@@ -1,11 +1,12 @@
 //! The shared-memory hop (`headway_hop`) as a transport: how the worker serves the headway front
 //! that started it.
 //!
-//! Any of the T threads serves any slot. A thread that finishes a request claims the next
-//! published one while it still holds the GIL ([`WorkerEnd::claim_waiting`] lets go of it only
-//! to spin or sleep), so under load one thread serves request after request without handing the
-//! GIL over or sleeping; the other threads hold the requests claimed meanwhile, ready to run the
-//! moment the GIL is free, and serve apps that block. A claimed request is one [`Exchange`]: its
+//! Any of the T threads serves any slot. A thread that finishes a request takes the oldest one
+//! staged in the queue's head into a free slot while it still holds the GIL
+//! ([`WorkerEnd::claim_waiting`] lets go of it only to spin or sleep), so under load one thread
+//! serves request after request without handing the GIL over or sleeping; the other threads hold
+//! the requests they took meanwhile, ready to run the moment the GIL is free, and serve apps that
+//! block. A taken request is one [`Exchange`]: its
 //! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
 //! it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
@@ -15,9 +16,9 @@
 //! An ASGI worker serves the hop from its event loop's thread instead (`asgi::claims`), which must
 //! not wait: its exchanges are told so ([`Transport::set_waiting`]), and a read with nothing on
 //! the ring fails with `WouldBlock` while output that does not fit is kept until
-//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: the
-//! front puts a request's head (and a small body) on the ring before it publishes the request,
-//! and a small response fits the ring.
+//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: a
+//! request small enough for the stage is on the ring as soon as it is taken (a larger one's head
+//! comes once the front has read the take: [`Next::NotYet`]), and a small response fits the ring.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -35,7 +36,7 @@ use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
 
-/// Serves published requests with `serve` until the worker stops. Shared memory the front
+/// Serves the requests its thread takes with `serve` until the worker stops. Shared memory the front
 /// broke stops the whole worker: nothing more it says can be trusted.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
     loop {
