@@ -1,7 +1,6 @@
 """--cpu-affinity: a pinned worker process runs, every thread of it, on one CPU of the set the
-server was started with, worker N on the N-th in turn, with the default scheduling policy (not
-SCHED_BATCH: see crates/server/src/affinity.rs), and keeps it when it is started again; off leaves
-the workers the whole set."""
+server was started with, worker N on the N-th in turn, as SCHED_BATCH, and keeps it when it is
+started again; off leaves the workers the whole set and the default policy."""
 
 import os
 import signal
@@ -36,13 +35,13 @@ def test_pinned_workers_run_each_on_one_cpu_in_turn_and_keep_it_when_restarted(s
         # The main thread, the slot threads and the watchers, all started after the pin.
         assert len(threads_of(pid)) >= 4
         assert cpus_of_threads(pid) == expected(index), index
-        assert policies_of_threads(pid) == {os.SCHED_OTHER}, index
+        assert policies_of_threads(pid) == {os.SCHED_BATCH}, index
     assert b"pinned one to a CPU" in server.log()
 
     os.kill(pids[1], signal.SIGKILL)
     wait_until(lambda: ready_pids(server, 3)[1] != pids[1], message="worker 2 started again")
     restarted = ready_pids(server, 3)[1]
-    assert cpus_of_threads(restarted) == expected(2) and policies_of_threads(restarted) == {os.SCHED_OTHER}
+    assert cpus_of_threads(restarted) == expected(2) and policies_of_threads(restarted) == {os.SCHED_BATCH}
     assert {server.get("/environ")[0] for _ in range(6)} == {200}
 
 
@@ -51,7 +50,7 @@ def test_workers_forked_from_a_preloaded_parent_are_pinned_too(serve, tmp_path):
     server = serve("-w", "2", "-t", "2", "--preload", "--cpu-affinity", "pin", "preloaded:app", env=env)
     for index, pid in enumerate(ready_pids(server, 2), 1):
         assert cpus_of_threads(pid) == expected(index), index
-        assert policies_of_threads(pid) == {os.SCHED_OTHER}, index
+        assert policies_of_threads(pid) == {os.SCHED_BATCH}, index
     assert {server.get("/")[0] for _ in range(4)} == {200}
 
 

@@ -1,20 +1,16 @@
 //! The front's end of one worker process's region.
 //!
-//! The front does not hand a request to a slot: it stages it ([`crate::stage`]) and wakes the
-//! worker ([`FrontEnd::wake_for_stage`]), and a worker thread with a free slot takes it. On that
-//! slot's response ring the front then reads a take record naming the request
-//! ([`crate::message::TAKEN`]), writes the request into the request ring itself if it was too
-//! large for the stage, and reads the response. It sleeps only in its event loop, on the
-//! [`Doorbell`]; the worker rings it when the front said it sleeps ([`FrontEnd::arm`]) and a
-//! take or a response arrived, or when request space the front waits for was freed. Which slot
-//! had news is found by comparing each slot's positions with those the front last saw
-//! ([`FrontEnd::news`]).
+//! For each slot the front writes a request into the request ring and publishes it, then reads
+//! the response from the response ring. It sleeps only in its event loop, on the [`Doorbell`];
+//! the worker rings it when the front said it sleeps ([`FrontEnd::arm`]) and a response arrived,
+//! or when request space the front waits for was freed. Which slot had news is found by
+//! comparing each slot's positions with those the front last saw ([`FrontEnd::news`]).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{fence, Ordering};
 
-use crate::region::{Header, Layout, Region, SlotView, HELD, IDLE, READY_FOR_WEBSOCKETS};
+use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS};
 use crate::wake::{futex_wake, Doorbell};
 use crate::HopError;
 
@@ -23,10 +19,6 @@ pub struct FrontEnd {
     doorbell: Doorbell,
     /// Rung for a worker whose event loop waits for requests (it cannot sleep on a futex).
     work_bell: Doorbell,
-    /// The stage the worker takes requests from (see [`crate::stage`]).
-    stage: OwnedFd,
-    /// The worker's number on the stage.
-    pub(crate) number: u32,
 }
 
 /// Where a slot's rings stood when the front last looked: news is a change.
@@ -37,40 +29,21 @@ pub struct Seen {
 }
 
 impl FrontEnd {
-    /// A region and bells for a worker process about to start, which takes its requests from
-    /// `stage` (a descriptor of the stage's memory) as worker `number`.
-    pub fn staged(layout: Layout, stage: OwnedFd, number: u32) -> io::Result<FrontEnd> {
-        Ok(FrontEnd {
-            region: Region::create(layout)?,
-            doorbell: Doorbell::new()?,
-            work_bell: Doorbell::new()?,
-            stage,
-            number,
-        })
+    /// A region and a doorbell for a worker process about to start.
+    pub fn new(layout: Layout) -> io::Result<FrontEnd> {
+        Ok(FrontEnd { region: Region::create(layout)?, doorbell: Doorbell::new()?, work_bell: Doorbell::new()? })
     }
 
     /// What the worker process inherits, in the order [`crate::worker::ENV`] names them: the
-    /// region, the doorbell, the work bell and the stage.
-    pub fn descriptors(&self) -> [BorrowedFd<'_>; 4] {
-        [self.region.fd(), self.doorbell.as_fd(), self.work_bell.as_fd(), self.stage.as_fd()]
+    /// region, the doorbell and the work bell.
+    pub fn descriptors(&self) -> [BorrowedFd<'_>; 3] {
+        [self.region.fd(), self.doorbell.as_fd(), self.work_bell.as_fd()]
     }
 
     /// [`FrontEnd::descriptors`], duplicated: for a worker that does not inherit them.
-    pub fn clone_descriptors(&self) -> io::Result<Vec<OwnedFd>> {
-        self.descriptors().into_iter().map(|fd| fd.try_clone_to_owned()).collect()
-    }
-
-    /// The worker's number on the stage. Always `Some` (every worker takes from the stage): the
-    /// `Option` only spares its callers a change.
-    pub fn stage_number(&self) -> Option<u32> {
-        Some(self.number)
-    }
-
-    /// The value of [`crate::worker::ENV`] for a process that inherits [`FrontEnd::descriptors`]
-    /// as they are numbered here.
-    pub fn env_value(&self) -> String {
-        let fds = self.descriptors().map(|fd| fd.as_raw_fd().to_string());
-        format!("{},{}", fds.join(","), self.number)
+    pub fn clone_descriptors(&self) -> io::Result<[std::os::fd::OwnedFd; 3]> {
+        let [region, doorbell, work_bell] = self.descriptors().map(|fd| fd.try_clone_to_owned());
+        Ok([region?, doorbell?, work_bell?])
     }
 
     pub fn doorbell(&self) -> &Doorbell {
@@ -93,24 +66,6 @@ impl FrontEnd {
 
     pub fn slot(&self, index: usize) -> FrontSlot<'_> {
         FrontSlot(self.region.view(index), &self.work_bell)
-    }
-
-    /// A request was staged for any worker to take: wakes a sleeping thread of this one, or its
-    /// event loop, if none is awake to take it.
-    pub fn wake_for_stage(&self) {
-        wake(self.region.header(), &self.work_bell);
-    }
-
-    /// The front drains the worker: its threads take nothing more from the stage. A take
-    /// already under way still shows on its slot's ring: see [`FrontEnd::takes_in_flight`].
-    pub fn stop_taking(&self) {
-        self.region.header().stop_taking.0.store(1, Ordering::SeqCst);
-    }
-
-    /// Whether a thread of the worker may still be taking a request after
-    /// [`FrontEnd::stop_taking`]; once false, every take it made shows on its rings.
-    pub fn takes_in_flight(&self) -> bool {
-        self.region.header().taking.0.load(Ordering::SeqCst) != 0
     }
 
     /// The front is going to sleep on the doorbell: the worker rings it after its next response.
@@ -152,6 +107,11 @@ impl AsRawFd for FrontEnd {
 pub struct FrontSlot<'a>(SlotView<'a>, &'a Doorbell);
 
 impl FrontSlot<'_> {
+    /// Whether the worker is done with the last request published here.
+    pub fn is_idle(&self) -> bool {
+        self.0.state.0.load(Ordering::Acquire) == IDLE
+    }
+
     /// The largest record payload the rings carry.
     pub fn max_payload(&self) -> usize {
         self.0.request.max_payload()
@@ -168,15 +128,18 @@ impl FrontSlot<'_> {
         self.0.request.try_push(kind, parts)
     }
 
-    /// Gives back a slot the worker held for a request the front served itself (see
-    /// [`crate::stage::Content::Held`]), and wakes a thread to take into it. False if the slot
-    /// was not held: the worker broke the hop's rules.
-    pub fn give_back(&self) -> bool {
-        let given = self.0.state.0.compare_exchange(HELD, IDLE, Ordering::SeqCst, Ordering::SeqCst).is_ok();
-        if given {
-            wake(self.0.header, self.1);
+    /// Hands the request whose head was just pushed to the worker, waking a sleeping thread, or
+    /// the event loop that waits for it.
+    pub fn publish(&self) {
+        let header = self.0.header;
+        self.0.client_gone.0.store(0, Ordering::SeqCst);
+        self.0.state.0.store(PUBLISHED, Ordering::SeqCst);
+        header.work_seq.0.fetch_add(1, Ordering::SeqCst);
+        header.wake_a_sleeper();
+        // A load first: most publications find no loop waiting, and a swap would write the line.
+        if header.loop_waiting.0.load(Ordering::SeqCst) != 0 && header.loop_waiting.0.swap(0, Ordering::SeqCst) != 0 {
+            self.1.ring();
         }
-        given
     }
 
     /// The client of the request under way has gone: the worker's watcher is woken, so that an
@@ -214,15 +177,5 @@ impl FrontSlot<'_> {
             }
         }
         Ok(kind)
-    }
-}
-
-/// There is a request for the worker: wakes a sleeping thread, or the event loop that waits.
-fn wake(header: &Header, work_bell: &Doorbell) {
-    header.work_seq.0.fetch_add(1, Ordering::SeqCst);
-    header.wake_a_sleeper();
-    // A load first: most requests find no loop waiting, and a swap would write the line.
-    if header.loop_waiting.0.load(Ordering::SeqCst) != 0 && header.loop_waiting.0.swap(0, Ordering::SeqCst) != 0 {
-        work_bell.ring();
     }
 }

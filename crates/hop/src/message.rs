@@ -2,17 +2,14 @@
 //!
 //! A request is a [`REQUEST_HEAD`] record, then [`BODY`] records until the body length the head
 //! announced is reached (the front has read the whole body before the request queued, so it
-//! always knows it). On the response ring a [`TAKEN`] record comes first, naming the request the
-//! worker took from the stage; then the response, a [`RESPONSE_HEAD`] record, [`BODY`] records,
-//! and [`END`]; or, when the app fails after its head was written, [`ABORT`], after which the
-//! front cuts the client's connection so the client sees a truncated response, not a complete
-//! one.
+//! always knows it). A response is a [`RESPONSE_HEAD`] record, [`BODY`] records, and [`END`]; or,
+//! when the app fails after its head was written, [`ABORT`], after which the front cuts the
+//! client's connection so the client sees a truncated response, not a complete one.
 //!
 //! The head records are a flat, length-prefixed encoding (little-endian) of what the HTTP/1.1
 //! head would say: the worker turns it straight into a WSGI environ, and the front straight into
 //! its response head, with no text to parse on either side.
 
-use crate::stage::{Delivery, Taken, Ticket};
 use crate::HopError;
 
 pub const REQUEST_HEAD: u8 = 1;
@@ -20,37 +17,6 @@ pub const BODY: u8 = 2;
 pub const RESPONSE_HEAD: u8 = 3;
 pub const END: u8 = 4;
 pub const ABORT: u8 = 5;
-/// First on a slot's response ring for each request, written as a worker thread takes it from
-/// the stage: which one, and how it reaches the slot (see [`crate::stage::Content`]).
-pub const TAKEN: u8 = 6;
-/// Bytes of a [`TAKEN`] record's payload.
-pub const TAKEN_LEN: usize = 9;
-
-/// The payload of a [`TAKEN`] record.
-pub fn encode_taken(taken: Taken) -> [u8; TAKEN_LEN] {
-    let mut out = [0u8; TAKEN_LEN];
-    out[..4].copy_from_slice(&taken.ticket.position.to_le_bytes());
-    out[4..8].copy_from_slice(&taken.ticket.entry.to_le_bytes());
-    out[8] = match taken.delivery {
-        Delivery::Inline => 0,
-        Delivery::Later => 1,
-        Delivery::Held => 2,
-    };
-    out
-}
-
-pub fn decode_taken(record: &[u8]) -> Result<Taken, HopError> {
-    let record: &[u8; TAKEN_LEN] =
-        record.try_into().map_err(|_| HopError::Corrupt("a take record of the wrong size"))?;
-    let word = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
-    let delivery = match record[8] {
-        0 => Delivery::Inline,
-        1 => Delivery::Later,
-        2 => Delivery::Held,
-        _ => return Err(HopError::Corrupt("a take record of an unknown kind")),
-    };
-    Ok(Taken { ticket: Ticket { position: word(0), entry: word(4) }, delivery })
-}
 
 /// Header fields as (name, value), borrowing a record's bytes.
 pub type Fields<'a> = Vec<(&'a [u8], &'a [u8])>;
@@ -222,18 +188,6 @@ mod tests {
         let mut record = Vec::new();
         encode_response_head(&mut record, 404, headers.iter().copied());
         assert_eq!(decode_response_head(&record).unwrap(), ResponseHead { status: 404, headers });
-    }
-
-    #[test]
-    fn takes_round_trip() {
-        for delivery in [Delivery::Inline, Delivery::Later, Delivery::Held] {
-            let taken = Taken { ticket: Ticket { position: u32::MAX - 1, entry: 7 }, delivery };
-            assert_eq!(decode_taken(&encode_taken(taken)).unwrap(), taken);
-            assert!(decode_taken(&encode_taken(taken)[1..]).is_err());
-        }
-        let mut unknown = encode_taken(Taken { ticket: Ticket { position: 1, entry: 1 }, delivery: Delivery::Held });
-        unknown[8] = 3;
-        assert!(decode_taken(&unknown).is_err());
     }
 
     #[test]

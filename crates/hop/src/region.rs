@@ -1,27 +1,24 @@
 //! The shared memory of one worker process: a header, then a block per slot holding the control
 //! words of the slot and the bytes of its two rings.
 //!
-//! The front creates a region for each worker process it starts ([`Region::create`]) and hands
-//! the worker its file descriptor, with the stage's ([`crate::stage`]). Requests reach a slot
-//! through the stage: a worker thread takes one into a slot it finds idle, and the slot's rings
-//! then carry that request and its response. The header holds the words by which each side
-//! wakes the other. Every word both sides change is an atomic in the mapping; each one a side
-//! writes often sits on a cache line of its own, so the two processes do not slow each other
-//! down by writing next to each other.
+//! The front creates a region for each worker process it starts (a `memfd`, so it has no name
+//! in the file system and goes away with the last process that maps it) and hands the worker
+//! its file descriptor. Every word both sides change is an atomic in the mapping; each one a
+//! side writes often sits on a cache line of its own, so the two processes do not slow each
+//! other down by writing next to each other.
 
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ring::Ring;
-use crate::shm::SharedMemory;
 use crate::wake::futex_wake;
 use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5907;
+const MAGIC: u64 = 0x4845_4144_5741_5905;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -66,8 +63,8 @@ pub(crate) struct Header {
     ring_capacity: u32,
     /// [`READY`] or [`READY_FOR_WEBSOCKETS`] once the worker's threads serve.
     pub ready: Line,
-    /// Bumped each time the front stages a request or gives a held slot back: the futex word
-    /// idle worker threads sleep on.
+    /// Bumped each time the front publishes a request: the futex word idle worker threads
+    /// sleep on.
     pub work_seq: Line,
     /// Worker threads asleep (or about to be) on `work_seq`.
     pub sleepers: Line,
@@ -75,12 +72,12 @@ pub(crate) struct Header {
     /// anyone then.
     pub spinning: Line,
     /// 1 from a wake-up on `work_seq` until a woken thread is back at work: it claims a request
-    /// and passes a wake-up on if more wait, so a burst of staged requests costs one wake-up at a
+    /// and passes a wake-up on if more wait, so a burst of publications costs one wake-up at a
     /// time, not one each (every wake-up is a system call on the side that makes it, the front's
     /// busiest cost when the worker's threads keep falling asleep).
     pub waking: Line,
     /// 1 while the worker's event loop (an ASGI worker's) has room for a request and found none
-    /// to take: the front rings the work bell when it next stages one, and only then.
+    /// published: the front rings the work bell with its next publication, and only then.
     pub loop_waiting: Line,
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
@@ -88,16 +85,10 @@ pub(crate) struct Header {
     /// Bumped each time the front marks a slot's client gone: the futex word the worker's
     /// watcher sleeps on.
     pub gone_seq: Line,
-    /// 1 once the front drains the worker: its threads take nothing more from the stage.
-    pub stop_taking: Line,
-    /// Worker threads between their look at `stop_taking` and the take record of what they
-    /// took: once the front has set `stop_taking` and seen this at zero, every take the worker
-    /// will ever make is on its rings.
-    pub taking: Line,
 }
 
 impl Header {
-    /// Whether a request just staged needs a sleeping worker thread woken: none spins (a
+    /// Whether a request just published needs a sleeping worker thread woken: none spins (a
     /// spinning thread will find it), none is being woken (it will pass a wake-up on), and one
     /// sleeps.
     pub fn needs_waking(&self) -> bool {
@@ -106,7 +97,7 @@ impl Header {
             && self.sleepers.0.load(Ordering::SeqCst) > 0
     }
 
-    /// Wakes one sleeping worker thread for a request just staged, if one needs waking (see
+    /// Wakes one sleeping worker thread for a request just published, if one needs waking (see
     /// [`Header::needs_waking`]).
     pub fn wake_a_sleeper(&self) {
         if self.needs_waking() && self.waking.0.swap(1, Ordering::SeqCst) == 0 && futex_wake(&self.work_seq.0, 1) == 0 {
@@ -115,7 +106,7 @@ impl Header {
         }
     }
 
-    /// A worker thread is awake again (woken or not): a later request may wake another.
+    /// A worker thread is awake again (woken or not): a later publication may wake another.
     pub fn woke(&self) {
         self.waking.0.store(0, Ordering::SeqCst);
     }
@@ -138,9 +129,9 @@ pub(crate) struct RingControl {
 /// The control words of one slot.
 #[repr(C)]
 pub(crate) struct SlotControl {
-    /// [`IDLE`], [`CLAIMED`] (a worker thread took a request into it) or [`HELD`].
+    /// [`IDLE`], [`PUBLISHED`] (a request waits for a worker thread) or [`CLAIMED`].
     pub state: Line,
-    /// 1 once the client of the request under way has gone; cleared when the next is taken.
+    /// 1 once the client of the request under way has gone; cleared when the next is published.
     pub client_gone: Line,
     pub request: RingControl,
     pub response: RingControl,
@@ -152,27 +143,42 @@ pub(crate) const READY: u32 = 1;
 pub(crate) const READY_FOR_WEBSOCKETS: u32 = 2;
 
 pub(crate) const IDLE: u32 = 0;
-pub(crate) const CLAIMED: u32 = 1;
-/// Taken from the stage for a request the front serves itself: held, unused, until the front
-/// gives it back.
-pub(crate) const HELD: u32 = 2;
+pub(crate) const PUBLISHED: u32 = 1;
+pub(crate) const CLAIMED: u32 = 2;
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_SIZE);
 
 /// A mapped region.
 pub struct Region {
-    memory: SharedMemory,
+    base: NonNull<u8>,
     layout: Layout,
+    fd: OwnedFd,
 }
+
+// SAFETY: the mapping is shared memory accessed only through atomics (control words) and
+// through byte copies into ring space that the ring protocol gives to one side at a time.
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
 
 impl Region {
     /// A new zeroed region for `layout` (zero is the idle state of every word).
     pub fn create(layout: Layout) -> io::Result<Region> {
-        let region = Region { memory: SharedMemory::create(c"headway-hop", layout.size())?, layout };
+        // SAFETY: memfd_create with a valid C string; the result is checked.
+        let raw = unsafe { libc::memfd_create(c"headway-hop".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: ftruncate on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), layout.size() as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let region = Region::map(fd, layout)?;
         // SAFETY: the header is at the start of a mapping at least HEADER_SIZE long, and the
         // worker has not been given the region yet.
         unsafe {
-            let header = region.memory.base().as_ptr() as *mut Header;
+            let header = region.base.as_ptr() as *mut Header;
             (*header).magic = MAGIC;
             (*header).slots = layout.slots;
             (*header).ring_capacity = layout.ring_capacity;
@@ -182,27 +188,53 @@ impl Region {
 
     /// Maps a region the front created and checks that its layout is one this code reads.
     pub fn attach(fd: OwnedFd) -> Result<Region, HopError> {
-        let memory = SharedMemory::open(fd)?;
-        if memory.len() < HEADER_SIZE {
+        // SAFETY: fstat into a zeroed stat buffer.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+            return Err(io::Error::last_os_error().into());
+        }
+        let size = stat.st_size as usize;
+        if size < HEADER_SIZE {
             return Err(HopError::Corrupt("the region is smaller than its header"));
         }
-        // SAFETY: the mapping holds a header; its plain fields were written before the
-        // descriptor was passed on, and nobody writes them after.
-        let (magic, slots, capacity) = unsafe {
-            let header = &*(memory.base().as_ptr() as *const Header);
-            (header.magic, header.slots, header.ring_capacity)
-        };
+        // The plain fields of the header were written before the descriptor was passed on.
+        let mut fields = [0u8; 16];
+        // SAFETY: pread into a buffer of the given length.
+        let read = unsafe { libc::pread(fd.as_raw_fd(), fields.as_mut_ptr() as *mut libc::c_void, fields.len(), 0) };
+        if read != fields.len() as isize {
+            return Err(HopError::Corrupt("the region's header cannot be read"));
+        }
+        let magic = u64::from_ne_bytes(fields[..8].try_into().expect("8 bytes"));
+        let slots = u32::from_ne_bytes(fields[8..12].try_into().expect("4 bytes"));
+        let capacity = u32::from_ne_bytes(fields[12..].try_into().expect("4 bytes"));
         if magic != MAGIC {
             return Err(HopError::Corrupt("not a headway region of this version"));
         }
         let layout = Layout { slots, ring_capacity: capacity };
-        if !capacity.is_power_of_two()
-            || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
-            || layout.size() != memory.len()
-        {
+        if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) || layout.size() != size {
             return Err(HopError::Corrupt("the region's layout does not match its size"));
         }
-        Ok(Region { memory, layout })
+        Ok(Region::map(fd, layout)?)
+    }
+
+    fn map(fd: OwnedFd, layout: Layout) -> io::Result<Region> {
+        let len = layout.size();
+        // SAFETY: a fresh shared mapping of our descriptor; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(base as *mut u8).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Region { base, layout, fd })
     }
 
     pub fn layout(&self) -> Layout {
@@ -211,12 +243,12 @@ impl Region {
 
     /// The descriptor to hand to the worker process.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.memory.fd()
+        self.fd.as_fd()
     }
 
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: the header is at the start of the mapping, which lives as long as `self`.
-        unsafe { &*(self.memory.base().as_ptr() as *const Header) }
+        unsafe { &*(self.base.as_ptr() as *const Header) }
     }
 
     /// Slot `index`: its control words and the start of its request and response ring bytes.
@@ -226,7 +258,7 @@ impl Region {
         // SAFETY: `offset` and the ring spaces after it lie inside the mapping (checked above
         // against the layout the mapping was made for).
         unsafe {
-            let block = self.memory.base().as_ptr().add(offset);
+            let block = self.base.as_ptr().add(offset);
             let control = &*(block as *const SlotControl);
             let request = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE));
             let response = NonNull::new_unchecked(block.add(SLOT_CONTROL_SIZE + self.layout.ring_capacity as usize));
@@ -258,10 +290,18 @@ impl Region {
     }
 }
 
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped; no reference into it outlives `self`.
+        unsafe {
+            libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.layout.size());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
     use std::sync::atomic::Ordering;
 
     #[test]
@@ -270,8 +310,8 @@ mod tests {
         assert_eq!(front.layout().ring_capacity, 16384);
         let worker = Region::attach(front.fd().try_clone_to_owned().unwrap()).unwrap();
         assert_eq!(worker.layout(), front.layout());
-        front.slot(2).0.state.0.store(CLAIMED, Ordering::Release);
-        assert_eq!(worker.slot(2).0.state.0.load(Ordering::Acquire), CLAIMED);
+        front.slot(2).0.state.0.store(PUBLISHED, Ordering::Release);
+        assert_eq!(worker.slot(2).0.state.0.load(Ordering::Acquire), PUBLISHED);
         assert_eq!(worker.slot(1).0.state.0.load(Ordering::Acquire), IDLE);
     }
 

@@ -57,18 +57,12 @@ impl<'a> Ring<'a> {
     /// yet (the consumer has not read enough); a payload larger than [`Ring::max_payload`] is a
     /// bug of the caller and panics.
     pub fn try_push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
-        self.try_push_leaving(kind, parts, 0)
-    }
-
-    /// [`Ring::try_push`], but only if `leave` bytes stay free after the record: room kept for
-    /// a record that must never wait for space.
-    pub fn try_push_leaving(&self, kind: u8, parts: &[&[u8]], leave: usize) -> Result<bool, HopError> {
         let len: usize = parts.iter().map(|part| part.len()).sum();
-        assert!(len + leave <= self.max_payload(), "a record of {len} bytes does not fit a ring of {}", self.capacity);
+        assert!(len <= self.max_payload(), "a record of {len} bytes does not fit a ring of {}", self.capacity);
         let tail = self.control.tail.0.load(Ordering::Relaxed);
         let head = self.control.head.0.load(Ordering::Acquire);
         let free = self.capacity - self.used(tail, head)?;
-        if (RECORD_HEADER + len + leave) as u32 > free {
+        if (RECORD_HEADER + len) as u32 > free {
             return Ok(false);
         }
         let mut header = [0u8; RECORD_HEADER];

@@ -1,16 +1,10 @@
 //! The worker's end of its region.
 //!
-//! Requests come from the stage ([`crate::stage`]), the one queue every worker takes from. Any
-//! of the worker's threads may serve any slot: a thread that finishes a request takes the oldest
-//! staged one into a free slot itself ([`WorkerEnd::try_claim`]), without waiting for the front,
-//! and goes on with it while it still holds whatever it holds (the GIL, for the Python worker),
-//! so under load one thread serves request after request without sleeping or handing anything
-//! over. Only a thread that finds nothing to take sleeps ([`WorkerEnd::wait_for_work`]), on a
-//! futex the front wakes when it stages a request.
-//!
-//! The experiments below date from before the stage, when the front handed each request to a
-//! slot itself (it "published" it there); what they measured is the threads' side, which the
-//! stage left as it was.
+//! Any of the worker's threads may serve any slot: a thread that finishes a request looks for a
+//! published one ([`WorkerEnd::try_claim`]) and goes on with it while it still holds whatever it
+//! holds (the GIL, for the Python worker), so under load one thread serves request after request
+//! without sleeping or handing anything over. Only a thread that finds nothing sleeps
+//! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
 //!
 //! Tried and left (2026-11-23): waking no second thread while one serves, with an idle thread on
 //! the lookout for a blocked app. It cut a hello-world worker's CPU per request by a third (the
@@ -40,36 +34,29 @@
 //!
 //! Also tried and left (2026-11-24): no wake-up passed on after a claim (`hand_on`).
 //! The demo's hello world with 2 workers: the workers' CPU a request down by a quarter and their
-//! futex calls from 0.8 to 0.16, but no more requests/s, since the front is what the others
+//! futex calls from 0.8 to 0.16, but no more requests/s, since the front is the stage the others
 //! wait on; and a burst into a worker whose app blocks would no longer get a thread per request.
 //!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::front::FrontEnd;
-use crate::message::{encode_taken, BODY, REQUEST_HEAD, TAKEN, TAKEN_LEN};
-use crate::region::{Header, Region, SlotView, CLAIMED, HELD, IDLE, READY, READY_FOR_WEBSOCKETS};
-use crate::ring::RECORD_HEADER;
-use crate::stage::{Delivery, Stage, Taker};
+use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS};
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
-/// The environment variable through which the front names the descriptors it passed down and
-/// the worker's number on the stage: `REGION_FD,DOORBELL_FD,WORK_BELL_FD,STAGE_FD,NUMBER`.
+/// The environment variable through which the front names the descriptors it passed down:
+/// `REGION_FD,DOORBELL_FD,WORK_BELL_FD`.
 pub const ENV: &str = "HEADWAY_HOP";
-
-/// Room every response leaves on its ring for the take record of the slot's next request, which
-/// a worker writes as it takes the request and so must never wait for space.
-const TAKE_ROOM: usize = RECORD_HEADER + TAKEN_LEN;
 
 /// The longest a worker thread sleeps at once: waits are woken by the front, and this only
 /// bounds how long a missed wake-up (there should be none) could cost.
 const NAP: Duration = Duration::from_secs(1);
 /// How long the one spinning thread looks for work before it sleeps. Under load the front
-/// stages the next request within microseconds of reading a response, and a thread that
+/// publishes the next request within microseconds of reading a response, and a thread that
 /// catches it awake saves a wake-up on both sides; when there is no load, this is all it costs.
 const SPIN: Duration = Duration::from_micros(50);
 
@@ -80,57 +67,38 @@ pub struct WorkerEnd {
     work_bell: Doorbell,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
-    /// Where requests come from (see [`crate::stage`]).
-    stage: Stage,
-    /// This worker's number on the stage, which names its takes.
-    number: u32,
 }
 
 impl WorkerEnd {
-    /// The worker's end of a region, from the descriptors [`FrontEnd::descriptors`] gives, as
-    /// worker `number` of the stage.
-    fn attach([region, doorbell, work_bell, stage]: [OwnedFd; 4], number: u32) -> Result<WorkerEnd, HopError> {
-        let region = Region::attach(region)?;
-        let stage = Stage::attach(stage)?;
-        // An inline request's head and body go on an empty ring as two records.
-        if stage.layout().entry_bytes as usize + RECORD_HEADER > region.view(0).request.max_payload() {
-            return Err(HopError::Corrupt("a stage entry larger than a slot's ring"));
-        }
+    /// The worker's end of a region, from the descriptors [`FrontEnd::descriptors`] gives.
+    pub fn attach([region, doorbell, work_bell]: [OwnedFd; 3]) -> Result<WorkerEnd, HopError> {
         Ok(WorkerEnd {
-            region,
+            region: Region::attach(region)?,
             doorbell: Doorbell::from_fd(doorbell),
             work_bell: Doorbell::from_fd(work_bell),
             stopped: AtomicBool::new(false),
-            stage,
-            number,
         })
     }
 
     /// The worker's end of `front`'s region, in the same process: for tests and tools that play
     /// both sides.
     pub fn beside(front: &FrontEnd) -> Result<WorkerEnd, HopError> {
-        let own = |fd: BorrowedFd<'_>| fd.try_clone_to_owned();
-        let [region, doorbell, work_bell, stage] = front.descriptors();
-        WorkerEnd::attach([own(region)?, own(doorbell)?, own(work_bell)?, own(stage)?], front.number)
+        WorkerEnd::attach(front.clone_descriptors()?)
     }
 
-    /// The worker's end named by [`ENV`], if the front passed one.
+    /// The region and doorbell named by [`ENV`], if the front passed them.
     ///
     /// # Safety
     /// The descriptors named there must be open and owned by nobody else in this process (the
     /// front passed them down and nothing else took them): they are closed with the result.
     pub unsafe fn from_env() -> Result<Option<WorkerEnd>, HopError> {
         let Ok(value) = std::env::var(ENV) else { return Ok(None) };
-        let numbers: Vec<i32> = value.split(',').filter_map(|fd| fd.trim().parse().ok()).collect();
-        let [region, doorbell, work_bell, stage, number] = numbers[..] else {
-            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD,WORK_BELL_FD,STAGE_FD,NUMBER"));
-        };
-        let Ok(number) = u32::try_from(number) else {
-            return Err(HopError::Corrupt("HEADWAY_HOP names a negative worker number"));
+        let fds: Vec<i32> = value.split(',').filter_map(|fd| fd.trim().parse().ok()).collect();
+        let Ok(fds) = <[i32; 3]>::try_from(fds) else {
+            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD,WORK_BELL_FD"));
         };
         // SAFETY: the caller vouches that the descriptors are ours to own.
-        let fds = [region, doorbell, work_bell, stage].map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
-        WorkerEnd::attach(fds, number).map(Some)
+        WorkerEnd::attach(fds.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })).map(Some)
     }
 
     pub fn slots(&self) -> usize {
@@ -151,9 +119,9 @@ impl WorkerEnd {
         &self.work_bell
     }
 
-    /// The event loop has room for a request and found none to take: the front rings the work
-    /// bell when it next stages one (or gives a held slot back). Look once more after this,
-    /// before the loop sleeps.
+    /// The event loop has room for a request and found none published: the front rings the
+    /// work bell with its next publication. Look for one once more after this, before the loop
+    /// sleeps.
     pub fn arm_loop(&self) {
         self.header().loop_waiting.0.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -168,92 +136,35 @@ impl WorkerEnd {
         }
     }
 
-    /// Takes the oldest staged request into a free slot, if there are both and the front has
-    /// not asked this worker to stop taking (it drains it); the slot is this thread's until
-    /// [`WorkerSlot::release`]. An inline request's head and body go on the slot's request ring,
-    /// as the front would have written them (the ring is this thread's to write until the front
-    /// has read the take record), and the take record goes first on the response ring, in the
-    /// room every response leaves for it. A request the front serves itself leaves its slot held
-    /// for the front to give back, and the thread takes on.
-    pub fn try_claim(&self) -> Result<Option<usize>, HopError> {
-        let header = self.header();
-        // Counted before the look at `stop_taking`, so that a front that stops this worker and
-        // then sees no take in flight knows every take is on the rings.
-        header.taking.0.fetch_add(1, Ordering::SeqCst);
-        let _in_flight = InFlight(&header.taking.0);
-        thread_local! {
-            static BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
-        }
-        BUFFERS.with_borrow_mut(|(head, body)| loop {
-            if !self.may_take() {
-                return Ok(None);
-            }
-            let Some(index) = (0..self.slots()).find(|&index| {
-                let state = &self.region.slot(index).0.state.0;
-                state.load(Ordering::Relaxed) == IDLE
-                    && state.compare_exchange(IDLE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-            }) else {
-                return Ok(None);
-            };
-            let slot = self.slot(index);
-            let taken = match self.stage.take(Taker { worker: self.number, slot: index as u32 }, head, body) {
-                Ok(Some(taken)) => taken,
-                other => {
-                    slot.release();
-                    return other.map(|_| None);
-                }
-            };
-            // The front marks a client gone only once it has read the take.
-            slot.view.client_gone.0.store(0, Ordering::SeqCst);
-            if taken.delivery == Delivery::Inline {
-                let request = &slot.view.request;
-                let fits =
-                    request.try_push(REQUEST_HEAD, &[head])? && (body.is_empty() || request.try_push(BODY, &[body])?);
-                if !fits {
-                    return Err(HopError::Corrupt("a taken request does not fit its slot's empty ring"));
-                }
-            }
-            if !slot.view.response.try_push(TAKEN, &[&encode_taken(taken)])? {
-                return Err(HopError::Corrupt("no room left for a take record"));
-            }
-            if taken.delivery == Delivery::Held {
-                slot.view.state.0.store(HELD, Ordering::SeqCst);
-                slot.pushed();
-                continue;
-            }
-            slot.pushed();
-            return Ok(Some(index));
+    /// Takes a published request, if there is one: its slot is this thread's until
+    /// [`WorkerSlot::release`].
+    pub fn try_claim(&self) -> Option<usize> {
+        (0..self.slots()).find(|&index| {
+            let (control, _, _) = self.region.slot(index);
+            control.state.0.load(Ordering::Relaxed) == PUBLISHED
+                && control.state.0.compare_exchange(PUBLISHED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
         })
     }
 
-    /// Whether this worker may take from the stage now, and something is there to take into a
-    /// free slot. (A thread that finds this false sleeps: with a slot held for the front or the
-    /// worker drained, a thread without a slot must not spin on a stage it cannot take from.)
-    fn may_take(&self) -> bool {
-        self.stage.has_cells()
-            && !self.is_stopped()
-            && self.header().stop_taking.0.load(Ordering::SeqCst) == 0
-            && (0..self.slots()).any(|index| self.region.slot(index).0.state.0.load(Ordering::Relaxed) == IDLE)
-    }
-
-    /// Takes the next request (see [`WorkerEnd::try_claim`]), waiting while there is none;
-    /// `None` once [`WorkerEnd::stop`] was called. If there is none at once, the waiting and the
-    /// take that ends it run inside `detached` (a Python worker runs them without the GIL): a
-    /// thread takes the GIL back only with a request to run, so threads that find nothing never
-    /// contend for it with the one that runs.
+    /// Claims the next published request, waiting while there is none; `None` once
+    /// [`WorkerEnd::stop`] was called and no request is left published. If there is none at
+    /// once, the waiting and the claim that
+    /// ends it run inside `detached` (a Python worker runs them without the GIL): a thread takes
+    /// the GIL back only with a request to run, so threads that find nothing never contend for
+    /// it with the one that runs.
     pub fn claim_waiting(
         &self,
-        detached: impl FnOnce(&(dyn Fn() -> Result<Option<usize>, HopError> + Sync)) -> Result<Option<usize>, HopError>,
-    ) -> Result<Option<usize>, HopError> {
-        if let Some(index) = self.claim()? {
-            return Ok(Some(index));
+        detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,
+    ) -> Option<usize> {
+        if let Some(index) = self.claim() {
+            return Some(index);
         }
         detached(&|| loop {
-            if let Some(index) = self.claim()? {
-                return Ok(Some(index));
+            if let Some(index) = self.claim() {
+                return Some(index);
             }
             if self.is_stopped() {
-                return Ok(None);
+                return None;
             }
             if !self.spin_for_work() {
                 self.wait_for_work(Some(NAP));
@@ -262,17 +173,15 @@ impl WorkerEnd {
     }
 
     /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait.
-    fn claim(&self) -> Result<Option<usize>, HopError> {
-        let claimed = self.try_claim()?;
-        if claimed.is_some() {
-            self.hand_on();
-        }
-        Ok(claimed)
+    fn claim(&self) -> Option<usize> {
+        let index = self.try_claim()?;
+        self.hand_on();
+        Some(index)
     }
 
-    /// Looks for a request to take for a short while without sleeping, if no other thread does;
-    /// returns whether one appeared (claim it then). Yields the CPU between looks, so on a busy
-    /// machine the front, which stages, gets to run.
+    /// Looks for a published request for a short while without sleeping, if no other thread
+    /// does; returns whether one appeared (claim it then). Yields the CPU between looks, so on a
+    /// busy machine the front, which publishes, gets to run.
     fn spin_for_work(&self) -> bool {
         let spinning = &self.header().spinning.0;
         if spinning.compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed).is_err() {
@@ -282,7 +191,7 @@ impl WorkerEnd {
         let mut found = false;
         while !found && !self.is_stopped() && std::time::Instant::now() < until {
             std::thread::yield_now();
-            found = self.may_take();
+            found = self.any_published();
         }
         spinning.store(0, Ordering::SeqCst);
         found
@@ -294,20 +203,24 @@ impl WorkerEnd {
     fn hand_on(&self) {
         // The header's words first: under load they settle it without a look at every slot.
         let header = self.header();
-        if header.needs_waking() && self.may_take() {
+        if header.needs_waking() && self.any_published() {
             header.wake_a_sleeper();
         }
     }
 
-    /// Sleeps until the front stages a request or gives a held slot back (or `timeout`); call
-    /// after [`WorkerEnd::try_claim`] found nothing, and claim again after.
+    fn any_published(&self) -> bool {
+        (0..self.slots()).any(|index| self.region.slot(index).0.state.0.load(Ordering::SeqCst) == PUBLISHED)
+    }
+
+    /// Sleeps until the front publishes a request (or `timeout`); call after
+    /// [`WorkerEnd::try_claim`] found nothing, and claim again after.
     pub fn wait_for_work(&self, timeout: Option<Duration>) {
         let header = self.header();
         let seen = header.work_seq.0.load(Ordering::SeqCst);
         header.sleepers.0.fetch_add(1, Ordering::SeqCst);
-        // Staged between the failed claim and the count above: the front may not have seen this
-        // thread as a sleeper, so look once more before sleeping.
-        if !self.may_take() && !self.is_stopped() {
+        // Published between the failed claim and the count above: the front may not have seen
+        // this thread as a sleeper, so look once more before sleeping.
+        if !self.any_published() && !self.is_stopped() {
             futex_wait(&header.work_seq.0, seen, timeout);
         }
         header.sleepers.0.fetch_sub(1, Ordering::SeqCst);
@@ -353,15 +266,6 @@ impl WorkerEnd {
     }
 }
 
-/// Counts a thread out of [`Header::taking`] however its take ends.
-struct InFlight<'a>(&'a AtomicU32);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// A worker thread's view of the slot it claimed.
 pub struct WorkerSlot<'a> {
     view: SlotView<'a>,
@@ -369,9 +273,9 @@ pub struct WorkerSlot<'a> {
 }
 
 impl WorkerSlot<'_> {
-    /// The largest response record payload the ring carries (less the room kept for a take).
+    /// The largest record payload the rings carry.
     pub fn max_payload(&self) -> usize {
-        self.view.response.max_payload() - TAKE_ROOM
+        self.view.response.max_payload()
     }
 
     /// Whether the front has said that the client of the request under way has gone.
@@ -452,7 +356,7 @@ impl WorkerSlot<'_> {
 
     /// Writes a response record. `Ok(false)`: the ring is full for now.
     pub fn push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
-        self.view.response.try_push_leaving(kind, parts, TAKE_ROOM)
+        self.view.response.try_push(kind, parts)
     }
 
     /// Sleeps until the front reads past `head` (or `timeout`).
@@ -473,8 +377,8 @@ impl WorkerSlot<'_> {
         }
     }
 
-    /// Gives the slot back, after the response's last record: a thread may take the next
-    /// request into it at once, and its take record must follow that last record on the ring.
+    /// Gives the slot back before the response's last record: once the front has read that
+    /// record it may publish the next request here at once.
     pub fn release(&self) {
         self.view.state.0.store(IDLE, Ordering::SeqCst);
     }

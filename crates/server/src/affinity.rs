@@ -1,7 +1,7 @@
 //! `--cpu-affinity`: the CPU each worker process runs on, and how it shares it with the front.
 //!
 //! Why pin. A bundled worker runs its app on T threads that pass the GIL between them, and the
-//! front wakes them as it stages requests. Left to the kernel, a woken thread is queued on the
+//! front wakes them as it publishes requests. Left to the kernel, a woken thread is queued on the
 //! CPU it last ran on, often the busy one, and the other CPU, going idle a moment later, does
 //! not take it (the kernel leaves a task that ran within the last half millisecond where its
 //! cache is): on 2 cores with 2 workers, 4-7 % of the machine stayed idle under full load
@@ -11,16 +11,14 @@
 //! they will run and its data stays in one cache. The front is not pinned: it takes whichever
 //! CPU is free, as its work is short and on every request's path.
 //!
-//! What a worker starts (a subprocess of the app) inherits its CPU.
-//!
-//! No longer `SCHED_BATCH` (2026-11-25). Pinned workers ran as `SCHED_BATCH` while the front
-//! handed each request over: their threads, woken as the front published, kept preempting it on
-//! a light app, and as `SCHED_BATCH` they did not. Since worker threads take their requests from
-//! the queue's stage themselves, a loaded worker never sleeps and wakes seldom, and it is the
-//! front that must get a CPU from a worker that is always busy: as `SCHED_BATCH` the workers kept
-//! it waiting so long that the Flask sqlite page's slowest requests took 300-577 ms (p99 35-50 ms)
-//! against 51-65 ms (p99 31-36 ms) with the workers' threads switched back to the default policy
-//! in the same run (docs/benchmarks.md, "The stage").
+//! A pinned worker runs as `SCHED_BATCH`, which any process may ask for: the same share of the
+//! CPU, but a thread of it that wakes does not preempt the one running. The front shares a CPU
+//! with a pinned worker whenever it runs there, and with a light app (the demo's hello world)
+//! its threads, woken as the front published each request, kept preempting it, the one stage
+//! every request passes through; as `SCHED_BATCH` they run when the front sleeps or its turn
+//! ends. The cost: a woken worker thread on a CPU that another program keeps busy waits for
+//! that program's turn to end (a few milliseconds at most) rather than taking the CPU at once.
+//! What a worker starts (a subprocess of the app) inherits both its CPU and its policy.
 //!
 //! Measured (2026-11-24, 2 cores, 2 workers x 5 slots; docs/benchmarks.md). Pinned alone,
 //! against not: under `headway load -c 64` with Flask, the sqlite page 1.12x, JSON 1.02x and
@@ -90,17 +88,19 @@ impl WorkerCpus {
     }
 }
 
-/// Makes the process `command` starts, and every thread it makes, run on `cpu` only. Best
-/// effort: pinning is never a reason for a worker not to start, so a child whose kernel refuses
-/// it (a seccomp policy, a cpuset changed since) runs as the kernel places it.
+/// Makes the process `command` starts, and every thread it makes, run on `cpu` only, as
+/// `SCHED_BATCH` (see the module's comment). Best effort: pinning is never a reason for a worker
+/// not to start, so a child whose kernel refuses either (a seccomp policy, a cpuset changed
+/// since) runs as the kernel places it.
 pub fn pin_child(command: &mut Command, cpu: usize) {
-    // SAFETY: sched_setaffinity is async-signal-safe and changes only the child's own setting,
-    // between fork and exec; its argument lives on its stack.
+    // SAFETY: sched_setaffinity and sched_setscheduler are async-signal-safe and change only
+    // the child's own settings, between fork and exec; their arguments live on its stack.
     unsafe {
         command.pre_exec(move || {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &libc::sched_param { sched_priority: 0 });
             Ok(())
         });
     }

@@ -59,8 +59,9 @@ pub struct ServeArgs {
 
     /// Which CPU each worker process runs on. auto: the bundled worker's processes are pinned
     /// one to a CPU when there are at least as many workers as CPUs (its threads then wait for
-    /// the GIL where they will run, and its data stays in one cache); pin: any worker, always;
-    /// off: the kernel places them
+    /// the GIL where they will run, and its data stays in one cache), as SCHED_BATCH, so that
+    /// they never preempt the front when they wake; pin: any worker, always; off: the kernel
+    /// places them
     #[arg(long, value_enum, default_value = "auto", value_name = "MODE")]
     pub cpu_affinity: CpuAffinity,
 

@@ -11,8 +11,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use headway_hop::message;
-use headway_hop::stage::Taken;
 use http::StatusCode;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -43,9 +41,6 @@ pub struct Job {
     pub request: http::Request<RequestBody>,
     /// Where the outcome goes. A closed channel means the client has gone away.
     pub reply: oneshot::Sender<Outcome>,
-    /// While the job is on the bundled worker's stage (see `queue::staging`), and once a worker
-    /// took it from there: its place there, and how it reaches the slot that took it.
-    pub staged: Option<Taken>,
 }
 
 impl Job {
@@ -54,7 +49,7 @@ impl Job {
         static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
         let (reply, outcome) = oneshot::channel();
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
-        (Job { ticket, complete_at: Instant::now(), request, reply, staged: None }, outcome)
+        (Job { ticket, complete_at: Instant::now(), request, reply }, outcome)
     }
 
     /// Sends the outcome to the connection that is waiting for it. A client that has gone
@@ -62,24 +57,6 @@ impl Job {
     pub fn answer(self, outcome: Outcome) {
         let _ = self.reply.send(outcome);
     }
-}
-
-/// Encodes `request`'s head as the hop's request head record (the bundled worker's form of it,
-/// see `headway_hop::message`) into `out`.
-pub fn encode_hop_head(request: &http::Request<RequestBody>, out: &mut Vec<u8>) {
-    out.clear();
-    let uri = request.uri();
-    let target = uri.path_and_query().map_or(uri.path(), |target| target.as_str());
-    let headers = request.headers().iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
-    message::encode_request_head(
-        out,
-        request.body().len(),
-        true,
-        request.method().as_str().as_bytes(),
-        target.as_bytes(),
-        request.extensions().get::<Client>().map_or(&b""[..], |client| client.0.as_bytes()),
-        headers,
-    );
 }
 
 /// A request body, complete before the request queues: in memory when small, in a spool

@@ -57,28 +57,19 @@
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
 //! single-threaded worker needs); when a slot becomes free and requests wait, it takes the
-//! oldest. Both happen under one short mutex. For the bundled worker the oldest waiting
-//! requests are also staged in memory its processes share, and a worker thread with a slot free
-//! takes the oldest there itself, without waiting for the front ([`staging`]); they are still
-//! waiting here, in their place, under every rule above, until a worker takes them.
+//! oldest. Both happen under one short mutex.
 
 mod controlled_delay;
 mod service;
 #[cfg(test)]
 mod simulation;
-mod staging;
 
 use std::collections::VecDeque;
-use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use headway_common::stats::{QueueSnapshot, WaitPercentiles};
-use headway_hop::front::FrontEnd;
-use headway_hop::stage::{Taken, Taker};
-use headway_hop::HopError;
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 
@@ -86,7 +77,6 @@ use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};
 use crate::tally::Tally;
 use controlled_delay::ControlledDelay;
 use service::{expected_start, retry_after_secs, ServiceTime};
-use staging::Staging;
 
 pub use controlled_delay::Target;
 
@@ -153,13 +143,9 @@ pub struct Queue {
 }
 
 struct State {
-    /// Oldest first; with a stage, the oldest of them are on it.
     waiting: VecDeque<Job>,
     /// Slots with nothing to do, oldest first. Non-empty only while `waiting` is empty.
     idle: VecDeque<IdleSlot>,
-    /// The bundled worker's processes take the oldest waiting requests from here themselves
-    /// (see [`staging`]); `None` for `--cmd` workers, whose slots take them through `idle`.
-    staging: Option<Staging>,
     high_water: [usize; 2],
     /// Time from entering the queue to being handed to a slot, in microseconds.
     waits: Histogram<u64>,
@@ -202,7 +188,6 @@ impl Queue {
             state: Mutex::new(State {
                 waiting: VecDeque::new(),
                 idle: VecDeque::new(),
-                staging: None,
                 high_water: [0; 2],
                 waits,
                 service: ServiceTime::new(service_hint),
@@ -246,15 +231,7 @@ impl Queue {
         } else {
             job
         };
-        // With a stage, as many of the oldest as the workers have slots free start at once, and
-        // wait no more than a job handed to an idle slot: a job for which there is one is
-        // admitted as that job would be, and the others do not count them.
-        let free = state.staging.as_ref().map_or(0, Staging::free_slots);
-        if free > state.waiting.len() {
-            state.wait_in_line(job);
-            return Ok(());
-        }
-        let waiting = state.waiting.len() - free;
+        let waiting = state.waiting.len();
         if waiting >= self.max_len {
             state.shed_full += 1;
             return Err(Refused::Full);
@@ -269,89 +246,12 @@ impl Queue {
             state.shed_standing_queue += 1;
             return Err(Refused::StandingQueue);
         }
-        state.wait_in_line(job);
+        state.waiting.push_back(job);
+        let depth = state.waiting.len();
+        for mark in state.high_water.iter_mut() {
+            *mark = (*mark).max(depth);
+        }
         Ok(())
-    }
-
-    /// Gives the queue a stage in shared memory, from which the bundled worker's processes take
-    /// the oldest waiting requests themselves (see [`staging`]). Before any worker starts.
-    pub fn open_stage(&self) -> io::Result<()> {
-        self.lock().staging = Some(Staging::new()?);
-        Ok(())
-    }
-
-    /// A descriptor of the stage's memory for a worker process, if the queue has a stage.
-    pub fn stage_fd(&self) -> io::Result<Option<OwnedFd>> {
-        self.lock().staging.as_ref().map(|staging| staging.fd().try_clone_to_owned()).transpose()
-    }
-
-    /// Worker `number`'s new process serves: it takes from the stage, with `slots` slots whose
-    /// running requests `busy` counts.
-    pub fn taker_ready(&self, number: u32, end: Arc<FrontEnd>, busy: Arc<Tally>, slots: usize) {
-        if let Some(staging) = &mut self.lock().staging {
-            staging.attach(number, end, busy, slots);
-        }
-    }
-
-    /// Worker `number` takes no more (it is being drained): it is woken no more.
-    pub fn taker_stopped(&self, number: u32) {
-        if let Some(staging) = &mut self.lock().staging {
-            staging.detach(number);
-        }
-    }
-
-    /// Worker `number`'s process is gone: the requests it took whose take no slot read get 502
-    /// (those the slots read fail with their slots).
-    pub fn taker_gone(&self, number: u32) {
-        let mut state = self.lock();
-        let state = &mut *state;
-        let Some(staging) = &mut state.staging else { return };
-        staging.detach(number);
-        for job in staging.reclaim(&mut state.waiting, number) {
-            job.answer(Outcome::Failed(Failure::WorkerFailed));
-        }
-        state.stage_more();
-    }
-
-    /// Requests worker `number` took whose take no slot has read yet.
-    pub fn unread_takes(&self, number: u32) -> usize {
-        self.lock().staging.as_ref().map_or(0, |staging| staging.unread_takes(number))
-    }
-
-    /// A slot of worker `taker` read on its ring that it took `taken` from the stage: the job is
-    /// the slot's now, counted in `worker_busy`. An error if the worker claims a take it did not
-    /// make.
-    pub fn take(&self, taken: Taken, taker: Taker, worker_busy: &Tally) -> Result<Job, HopError> {
-        let mut state = self.lock();
-        let state = &mut *state;
-        let staging = state.staging.as_mut().ok_or(HopError::Corrupt("a take without a stage"))?;
-        worker_busy.up();
-        let job = match staging.seen(&mut state.waiting, taken, taker) {
-            Ok(job) => job,
-            Err(error) => {
-                worker_busy.down();
-                return Err(error);
-            }
-        };
-        let now = Instant::now();
-        state.started(now, now.saturating_duration_since(job.complete_at), self.slots);
-        state.shed_hopeless(now, self.timeout, self.slots);
-        state.stage_more();
-        Ok(job)
-    }
-
-    /// A slot that takes from the stage finished a request that took `took`: the queue learns
-    /// the service time, and whether the slots have run out of work (see
-    /// [`controlled_delay`]).
-    pub fn finished(&self, took: Duration) {
-        let mut state = self.lock();
-        state.service.record(took);
-        if state.waiting.is_empty() {
-            state.delay.drained(Instant::now());
-        }
-        if let Some(staging) = &mut state.staging {
-            staging.slot_finished();
-        }
     }
 
     /// Learns from a finished request how long service takes.
@@ -370,12 +270,10 @@ impl Queue {
     /// counts as abandoned while running.
     fn withdraw(&self, ticket: Ticket) {
         let mut state = self.lock();
-        let job =
-            state.waiting.iter().position(|job| job.ticket == ticket).and_then(|index| state.waiting.remove(index));
-        match job.and_then(|job| state.unstage(job)) {
-            Some(_) => {
+        match state.waiting.iter().position(|job| job.ticket == ticket) {
+            Some(index) => {
+                state.waiting.remove(index);
                 state.withdrawn += 1;
-                state.stage_more();
             }
             None => state.abandoned_running += 1,
         }
@@ -386,21 +284,17 @@ impl Queue {
     /// arrives later has a later deadline).
     fn shed_expired(&self, now: Instant) -> Instant {
         let mut state = self.lock();
-        let mut next = now + self.timeout;
         while let Some(oldest) = state.waiting.front() {
             let deadline = oldest.complete_at + self.timeout;
             if deadline > now {
-                next = deadline;
-                break;
+                return deadline;
             }
-            // A staged job a worker took as its deadline came runs: it is no longer waiting.
-            if let Some(job) = state.waiting.pop_front().and_then(|job| state.unstage(job)) {
+            if let Some(job) = state.waiting.pop_front() {
                 state.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             }
         }
-        state.stage_more();
-        next
+        now + self.timeout
     }
 
     /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
@@ -483,32 +377,6 @@ impl Queue {
 }
 
 impl State {
-    /// Puts an admitted job at the back of the line, and on the stage if there is room.
-    fn wait_in_line(&mut self, job: Job) {
-        self.waiting.push_back(job);
-        let depth = self.waiting.len();
-        for mark in self.high_water.iter_mut() {
-            *mark = (*mark).max(depth);
-        }
-        self.stage_more();
-    }
-
-    /// Stages the waiting jobs not on the stage yet, as far as it has room.
-    fn stage_more(&mut self) {
-        if let Some(staging) = &mut self.staging {
-            staging.stage_more(&mut self.waiting);
-        }
-    }
-
-    /// A job taken out of `waiting` to be refused or dropped, withdrawn from the stage if it is
-    /// on it; `None` if a worker took it first (it runs).
-    fn unstage(&mut self, job: Job) -> Option<Job> {
-        match &mut self.staging {
-            Some(staging) => staging.unstage(job),
-            None => Some(job),
-        }
-    }
-
     /// Hands `job` to the idle slot of the least busy worker, longest idle first among equals.
     /// Gives the job back when no slot is idle (moved, not boxed: this is the request path).
     #[allow(clippy::result_large_err)]
@@ -568,10 +436,8 @@ impl State {
         let room = self.delay.room(slots, service);
         if self.waiting.len() > room {
             for job in self.waiting.split_off(room) {
-                if let Some(job) = self.unstage(job) {
-                    self.shed_standing_queue += 1;
-                    job.answer(Outcome::Failed(Failure::StandingQueue));
-                }
+                self.shed_standing_queue += 1;
+                job.answer(Outcome::Failed(Failure::StandingQueue));
             }
         }
     }
@@ -591,7 +457,7 @@ impl State {
             if earliest_start.is_some_and(|start| start <= newest.complete_at + timeout) {
                 return;
             }
-            if let Some(job) = self.waiting.pop_back().and_then(|job| self.unstage(job)) {
+            if let Some(job) = self.waiting.pop_back() {
                 self.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             }

@@ -83,9 +83,6 @@ pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<Ex
     let stats = Arc::new(Stats::default());
     let slots = config.supervisor.workers * config.supervisor.threads;
     let queue = Queue::with_settings(config.queue.clone(), slots);
-    if matches!(config.supervisor.launch, Launch::Python { .. }) {
-        queue.open_stage().context("cannot make the stage the bundled worker takes requests from")?;
-    }
     let threads = config.supervisor.threads;
     let readiness = Arc::new(Readiness::default());
     // Health checks are answered from the start: "starting" is not "dead".

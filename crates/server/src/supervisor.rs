@@ -105,9 +105,8 @@ impl Supervisor {
         let mut boots = JoinSet::new();
         for worker in &workers {
             let (worker, config, preloaded) = (worker.clone(), config.clone(), preloaded.clone());
-            let queue = queue.clone();
             boots.spawn(async move {
-                let result = start_process(&worker, &config, &queue, preloaded.as_deref(), 1).await;
+                let result = start_process(&worker, &config, preloaded.as_deref(), 1).await;
                 (worker.index, result)
             });
         }
@@ -149,7 +148,6 @@ impl Supervisor {
                 reloads: reload_requests,
                 turns: turns.clone(),
                 preloaded: preloaded.clone(),
-                queue: queue.clone(),
             };
             managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
         }
@@ -195,7 +193,6 @@ impl Supervisor {
 async fn start_process(
     worker: &Worker,
     config: &SupervisorConfig,
-    queue: &Queue,
     preloaded: Option<&Preloaded>,
     generation: u64,
 ) -> Result<Process, worker::BootError> {
@@ -212,12 +209,7 @@ async fn start_process(
             worker::boot(&mut command, worker::until_listening(&worker.socket), config.boot_timeout).await
         }
         Transport::Hop(link) => {
-            let stage = queue
-                .stage_fd()
-                .and_then(|stage| stage.ok_or_else(|| std::io::Error::other("the queue has no stage")))
-                .map_err(worker::BootError::Spawn)?;
-            let end = HopLink::prepare(config.threads, config.max_head, stage, worker.stage_number())
-                .map_err(worker::BootError::Spawn)?;
+            let end = HopLink::prepare(config.threads, config.max_head).map_err(worker::BootError::Spawn)?;
             worker::hand_over(&mut command, &end);
             // SAFETY: the doorbell's descriptor belongs to `end`, which the AsyncFd owns (through
             // the Arc) for its whole life.
@@ -232,9 +224,7 @@ async fn start_process(
                 None => worker::boot(&mut command, ready, config.boot_timeout).await?,
             };
             config.takes_websockets.set(doorbell.get_ref().worker_takes_websockets());
-            let end = doorbell.get_ref().clone();
             *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));
-            queue.taker_ready(worker.stage_number(), end, worker.busy.clone(), config.threads);
             Ok(process)
         }
     }
@@ -285,7 +275,6 @@ struct Channels {
     reloads: mpsc::Receiver<ReloadDone>,
     turns: Turns,
     preloaded: Option<Arc<Preloaded>>,
-    queue: Arc<Queue>,
 }
 
 /// Why a worker's process is being replaced.
@@ -300,7 +289,7 @@ enum Event {
 
 /// Watches one worker for its whole life.
 async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<SupervisorConfig>, channels: Channels) {
-    let Channels { mut stop, mut reloads, turns, preloaded, queue } = channels;
+    let Channels { mut stop, mut reloads, turns, preloaded } = channels;
     let mut generation = 1;
     let mut backoff = Duration::ZERO;
     loop {
@@ -319,7 +308,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             Event::Stop(grace) => {
                 worker.set_phase(Phase::Stopped);
                 process.terminate(grace).await;
-                process_gone(&worker, &queue);
+                worker.process_gone();
                 return;
             }
             Event::Exited(status) => {
@@ -329,7 +318,6 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 Cause::Crash
             }
             Event::Hung => {
-                stop_taking(&worker, &queue, config.request_timeout).await;
                 worker.set_phase(Phase::Draining);
                 wait_until_idle(&worker, config.request_timeout).await;
                 close_websockets(std::slice::from_ref(&worker)).await;
@@ -339,19 +327,19 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
             }
             Event::Reload(done) => {
                 info!("worker {} (pid {}) reloading", worker.index, process.pid);
-                drain_and_stop(&worker, &mut process, &config, &queue).await;
+                drain_and_stop(&worker, &mut process, &config).await;
                 reload_done = Some(done);
                 Cause::Reload
             }
             Event::Recycle(cause, turn) => {
                 info!("worker {} (pid {}) recycling ({})", worker.index, process.pid, cause.label());
-                drain_and_stop(&worker, &mut process, &config, &queue).await;
+                drain_and_stop(&worker, &mut process, &config).await;
                 _turn = Some(turn);
                 cause
             }
         };
         worker.recycles.count(cause);
-        process_gone(&worker, &queue);
+        worker.process_gone();
         worker.set_pid(0);
         backoff = if matches!(cause, Cause::Reload | Cause::MaxRequests | Cause::Memory) {
             Duration::ZERO
@@ -369,7 +357,7 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
                 worker.set_phase(Phase::Stopped);
                 return;
             }
-            let started = start_process(&worker, &config, &queue, preloaded.as_deref(), generation + 1).await;
+            let started = start_process(&worker, &config, preloaded.as_deref(), generation + 1).await;
             if let Some(done) = reload_done.take() {
                 let _ = done.send(started.as_ref().map(|_| ()).map_err(ToString::to_string));
             }
@@ -391,36 +379,11 @@ async fn manage(worker: Arc<Worker>, mut process: Process, config: Arc<Superviso
 
 /// Takes a healthy worker out of service: no new requests, its running ones finish (up to the
 /// request timeout), its WebSockets close, then its process stops.
-async fn drain_and_stop(worker: &Arc<Worker>, process: &mut Process, config: &SupervisorConfig, queue: &Queue) {
-    stop_taking(worker, queue, config.request_timeout).await;
+async fn drain_and_stop(worker: &Arc<Worker>, process: &mut Process, config: &SupervisorConfig) {
     worker.set_phase(Phase::Draining);
     wait_until_idle(worker, config.request_timeout).await;
     close_websockets(std::slice::from_ref(worker)).await;
     process.terminate(config.request_timeout).await;
-}
-
-/// Has a bundled worker take nothing more from the queue's stage, and waits (up to `limit`)
-/// until its slots have read every take it made, so that a drain that waits for its busy slots
-/// waits for those requests too. A take under way as the worker is told shows on its ring within
-/// microseconds; nothing signals it to the front, so this looks again every millisecond, once
-/// per drain.
-async fn stop_taking(worker: &Worker, queue: &Queue, limit: Duration) {
-    let Some(end) = worker.hop_end() else { return };
-    queue.taker_stopped(worker.stage_number());
-    end.stop_taking();
-    let _ = tokio::time::timeout(limit, async {
-        while end.takes_in_flight() || queue.unread_takes(worker.stage_number()) > 0 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await;
-}
-
-/// The worker's process has exited: the exchanges waiting on it fail, and so do the requests it
-/// took from the stage that no slot had read.
-fn process_gone(worker: &Worker, queue: &Queue) {
-    worker.process_gone();
-    queue.taker_gone(worker.stage_number());
 }
 
 /// Waits until none of the worker's slots is running a request, or `limit` passes.

@@ -180,18 +180,6 @@ impl Worker {
         }
     }
 
-    /// The worker's number on the queue's stage (from 0).
-    pub fn stage_number(&self) -> u32 {
-        (self.index - 1) as u32
-    }
-
-    /// The front's end of the current process's hop region, if it is reached that way and has
-    /// one.
-    pub fn hop_end(&self) -> Option<Arc<FrontEnd>> {
-        let Transport::Hop(link) = &self.transport else { return None };
-        link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).as_ref().map(|link| link.end().clone())
-    }
-
     pub fn phase(&self) -> Phase {
         *self.phase.borrow()
     }
@@ -433,13 +421,13 @@ pub async fn until_listening(socket: &Path) -> io::Result<()> {
 /// Makes the process started by `command` inherit the region and bells of `end`, and tells it
 /// their descriptors in `$HEADWAY_HOP`.
 pub fn hand_over(command: &mut Command, end: &FrontEnd) {
-    let fds: Vec<_> = end.descriptors().into_iter().map(|fd| fd.as_raw_fd()).collect();
-    command.env(headway_hop::worker::ENV, end.env_value());
+    let fds = end.descriptors().map(|fd| fd.as_raw_fd());
+    command.env(headway_hop::worker::ENV, fds.map(|fd| fd.to_string()).join(","));
     // SAFETY: fcntl is async-signal-safe; it only clears close-on-exec on descriptors this
     // process owns, in the child between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            for &fd in &fds {
+            for fd in fds {
                 if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }

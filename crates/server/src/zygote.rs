@@ -109,13 +109,11 @@ impl Zygote {
     ) -> io::Result<Forked> {
         let fds = end.clone_descriptors()?;
         let cpu = cpu.map_or(String::new(), |cpu| cpu.to_string());
-        let stage_number = end.stage_number().map_or(String::new(), |number| number.to_string());
-        let message = format!("{index}\0{}\0{cpu}\0{stage_number}", socket.display());
+        let message = format!("{index}\0{}\0{cpu}", socket.display());
         let zygote = self.clone();
         let answer = tokio::task::spawn_blocking(move || {
             let channel = zygote.channel.lock().unwrap_or_else(|p| p.into_inner());
-            let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
-            send_with_fds(&channel, message.as_bytes(), &raw)?;
+            send_with_fds(&channel, message.as_bytes(), &fds.each_ref().map(|fd| fd.as_raw_fd()))?;
             receive(&channel)
         })
         .await??;
@@ -204,14 +202,14 @@ fn receive(channel: &UnixDatagram) -> io::Result<String> {
 }
 
 /// Sends `data` with the descriptors `fds` (SCM_RIGHTS).
-fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd; 3]) -> io::Result<()> {
     let payload = std::mem::size_of_val(fds) as u32;
     // SAFETY: CMSG_SPACE only computes a size.
     let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
     let mut control = vec![0u8; space];
     let iov = [IoSlice::new(data)];
     // SAFETY: msghdr is plain data; every pointer set below outlives the sendmsg call, and the
-    // control buffer is CMSG_SPACE bytes, room for one header and the descriptors.
+    // control buffer is CMSG_SPACE bytes, room for one header and the two descriptors.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;

@@ -1,12 +1,11 @@
 //! The shared-memory hop (`headway_hop`) as a transport: how the worker serves the headway front
 //! that started it.
 //!
-//! Any of the T threads serves any slot. A thread that finishes a request takes the oldest one
-//! staged in the queue's head into a free slot while it still holds the GIL
-//! ([`WorkerEnd::claim_waiting`] lets go of it only to spin or sleep), so under load one thread
-//! serves request after request without handing the GIL over or sleeping; the other threads hold
-//! the requests they took meanwhile, ready to run the moment the GIL is free, and serve apps that
-//! block. A taken request is one [`Exchange`]: its
+//! Any of the T threads serves any slot. A thread that finishes a request claims the next
+//! published one while it still holds the GIL ([`WorkerEnd::claim_waiting`] lets go of it only
+//! to spin or sleep), so under load one thread serves request after request without handing the
+//! GIL over or sleeping; the other threads hold the requests claimed meanwhile, ready to run the
+//! moment the GIL is free, and serve apps that block. A claimed request is one [`Exchange`]: its
 //! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
 //! it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
@@ -16,9 +15,9 @@
 //! An ASGI worker serves the hop from its event loop's thread instead (`asgi::claims`), which must
 //! not wait: its exchanges are told so ([`Transport::set_waiting`]), and a read with nothing on
 //! the ring fails with `WouldBlock` while output that does not fit is kept until
-//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: a
-//! request small enough for the stage is on the ring as soon as it is taken (a larger one's head
-//! comes once the front has read the take: [`Next::NotYet`]), and a small response fits the ring.
+//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: the
+//! front puts a request's head (and a small body) on the ring before it publishes the request,
+//! and a small response fits the ring.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -36,21 +35,10 @@ use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
 
-/// Serves the requests its thread takes with `serve` until the worker stops. Shared memory the front
-/// broke stops the whole worker: nothing more it says can be trusted.
+/// Serves published requests with `serve` until the worker stops.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
-    loop {
-        match end.claim_waiting(|wait| py.detach(wait)) {
-            Ok(Some(index)) => serve(py, Box::new(Exchange::new(end.clone(), index))),
-            Ok(None) => return,
-            Err(error) => {
-                log(py, &format!("stopping: {error}"));
-                end.stop();
-                // SAFETY: raising a signal this process handles (the stop its main thread waits for).
-                unsafe { libc::raise(libc::SIGTERM) };
-                return;
-            }
-        }
+    while let Some(index) = end.claim_waiting(|wait| py.detach(wait)) {
+        serve(py, Box::new(Exchange::new(end.clone(), index)));
     }
 }
 
@@ -74,8 +62,6 @@ pub struct Exchange {
     /// The end of the exchange (last record, reason), decided when the exchange could not wait
     /// for the rest of the upload to come off the ring.
     closing: Option<(u8, Vec<u8>)>,
-    /// The slot was given back: it may be another thread's now.
-    released: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +90,6 @@ impl Exchange {
             may_wait: true,
             pending: Vec::new(),
             closing: None,
-            released: false,
         }
     }
 
@@ -153,8 +138,7 @@ impl Exchange {
         Ok(())
     }
 
-    /// Waits only for a request too large for the stage, which the front writes once it has read
-    /// the take.
+    /// Never waits in fact: the front publishes a request once its head is on the ring.
     fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
         let corrupt = |what| io::Error::other(HopError::Corrupt(what));
         if self.pop(py)? != REQUEST_HEAD {
@@ -170,9 +154,9 @@ impl Exchange {
         Ok(request)
     }
 
-    /// Ends the exchange: takes what is left of the upload off the ring, writes the last record
-    /// (`END`, or `ABORT` for a response that cannot be complete) and gives the slot back. An
-    /// exchange that may not wait for the rest of the upload leaves that to `flush`.
+    /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
+    /// and writes the last record (`END`, or `ABORT` for a response that cannot be complete).
+    /// An exchange that may not wait for the rest of the upload leaves that to `flush`.
     fn close(&mut self, py: Python<'_>, last: u8, why: &[u8]) -> io::Result<()> {
         if self.stage == Stage::Over || self.closing.is_some() {
             return Ok(());
@@ -188,19 +172,8 @@ impl Exchange {
             }
         }
         self.stage = Stage::Over;
-        let pushed = self.push(py, last, &[why]);
-        self.release_if_sent();
-        pushed
-    }
-
-    /// Gives the slot back once the last record is on the ring, not before: a thread may take
-    /// the next request into the slot as soon as it is free, and its take record must follow
-    /// this response's end on the ring.
-    fn release_if_sent(&mut self) {
-        if self.stage == Stage::Over && self.pending.is_empty() && !self.released {
-            self.released = true;
-            self.slot().release();
-        }
+        self.slot().release();
+        self.push(py, last, &[why])
     }
 }
 
@@ -215,8 +188,6 @@ impl Transport for Exchange {
                 self.is_head = request.is_head();
                 Next::Request(request)
             }
-            // Too large for the stage: the front writes it once it has read the take.
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Next::NotYet,
             Err(error) => {
                 log(py, &format!("the front sent a broken request over the hop: {error}"));
                 let _ = self.close(py, ABORT, b"broken request");
@@ -366,9 +337,6 @@ impl Transport for Exchange {
         let mut flushed = self.push_pending(py);
         if let (Ok(()), Some((last, why))) = (&flushed, self.closing.take()) {
             flushed = self.close(py, last, &why);
-        }
-        if flushed.is_ok() {
-            self.release_if_sent();
         }
         self.may_wait = may_wait;
         flushed

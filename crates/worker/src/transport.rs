@@ -25,9 +25,6 @@ pub enum Next {
     Refused(HttpError),
     /// No more requests come this way.
     Closed,
-    /// The request is not there yet and the transport may not wait for it (it serves an event
-    /// loop): ask again where waiting is allowed.
-    NotYet,
 }
 
 /// `Send + Sync` because, while its request runs, the transport lives inside the Python object

@@ -161,10 +161,7 @@ class Server:
 
     async def serve_claimed(self, channel):
         try:
-            try:
-                head = channel.next_request()
-            except BlockingIOError:  # too large for the stage: the front writes it after the take
-                head = await self.loop.run_in_executor(None, channel.next_request, True)
+            head = channel.next_request()
             if head is not None:
                 await LoopExchange(self, channel, head).run()
         finally:

@@ -65,24 +65,22 @@ def main(argv=None):
     channel.send(b"ready")
     while True:
         try:
-            # The region, the doorbell, the work bell and the stage (crates/hop/src/front.rs)
-            message, fds, _, _ = socket.recv_fds(channel, 4096, 4)
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 3)  # region, doorbell, work bell
         except InterruptedError:
             continue
         if not message:  # the front is gone
             return 0
-        index, socket_path, cpu, stage_number = message.decode().split("\0")
+        index, socket_path, cpu = message.decode().split("\0")
         pid = os.fork()
         if pid == 0:
             channel.close()
-            hop = ",".join(map(str, fds + ([int(stage_number)] if stage_number else [])))
-            os._exit(_serve_child(app, hooks, args, int(index), socket_path, cpu, hop, front))
+            os._exit(_serve_child(app, hooks, args, int(index), socket_path, cpu, fds, front))
         for fd in fds:
             os.close(fd)
         channel.send(str(pid).encode())
 
 
-def _serve_child(app, hooks, args, index, socket_path, cpu, hop, front):
+def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
@@ -90,9 +88,11 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, hop, front):
             # before any thread starts, so that they all inherit it; best effort, as there too
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {int(cpu)})
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         _exit_with(front)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.environ["HEADWAY_HOP"] = hop
+        os.environ["HEADWAY_HOP"] = ",".join(map(str, fds))
         os.environ["HEADWAY_WORKER"] = str(index)
         status = serve_between(hooks, index,
                                lambda: serve(app, args, socket_path))

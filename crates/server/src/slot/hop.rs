@@ -3,24 +3,18 @@
 //! Each process of the bundled worker gets its own region with a ring pair per slot, made
 //! before the process starts and dropped when it is replaced; [`HopLink`] is the front's side of
 //! it. One task per link watches the doorbell the worker rings when the front sleeps, and wakes
-//! the slots whose rings moved. A worker thread takes a request from the queue's stage into a
-//! free slot itself (`queue::staging`) and says so first on the slot's response ring; the slot
-//! ([`SlotLine`]) reads that take, gets the job from the queue, writes the request into its
-//! request ring unless the worker found it whole on the stage, and reads the response from its
-//! response ring as it arrives. The request body and the response are moved together, a piece
-//! of each as the rings allow, so an app that answers before reading its whole upload never
-//! deadlocks the two sides.
+//! the slots whose rings moved; a slot ([`SlotLine`]) writes its request into its request ring,
+//! and reads the response from its response ring as it arrives. The request body and the
+//! response are moved together, a piece of each as the rings allow, so an app that answers
+//! before reading its whole upload never deadlocks the two sides.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use std::os::fd::OwnedFd;
-
 use bytes::Bytes;
 use headway_hop::front::{FrontEnd, FrontSlot, Seen};
-use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD, TAKEN};
-use headway_hop::stage::{Delivery, Taken};
+use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::{HopError, Layout};
 use http::{HeaderName, HeaderValue, StatusCode};
 use tokio::io::unix::AsyncFd;
@@ -28,7 +22,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::{LinkError, WorkerBody};
-use crate::job::{encode_hop_head, RequestBody};
+use crate::job::{Client, RequestBody};
 
 /// The front's side of one worker process's region.
 pub struct HopLink {
@@ -45,17 +39,11 @@ pub struct HopLink {
 }
 
 impl HopLink {
-    /// A region for a worker process with `slots` slots about to start, which takes its
-    /// requests from the stage `stage` (its memory's descriptor) as worker `number`; its rings
-    /// hold a request head of up to `max_head` bytes.
-    pub fn prepare(slots: usize, max_head: usize, stage: OwnedFd, number: u32) -> io::Result<Arc<FrontEnd>> {
+    /// A region for a worker process with `slots` slots about to start; its rings hold a request
+    /// head of up to `max_head` bytes.
+    pub fn prepare(slots: usize, max_head: usize) -> io::Result<Arc<FrontEnd>> {
         let layout = Layout::new(slots as u32, (2 * max_head).max(64 * 1024));
-        Ok(Arc::new(FrontEnd::staged(layout, stage, number)?))
-    }
-
-    /// The front's end of the process's region.
-    pub fn end(&self) -> &Arc<FrontEnd> {
-        &self.end
+        Ok(Arc::new(FrontEnd::new(layout)?))
     }
 
     /// Waits until the worker process has attached and serves (its first ring of the doorbell).
@@ -84,18 +72,13 @@ impl HopLink {
         self.gone_notify.notify_waiters();
     }
 
-    /// Whether the process has exited.
-    pub fn is_gone(&self) -> bool {
-        self.gone.load(Ordering::SeqCst)
-    }
-
     /// Resolves once the process has exited.
     async fn until_gone(&self) {
         let notified = self.gone_notify.notified();
         tokio::pin!(notified);
         // Registered before the check, so a mark in between is not missed.
         notified.as_mut().enable();
-        if !self.is_gone() {
+        if !self.gone.load(Ordering::SeqCst) {
             notified.await;
         }
     }
@@ -167,62 +150,36 @@ impl SlotLine {
         ClientGoneSignal { link: self.link.clone(), index: self.index }
     }
 
-    /// Waits for the worker to take a request into this slot, and reads which. Fails once the
-    /// process is gone (or it wrote anything but a take).
-    pub(super) async fn next_take(&mut self) -> Result<Taken, LinkError> {
-        loop {
-            match self.link.end.slot(self.index).pop(&mut self.record)? {
-                Some(TAKEN) => return Ok(message::decode_taken(&self.record)?),
-                Some(_) => {
-                    self.poisoned = true;
-                    return Err(HopError::Corrupt("a response record before any request").into());
-                }
-                None => {
-                    let link = &self.link;
-                    tokio::select! {
-                        () = link.news[self.index].notified() => {}
-                        () = link.until_gone() => return Err(LinkError::WorkerGone),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether the worker process of this line has exited.
-    pub(super) fn is_gone(&self) -> bool {
-        self.link.is_gone()
-    }
-
-    /// Gives back the slot the worker held for a handshake the front carried itself; false if
-    /// it was not held (the worker broke the hop's rules).
-    pub(super) fn give_back(&self) -> bool {
-        self.slot().give_back()
-    }
-
-    /// Runs a request the worker took into this slot, `delivery` saying whether the worker found
-    /// it whole on the stage or waits for it here, and waits for the response head. Whatever goes
-    /// wrong leaves the line poisoned; only a clean end (the whole response, or the worker's own
-    /// abort) does not.
+    /// Sends a request and waits for the response head. Whatever goes wrong leaves the line
+    /// poisoned; only a clean end (the whole response, or the worker's own abort) does not.
     pub(super) async fn exchange(
         &mut self,
         request: http::Request<RequestBody>,
-        delivery: Delivery,
     ) -> Result<(http::response::Parts, Exchange<'_>), LinkError> {
         self.poisoned = true;
-        let body = match delivery {
-            // The head and the whole body are on the request ring already.
-            Delivery::Inline => RequestBody::Memory(Bytes::new()),
-            Delivery::Later => {
-                encode_hop_head(&request, &mut self.record);
-                let slot = self.slot();
-                if self.record.len() > slot.max_payload() || !slot.push(REQUEST_HEAD, &[&self.record])? {
-                    return Err(HopError::Corrupt("a request head does not fit an empty ring").into());
-                }
-                slot.pushed();
-                request.into_body()
+        if !self.slot().is_idle() {
+            return Err(HopError::Corrupt("the worker still holds the slot's last request").into());
+        }
+        let (parts, body) = request.into_parts();
+        self.record.clear();
+        let target = parts.uri.path_and_query().map_or(parts.uri.path(), |target| target.as_str());
+        let headers = parts.headers.iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()));
+        message::encode_request_head(
+            &mut self.record,
+            body.len(),
+            true,
+            parts.method.as_str().as_bytes(),
+            target.as_bytes(),
+            parts.extensions.get::<Client>().map_or(&b""[..], |client| client.0.as_bytes()),
+            headers,
+        );
+        {
+            let slot = self.slot();
+            if self.record.len() > slot.max_payload() || !slot.push(REQUEST_HEAD, &[&self.record])? {
+                return Err(HopError::Corrupt("a request head does not fit an idle slot's ring").into());
             }
-            Delivery::Held => return Err(HopError::Corrupt("a held slot runs no request").into()),
-        };
+            slot.publish();
+        }
         let mut exchange = Exchange { line: self, upload: Upload::new(body), head_read: false };
         loop {
             match exchange.step()? {

@@ -32,9 +32,6 @@ use tracing::{debug, warn};
 use hop::ClientGoneSignal;
 pub use hop::HopLink;
 
-use headway_hop::stage::{Delivery, Taker};
-use headway_hop::HopError;
-
 use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
@@ -110,40 +107,32 @@ impl Slot {
     }
 
     /// Runs jobs on `link` until it closes, a request on it fails, or the worker leaves
-    /// generation `generation` (or, over the hop, its process is gone).
+    /// generation `generation`.
     async fn serve(&self, link: &mut Link, generation: u64, phase: &watch::Receiver<Phase>) -> Ended {
+        let busy = &self.worker.busy;
         // The request timeout's timer, one for the link and moved on for each request: moving
         // a registered timer later is one atomic write, where a timer per request was set up
         // in the runtime's timer wheel and taken out again every time.
         let mut silence = Box::pin(tokio::time::sleep(self.settings.request_timeout));
-        match link {
-            Link::Http(connection) => self.serve_connection(connection, silence.as_mut(), generation, phase).await,
-            Link::Hop(line) => self.serve_takes(line, silence.as_mut()).await,
-        }
-    }
-
-    /// Runs the jobs the queue hands this slot on an HTTP worker's connection.
-    async fn serve_connection(
-        &self,
-        connection: &mut connection::Connection,
-        mut silence: Pin<&mut Sleep>,
-        generation: u64,
-        phase: &watch::Receiver<Phase>,
-    ) -> Ended {
-        let busy = &self.worker.busy;
-        // One wait for the worker to leave this generation, made for the link and polled between
-        // jobs, not one registered with the phase's channel per job.
+        // The same for the worker's phase: one wait for it to leave this generation, made for
+        // the link and polled between jobs, not one registered with the phase's channel per job.
         let mut watched = phase.clone();
         let mut leaves = std::pin::pin!(leaves_generation(&mut watched, generation));
         loop {
             let mut next = self.queue.next_job(busy);
+            let closed = async {
+                match link {
+                    Link::Http(connection) => connection.closed().await,
+                    Link::Hop(_) => std::future::pending().await,
+                }
+            };
             // A worker leaving its ready phase (draining for a reload, say) wins over a job
             // handed over at the same moment: the job goes back to the queue, not to a process
             // about to stop.
             let job = tokio::select! {
                 biased;
                 () = leaves.as_mut() => None,
-                () = connection.closed() => None,
+                () = closed => None,
                 job = next.recv() => Some(job),
             };
             let Some(job) = job else {
@@ -151,72 +140,32 @@ impl Slot {
                 return Ended::Closed;
             };
             let started = Instant::now();
-            let after = if job.request.extensions().get::<WebSocketHandshake>().is_some() {
-                self.handshake(job).await;
-                After::Reuse
-            } else {
-                let socket = &self.worker.socket;
-                self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
+            let after = match link {
+                _ if job.request.extensions().get::<WebSocketHandshake>().is_some() => {
+                    self.handshake(job).await;
+                    After::Reuse
+                }
+                Link::Http(connection) => {
+                    let socket = &self.worker.socket;
+                    self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
+                }
+                Link::Hop(line) => {
+                    let client_gone = line.client_gone_signal();
+                    self.forward(job, Some(&client_gone), silence.as_mut(), |request| line.exchange(request)).await
+                }
             };
-            self.queue.record_service(self.done(started));
-            // Abandoned: dropping the link closes its connection, and the worker hears that the
-            // client left.
-            if let Some(ended) = after.ended() {
-                return ended;
+            busy.down();
+            let took = started.elapsed();
+            self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            self.queue.record_service(took);
+            match after {
+                After::Reuse => {}
+                // Dropping the link closes its connection: the worker hears that the client left.
+                After::Abandon => return Ended::Closed,
+                After::Broken => return Ended::Broken,
             }
             if *phase.borrow() != (Phase::Ready { generation }) {
                 return Ended::Closed;
-            }
-        }
-    }
-
-    /// Runs the jobs the bundled worker takes into this slot from the queue's stage, until its
-    /// process is gone. A process being drained takes no more, so the line goes quiet by itself.
-    async fn serve_takes(&self, line: &mut hop::SlotLine, mut silence: Pin<&mut Sleep>) -> Ended {
-        let busy = &self.worker.busy;
-        let taker = Taker { worker: self.worker.stage_number(), slot: self.index as u32 };
-        loop {
-            let taken = match line.next_take().await {
-                Ok(taken) => taken,
-                Err(LinkError::WorkerGone) => return Ended::Closed,
-                Err(err) => {
-                    warn!(worker = self.worker.index, "cannot read the slot's ring: {err}");
-                    self.replace_if_broken(&err);
-                    return Ended::Broken;
-                }
-            };
-            let job = match self.queue.take(taken, taker, busy) {
-                Ok(job) => job,
-                // The process is gone and its takes were failed with it.
-                Err(_) if line.is_gone() => return Ended::Closed,
-                Err(err) => {
-                    line.poisoned = true;
-                    let err = LinkError::Hop(err);
-                    warn!(worker = self.worker.index, "{err}");
-                    self.replace_if_broken(&err);
-                    return Ended::Broken;
-                }
-            };
-            let started = Instant::now();
-            let after = if taken.delivery == Delivery::Held {
-                self.handshake(job).await;
-                // A slot of a process that is gone is nobody's to give back.
-                if line.give_back() || line.is_gone() {
-                    After::Reuse
-                } else {
-                    line.poisoned = true;
-                    self.replace_if_broken(&HopError::Corrupt("a slot for a handshake was not held").into());
-                    After::Broken
-                }
-            } else {
-                let client_gone = line.client_gone_signal();
-                let delivery = taken.delivery;
-                self.forward(job, Some(&client_gone), silence.as_mut(), |request| line.exchange(request, delivery))
-                    .await
-            };
-            self.queue.finished(self.done(started));
-            if let Some(ended) = after.ended() {
-                return ended;
             }
         }
     }
@@ -239,10 +188,8 @@ impl Slot {
         F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
     {
         let Job { request, mut reply, complete_at, .. } = job;
-        if reply.is_closed() && client_gone.is_none() {
-            // The client left between dispatch and now: nothing to run. (A worker reached
-            // through the hop took the request itself: it runs, and hears that its client left.)
-            return After::Reuse;
+        if reply.is_closed() {
+            return After::Reuse; // the client left between dispatch and now: nothing to run
         }
         let started = Instant::now();
         let timeout = self.settings.request_timeout;
@@ -374,15 +321,6 @@ impl Slot {
 }
 
 impl Slot {
-    /// A job that started at `started` is over: its slot is free again, and its time counted.
-    /// Returns how long it took.
-    fn done(&self, started: Instant) -> Duration {
-        self.worker.busy.down();
-        let took = started.elapsed();
-        self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        took
-    }
-
     /// A worker that broke the hop's rules cannot be trusted with more requests: have it replaced.
     fn replace_if_broken(&self, err: &LinkError) {
         if matches!(err, LinkError::Hop(_)) {
@@ -407,17 +345,6 @@ enum After {
     Abandon,
     /// Nothing: a request failed on it (the worker died, hung, or broke the connection).
     Broken,
-}
-
-impl After {
-    /// How the link's loop ends after this, if it does.
-    fn ended(self) -> Option<Ended> {
-        match self {
-            After::Reuse => None,
-            After::Abandon => Some(Ended::Closed),
-            After::Broken => Some(Ended::Broken),
-        }
-    }
 }
 
 /// A response body as it arrives from a worker, over either link.

@@ -18,17 +18,16 @@ struct FakeWorker {
 }
 
 impl FakeWorker {
-    /// Runs one slot of a worker reached through `transport` (the fake process already runs),
-    /// serving `queue`.
+    /// Runs one slot of a worker reached through `transport` (the fake process already runs).
     fn slot(
         socket: std::path::PathBuf,
         transport: Transport,
-        queue: Arc<Queue>,
         request_timeout: Duration,
         dir: tempfile::TempDir,
     ) -> FakeWorker {
         let worker = Arc::new(Worker::new(1, socket, transport));
         worker.set_phase(Phase::Ready { generation: 1 });
+        let queue = Queue::new(10, Duration::from_secs(30), 1);
         let settings = Arc::new(SlotSettings { request_timeout, response_buffer: 64 * 1024 });
         tokio::spawn(Slot { worker: worker.clone(), index: 0, queue: queue.clone(), settings }.run());
         FakeWorker { worker, queue, _dir: dir }
@@ -64,7 +63,7 @@ impl FakeWorker {
                 tokio::spawn(serve(stream));
             }
         });
-        FakeWorker::slot(socket, Transport::Http, Queue::new(10, Duration::from_secs(30), 1), request_timeout, dir)
+        FakeWorker::slot(socket, Transport::Http, request_timeout, dir)
     }
 }
 

@@ -6,7 +6,7 @@
 //! hop), no method waits: `read` raises BlockingIOError when nothing has come yet, and output
 //! that cannot go at once waits for `flush`; the loop runs those two on another thread.
 
-use pyo3::exceptions::{PyBlockingIOError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -103,26 +103,15 @@ impl Channel {
 #[pymethods]
 impl Channel {
     /// The next request's head, or None when no more come this way (a malformed one is
-    /// answered here, with the status it deserves). On the loop it raises `BlockingIOError` if
-    /// the head is not there yet; `wait` lets it wait for it (call it on another thread then).
-    #[pyo3(signature = (wait=false))]
-    fn next_request<'py>(&mut self, py: Python<'py>, wait: bool) -> PyResult<Option<Head<'py>>> {
-        let waits = wait && self.on_loop;
-        if waits {
-            self.transport()?.set_waiting(true);
-        }
-        let next = self.transport()?.next_request(py);
-        if waits {
-            self.transport()?.set_waiting(false);
-        }
-        let request = match next {
+    /// answered here, with the status it deserves).
+    fn next_request<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Head<'py>>> {
+        let request = match self.transport()?.next_request(py) {
             Next::Request(request) => request,
             Next::Refused(error) => {
                 self.transport()?.send_error(py, &error, false);
                 return Ok(None);
             }
             Next::Closed => return Ok(None),
-            Next::NotYet => return Err(PyBlockingIOError::new_err("the request has not arrived yet")),
         };
         self.start(&request);
         scope_head(py, request, !self.body_done).map(Some)

@@ -1,9 +1,9 @@
 //! Requests from the hop for the asyncio loop to serve itself, so that under load a request never
-//! crosses a thread: the loop takes a staged request, reads its head, runs the app and writes
+//! crosses a thread: the loop claims a published request, reads its head, runs the app and writes
 //! the response, all on its own thread, as uvicorn's loop does with a socket.
 //!
 //! The loop cannot sleep on the hop's futex, so it watches the hop's work bell (`add_reader`),
-//! an eventfd the front rings when it stages a request while the loop waits for one
+//! an eventfd the front rings when it publishes a request while the loop waits for one
 //! ([`WorkerEnd::arm_loop`]). The loop claims whenever it is rung and whenever a request ends,
 //! while it has room; only when it has room and finds nothing does it ask to be rung. It takes a
 //! free place before claiming, so the worker never holds more than T requests at once, and the
@@ -14,8 +14,6 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use headway_hop::worker::WorkerEnd;
-use headway_hop::HopError;
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use super::channel::Channel;
@@ -60,30 +58,30 @@ impl Shared {
         }
     }
 
-    /// Takes staged requests while there is room; asks to be rung if there is room left.
-    fn claim(&self) -> Result<Vec<usize>, HopError> {
+    /// Claims published requests while there is room; asks to be rung if there is room left.
+    fn claim(&self) -> Vec<usize> {
         let mut free = self.free();
         let mut indexes = Vec::new();
         let mut armed = false;
         while *free > 0 {
-            if let Some(index) = self.end.try_claim()? {
+            if let Some(index) = self.end.try_claim() {
                 *free -= 1;
                 indexes.push(index);
             } else if armed {
                 break;
             } else {
-                // Then one more look: a request staged before the front could see the flag.
+                // Then one more look: a request published before the front could see the flag.
                 self.end.arm_loop();
                 armed = true;
             }
         }
-        Ok(indexes)
+        indexes
     }
 }
 
 #[pymethods]
 impl Claims {
-    /// The work bell: readable when the front staged a request for the loop.
+    /// The work bell: readable when the front published a request for the loop.
     fn fileno(&self) -> i32 {
         self.shared.end.work_bell().as_fd().as_raw_fd()
     }
@@ -99,7 +97,6 @@ impl Claims {
         }
         shared
             .claim()
-            .map_err(|error| PyRuntimeError::new_err(format!("the front's shared memory: {error}")))?
             .into_iter()
             .map(|index| Py::new(py, Channel::on_loop(Box::new(Exchange::new(shared.end.clone(), index)))))
             .collect()

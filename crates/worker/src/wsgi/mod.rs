@@ -37,8 +37,7 @@ impl Application for App {
     fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
         loop {
             match transport.next_request(py) {
-                // A WSGI slot thread may wait, so its transport never says `NotYet`.
-                Next::Closed | Next::NotYet => return Some(transport),
+                Next::Closed => return Some(transport),
                 Next::Refused(error) => {
                     transport.send_error(py, &error, false);
                     return Some(transport);

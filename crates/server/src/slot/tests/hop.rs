@@ -45,9 +45,7 @@ impl Drop for HopProcess {
 }
 
 async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProcess {
-    let queue = Queue::new(10, Duration::from_secs(30), 1);
-    queue.open_stage().unwrap();
-    let end = HopLink::prepare(1, 8192, queue.stage_fd().unwrap().unwrap(), 0).unwrap();
+    let end = HopLink::prepare(1, 8192).unwrap();
     let worker_end = Arc::new(WorkerEnd::beside(&end).unwrap());
     let threads = (0..2)
         .map(|_| {
@@ -60,17 +58,15 @@ async fn hop_worker(request_timeout: Duration, behaviour: Behaviour) -> HopProce
     let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }.unwrap();
     HopLink::until_ready(&doorbell).await.unwrap();
     let link = HopLink::start(doorbell, 1);
-    let end = link.end().clone();
     let dir = tempfile::tempdir().unwrap();
-    let transport = Transport::Hop(Mutex::new(Some(link)));
-    let fake = FakeWorker::slot(dir.path().join("unused.sock"), transport, queue.clone(), request_timeout, dir);
-    queue.taker_ready(0, end, fake.worker.busy.clone(), 1);
+    let fake =
+        FakeWorker::slot(dir.path().join("unused.sock"), Transport::Hop(Mutex::new(Some(link))), request_timeout, dir);
     HopProcess { fake, end: worker_end, threads }
 }
 
 fn serve(end: &WorkerEnd, behaviour: Behaviour) {
     let mut record = Vec::new();
-    while let Some(index) = end.claim_waiting(|wait| wait()).unwrap() {
+    while let Some(index) = end.claim_waiting(|wait| wait()) {
         let slot = end.slot(index);
         assert_eq!(slot.pop_waiting(&mut record, |wait| wait()).unwrap(), REQUEST_HEAD);
         let head = message::decode_request_head(&record).unwrap();
@@ -99,9 +95,9 @@ fn respond_paced(slot: &WorkerSlot<'_>, status: u16, body: &[u8], pause: impl Fn
         pause();
         slot.push_waiting(BODY, &[piece], |wait| wait()).unwrap();
     }
+    slot.release();
     pause();
     slot.push_waiting(END, &[], |wait| wait()).unwrap();
-    slot.release();
 }
 
 /// Answers with the request's target and body, the body reversed.
@@ -196,8 +192,8 @@ async fn an_app_that_fails_mid_body_fails_its_request_and_the_slot_goes_on() {
         message::encode_response_head(&mut head, 200, []);
         slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
         slot.push_waiting(BODY, &[b"partial"], |wait| wait()).unwrap();
-        slot.push_waiting(ABORT, &[b"ZeroDivisionError"], |wait| wait()).unwrap();
         slot.release();
+        slot.push_waiting(ABORT, &[b"ZeroDivisionError"], |wait| wait()).unwrap();
     }
     let process = hop_worker(Duration::from_secs(30), fail_midway).await;
     // If the abort came before the head went to the client, a clean 502; if after, a body cut
@@ -212,26 +208,13 @@ async fn an_app_that_fails_mid_body_fails_its_request_and_the_slot_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_that_takes_no_request_leaves_it_waiting_in_the_queue() {
+async fn a_worker_that_never_takes_its_request_gets_504_and_is_reported() {
     let mut process = hop_worker(Duration::from_millis(300), echo).await;
-    process.halt(); // the request is staged and never taken
-    let mut wait = process.fake.request("/");
-    // Past the request timeout: it never started, so it waits for a worker (or its deadline).
-    assert!(tokio::time::timeout(Duration::from_millis(600), wait.outcome()).await.is_err());
-    assert_eq!(process.fake.queue.depth(), 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_that_takes_a_request_and_never_answers_gets_504_and_is_reported() {
-    fn hold(_: &WorkerSlot<'_>, _: Received) {
-        std::thread::sleep(Duration::from_secs(60));
-    }
-    let process = hop_worker(Duration::from_millis(300), hold).await;
+    process.halt(); // the request is published and never claimed
     let hung = process.fake.worker.clone();
     let reported = tokio::spawn(async move { hung.hung().await });
     assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
     reported.await.unwrap();
-    std::mem::forget(process); // its thread sleeps in `hold`; the test process ends it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
