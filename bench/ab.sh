@@ -30,7 +30,7 @@ for var in HEADWAY_A PYTHON_A HEADWAY_B PYTHON_B; do
     [[ -x "${!var:-}" ]] || bench_die "$var must name an executable (see the usage at the top)"
 done
 
-bench_need curl python3 setsid /usr/bin/time
+bench_need curl bc python3 setsid /usr/bin/time
 bench_python_peers
 # granian imports the Flask app from the peers' virtualenv.
 "$BENCH_VENV/bin/python" -c 'import flask' 2>/dev/null || "$BENCH_VENV/bin/pip" install -q flask >&2
@@ -45,6 +45,9 @@ r = json.load(open(sys.argv[1]))
 p99 = next(p["secs"] for p in r["latency"]["percentiles"] if p["percent"] == 99.0)
 print("%.0f %.2f" % (r["rps"], p99 * 1000))' "$1"
 }
+
+# ratio X Y: X / Y to three places.
+ratio() { echo "scale=3; $1 / $2" | bc; }
 
 # load NAME PORT: warms the server up, then measures it; prints "requests/s p99".
 load() {
@@ -82,7 +85,6 @@ for round in $(seq "$ROUNDS"); do
         read -r "rps[g$build]" "p99[g$build]" < <(load "granian-$build-$round" "$granian_port")
         bench_server_pid=""
     done
-    ratio() { echo "scale=3; $1 / $2" | bc; }
     a="$(ratio "${rps[A]}" "${rps[gA]}")" b="$(ratio "${rps[B]}" "${rps[gB]}")" ba="$(ratio "${rps[B]}" "${rps[A]}")"
     ratios_a+="$a"$'\n' ratios_b+="$b"$'\n' ratios_ba+="$ba"$'\n'
     echo "$round  ${rps[A]}  ${p99[A]}  ${rps[B]}  ${p99[B]}  ${rps[gA]}/${rps[gB]}  ${p99[gA]}/${p99[gB]}  $a  $b  $ba"
