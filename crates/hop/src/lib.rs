@@ -20,8 +20,12 @@
 //! loaded 2-core machine a worker that finishes its requests waits for the front to publish the
 //! next, and the front itself may wait half a millisecond for a CPU. Requests published in a
 //! worker ahead of its threads (an experiment, not the one queue) served 7-10 % more on the Flask
-//! sqlite page; a queue in shared memory that every worker takes from, as deep as the front's
-//! queue, would bring that within the queue's rules.
+//! sqlite page. A queue in shared memory that every worker takes from, with every rule of the
+//! queue kept, was then built and measured (the "stage", commits `3dd4da5`..`bb43469`, reverted
+//! by `41b8070`; docs/benchmarks.md, "The stage"): it took the idle share away but not the gap,
+//! because a worker whose slots never run dry runs all its requests at once and they wait for the
+//! GIL instead of in the FIFO (the sqlite page's p99 rose to granian's), and workers that never
+//! sleep kept the front off the CPUs. These rings stay until a shared queue measures better.
 //!
 //! [`front`] is the front's end of one worker's region, [`worker`] the worker's. Everything read
 //! from shared memory is validated: a broken or malicious worker can fail its own requests,
