@@ -1,5 +1,5 @@
 //! The `headway` command line, defined once. The standalone binary (`src/main.rs`) and the
-//! Python extension of a pip install (`crates/worker`, whose `main` the `headway` script calls)
+//! Python extension of a pip install (`crates/extension`, whose `main` the `headway` script calls)
 //! both hand their arguments to [`run`], so `headway --help` is the same however it was built.
 //! Each subcommand lives in its own crate; this file only parses the command line and hands
 //! over, so the whole product shows in one place.

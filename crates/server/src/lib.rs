@@ -2,48 +2,38 @@
 //! and W worker processes with T slots each.
 //!
 //! A request's path, in the order the modules are met:
-//! [`front`] accepts and reads it completely (the rules for that are in [`http1`]), builds a
-//! [`job`] and puts it in the [`queue`]; a free [`slot`] of some [`worker`] takes the oldest
-//! job, runs it on its worker, and passes the response back (the body through a [`spool`]);
-//! the front writes it to the client. The [`supervisor`] keeps the workers running; [`stats`]
-//! counts what happens and [`control`] shows it.
+//! [`front`] accepts it on a [`listener`] and reads it completely (the rules for that are in
+//! [`http1`]), builds a [`job`] and puts it in the [`queue`]; a free slot of some worker
+//! ([`workers`]) takes the oldest job, runs it on the worker's process, and passes the response
+//! back (the body through a [`spool`]); the front writes it to the client. The workers'
+//! supervisor keeps their processes running; [`ops`] counts what happens and shows it; [`config`]
+//! is where every setting comes from, and [`server`] puts the parts together.
 
-pub mod access_log;
-pub mod affinity;
-pub mod agent_check;
 pub mod config;
-mod config_layers;
-pub mod control;
 pub mod front;
 pub mod http1;
 pub mod job;
+pub mod listener;
+pub mod ops;
 pub mod queue;
-pub mod readiness;
-pub mod recycle;
-pub mod reload;
 mod server;
-pub mod slot;
 pub mod spool;
-pub mod stats;
-pub mod supervisor;
-pub mod systemd;
 pub mod tally;
-pub mod worker;
-pub mod zygote;
+pub mod workers;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub use config::ServeArgs;
-pub use control::{stats, StatsArgs};
+pub use ops::control::{stats, StatsArgs};
 
 /// Runs `headway serve`. `given` is the command line as clap matched it: the settings it does
-/// not give come from the environment and the config file (see [`config_layers`]).
+/// not give come from the environment and the config file (see [`config::layers`]).
 /// Runs `headway serve` with what clap matched. `python`: the interpreter that runs this code
 /// (when headway was started from Python), the worker's interpreter unless another is set.
 pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let (mut args, sources) = config_layers::resolve(given)?;
+    let (mut args, sources) = config::layers::resolve(given)?;
     args.python = args.python.or(python);
     let print_config = args.print_config;
     if print_config {
@@ -61,7 +51,7 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
     raise_open_files_limit();
     // Both change the environment, which is sound only while this is the only thread.
     let from_systemd =
-        server::FromSystemd { notifier: systemd::Notifier::from_env(), sockets: systemd::take_listen_fds()? };
+        server::FromSystemd { notifier: ops::systemd::Notifier::from_env(), sockets: listener::take_listen_fds()? };
     front_runtime(config.front_threads).build()?.block_on(server::run(config, from_systemd))
 }
 

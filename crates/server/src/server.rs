@@ -1,40 +1,41 @@
-//! `headway serve`: puts the parts together and runs them until a signal says stop.
+//! `headway serve`: puts the parts together and runs them until a signal says stop, in three
+//! steps: [`Server::start`], [`Server::serve`], [`Server::shut_down`].
 //!
 //! Start-up: bind every address first (a port in use is an error before any worker starts), or
 //! take the sockets systemd passed; answer health checks ("starting") while the workers start
 //! and wait until each listens, then accept, and tell systemd and the balancers we are ready.
-//! Shutdown on SIGTERM or SIGINT: readiness turns 503 at once, the server goes on serving for
-//! --shutdown-delay while balancers notice, then stops accepting (serving every connection a
-//! client made, see `front::listener::accept_until`), lets idle connections go, finishes every
-//! queued and running request (bounded by --graceful-timeout), closes the open WebSockets (1001
-//! to both sides), stops the workers and exits 0. A second signal skips the waits. SIGHUP
-//! restarts the workers one at a time (new code, same sockets and queue), as `--reload` does
-//! when a watched file changes, and reads the TLS certificate and key again; SIGUSR1 reopens
-//! the access log.
+//! While serving, SIGHUP restarts the workers one at a time (new code, same sockets and queue),
+//! as `--reload` does when a watched file changes, and reads the TLS certificate and key again;
+//! SIGUSR1 reopens the access log. Shutdown on SIGTERM or SIGINT: readiness turns 503 at once,
+//! the server goes on serving for --shutdown-delay while balancers notice, then stops accepting
+//! (serving every connection a client made, see `listener::accept_until`), lets idle
+//! connections go, finishes every queued and running request (bounded by --graceful-timeout),
+//! closes the open WebSockets (1001 to both sides), stops the workers and exits 0. A second
+//! signal skips the waits.
 
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::access_log::AccessLog;
-use crate::agent_check;
 use crate::config::Config;
-use crate::control;
-use crate::front::listener::{Bind, Listener};
 use crate::front::tls::Tls;
 use crate::front::Front;
+use crate::listener::{Activated, Bind, Listener};
+use crate::ops::access_log::AccessLog;
+use crate::ops::readiness::{Readiness, State};
+use crate::ops::stats::Stats;
+use crate::ops::systemd::{self, Notifier};
+use crate::ops::{agent_check, control};
 use crate::queue::Queue;
-use crate::readiness::{Readiness, State};
-use crate::reload;
-use crate::stats::Stats;
-use crate::supervisor::Supervisor;
-use crate::systemd::{self, Activated, Notifier};
-use crate::worker::Launch;
+use crate::workers::launch::Launch;
+use crate::workers::reload;
+use crate::workers::supervisor::Supervisor;
 
 /// What systemd handed the process, taken before the runtime started its threads.
 pub struct FromSystemd {
@@ -43,184 +44,248 @@ pub struct FromSystemd {
     pub sockets: Vec<Activated>,
 }
 
+/// Runs the server until it is told to stop, and stops it.
 pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<ExitCode> {
-    let mut listeners = Vec::with_capacity(config.binds.len());
-    if from_systemd.sockets.is_empty() {
-        for bind in &config.binds {
-            listeners.push(Listener::bind(bind).with_context(|| format!("cannot listen on {bind}"))?);
-        }
-    } else {
-        info!("serving the {} socket(s) systemd passed, not --bind", from_systemd.sockets.len());
-        for socket in from_systemd.sockets {
-            listeners.push(Listener::activated(socket).context("cannot serve a socket systemd passed")?);
-        }
-    }
-    let control_listener = match &config.control {
-        Some(bind) => Some(Listener::bind(bind).with_context(|| format!("cannot listen on --control {bind}"))?),
-        None => None,
-    };
-    let agent_listener = match &config.agent_check {
-        Some(bind) => Some(Listener::bind(bind).with_context(|| format!("cannot listen on --agent-check {bind}"))?),
-        None => None,
-    };
-    let access_log = match &config.access_log {
-        Some(path) => Some(Arc::new(
-            AccessLog::open(path, config.access_log_format)
-                .with_context(|| format!("cannot open --access-log {}", path.display()))?,
-        )),
-        None => None,
-    };
-    let tls = match config.tls.clone() {
-        Some(files) => Some(Arc::new(Tls::load(files)?)),
-        None => None,
-    };
     // Signals are caught from here on, so a stop during a slow boot is orderly too.
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
-    let mut reopen_logs = signal(SignalKind::user_defined1())?;
-
-    let stats = Arc::new(Stats::default());
-    let slots = config.supervisor.workers * config.supervisor.threads;
-    let queue = Queue::with_settings(config.queue.clone(), slots);
-    let threads = config.supervisor.threads;
-    let readiness = Arc::new(Readiness::default());
-    // Health checks are answered from the start: "starting" is not "dead".
-    let sources = Arc::new(control::Sources {
-        stats: stats.clone(),
-        queue: queue.clone(),
-        workers: OnceLock::new(),
-        threads,
-        readiness: readiness.clone(),
-        access_log: access_log.clone(),
-    });
-    if let Some(listener) = control_listener {
-        info!("stats on {}/stats and /metrics, health on /health/live and /health/ready", listener.local_bind()?);
-        tokio::spawn(control::serve(listener, sources.clone()));
+    let mut signals = Signals::catch()?;
+    if let Some(server) = Server::start(config, from_systemd, &mut signals).await? {
+        server.serve(&mut signals).await;
+        server.shut_down(&mut signals).await;
     }
-    if let Some(listener) = agent_listener {
-        info!("HAProxy agent check on {}", listener.local_bind()?);
-        tokio::spawn(agent_check::serve(listener, readiness.clone(), slots));
-    }
-    let status = {
-        let sources = sources.clone();
-        move || {
-            let workers = sources.workers.get().map_or(&[][..], Vec::as_slice);
-            let busy: usize = workers.iter().map(|worker| worker.busy.get()).sum();
-            let (queued, open) = (sources.queue.depth(), sources.stats.open_connections());
-            format!("{queued} queued, {busy} of {slots} slots busy, {open} connections")
-        }
-    };
-    tokio::spawn(systemd::report(from_systemd.notifier, readiness.subscribe(), status));
-
-    let what = match &config.supervisor.launch {
-        Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
-        Launch::Command(command) => format!("`{command}`"),
-    };
-    info!("starting {} worker(s) x {threads} slot(s) for {what}", config.supervisor.workers);
-    let supervisor = tokio::select! {
-        started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
-        _ = terminate.recv() => return Ok(ExitCode::SUCCESS),
-        _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
-    };
-    let _ = sources.workers.set(supervisor.workers().to_vec());
-    let _watch = match config.reload.clone() {
-        Some(settings) => Some(reload::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?),
-        None => None,
-    };
-
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let front = Arc::new(Front {
-        settings: config.front.clone(),
-        queue: queue.clone(),
-        stats: stats.clone(),
-        access_log: access_log.clone(),
-        readiness: readiness.clone(),
-        shutdown: shutdown_rx,
-        tls: tls.clone(),
-    });
-    let mut accepting = Vec::new();
-    for listener in listeners {
-        match (listener.local_bind()?, &tls) {
-            (Bind::Tcp(addr), Some(_)) => info!("listening on https://{addr}"),
-            (Bind::Unix(path), Some(_)) => info!("listening on unix:{} (HTTPS)", path.display()),
-            (bind, None) => info!("listening on {bind}"),
-        }
-        accepting.push(tokio::spawn(front.clone().accept_loop(listener)));
-    }
-    readiness.set(State::Serving);
-
-    let reloader = supervisor.reloader();
-    let reloading = Arc::new(tokio::sync::Mutex::new(()));
-    loop {
-        tokio::select! {
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
-            _ = hangup.recv() => {
-                if let Some(tls) = tls.clone() {
-                    tokio::spawn(tls.reload());
-                }
-                // One reload at a time; a SIGHUP during a reload is covered by it.
-                let Ok(guard) = reloading.clone().try_lock_owned() else { continue };
-                let (reloader, readiness) = (reloader.clone(), readiness.clone());
-                readiness.set(State::Reloading);
-                tokio::spawn(async move {
-                    info!("reloading: restarting workers one at a time");
-                    match reloader.reload().await {
-                        Ok(()) => info!("reload done"),
-                        Err(err) => warn!("reload stopped: {err:#}"),
-                    }
-                    readiness.reload_done();
-                    drop(guard);
-                });
-            }
-            _ = reopen_logs.recv() => {
-                if let Some(log) = access_log.clone() {
-                    info!("reopening the access log");
-                    // Off the event loop: it waits if the log writer is behind.
-                    tokio::task::spawn_blocking(move || log.reopen());
-                }
-            }
-        }
-    }
-    readiness.set(State::ShuttingDown);
-    let mut hurry = false;
-    if !config.shutdown_delay.is_zero() {
-        info!("shutting down in {:?}: readiness is 503, still serving meanwhile", config.shutdown_delay);
-        hurry = tokio::select! {
-            () = tokio::time::sleep(config.shutdown_delay) => false,
-            _ = terminate.recv() => true,
-            _ = interrupt.recv() => true,
-        };
-    }
-    let deadline = Instant::now() + config.graceful_timeout;
-    info!(
-        "shutting down: finishing {} open connection(s), up to {:?}",
-        stats.open_connections(),
-        config.graceful_timeout
-    );
-    shutdown.send_replace(true);
-    let drained = !hurry
-        && tokio::select! {
-            closed = tokio::time::timeout_at(deadline.into(), async {
-                // The listeners' last accepts first: a connection counts as open from its accept.
-                for listener in accepting {
-                    let _ = listener.await;
-                }
-                stats.all_connections_closed().await;
-            }) => closed.is_ok(),
-            _ = terminate.recv() => false,
-            _ = interrupt.recv() => false,
-        };
-    if !drained {
-        warn!("stopping with {} connection(s) still open", stats.open_connections());
-    }
-    if stats.open_websockets() > 0 {
-        info!("closing {} WebSocket(s)", stats.open_websockets());
-        supervisor.close_websockets().await;
-    }
-    let grace = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
-    supervisor.stop(grace).await;
-    info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The signals the server acts on.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+    hangup: Signal,
+    reopen_logs: Signal,
+}
+
+impl Signals {
+    fn catch() -> std::io::Result<Signals> {
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+            reopen_logs: signal(SignalKind::user_defined1())?,
+        })
+    }
+
+    /// Resolves at the next SIGTERM or SIGINT.
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
+}
+
+/// A started server: its parts, and what shutting it down needs.
+struct Server {
+    config: Config,
+    stats: Arc<Stats>,
+    readiness: Arc<Readiness>,
+    access_log: Option<Arc<AccessLog>>,
+    tls: Option<Arc<Tls>>,
+    supervisor: Supervisor,
+    /// The accept loops; each ends once shutdown has started and its backlog is served.
+    accepting: Vec<JoinHandle<()>>,
+    /// Set to true to start the shutdown of every connection.
+    shutdown: watch::Sender<bool>,
+    /// `--reload`'s watcher, stopped with the server.
+    _watch: Option<reload::Watch>,
+}
+
+impl Server {
+    /// Binds, starts the workers and starts accepting. `None`: told to stop before the workers
+    /// were up.
+    async fn start(config: Config, from_systemd: FromSystemd, signals: &mut Signals) -> anyhow::Result<Option<Self>> {
+        let listeners = bind_listeners(&config, from_systemd.sockets)?;
+        let control_listener = bind_optional(config.control.as_ref(), "--control")?;
+        let agent_listener = bind_optional(config.agent_check.as_ref(), "--agent-check")?;
+        let access_log = match &config.access_log {
+            Some(path) => Some(Arc::new(
+                AccessLog::open(path, config.access_log_format)
+                    .with_context(|| format!("cannot open --access-log {}", path.display()))?,
+            )),
+            None => None,
+        };
+        let tls = match config.tls.clone() {
+            Some(files) => Some(Arc::new(Tls::load(files)?)),
+            None => None,
+        };
+
+        let stats = Arc::new(Stats::default());
+        let threads = config.supervisor.threads;
+        let slots = config.supervisor.workers * threads;
+        let queue = Queue::with_settings(config.queue.clone(), slots);
+        let readiness = Arc::new(Readiness::default());
+        // Health checks are answered from the start: "starting" is not "dead".
+        let sources = Arc::new(control::Sources {
+            stats: stats.clone(),
+            queue: queue.clone(),
+            workers: OnceLock::new(),
+            threads,
+            readiness: readiness.clone(),
+            access_log: access_log.clone(),
+        });
+        if let Some(listener) = control_listener {
+            info!("stats on {}/stats and /metrics, health on /health/live and /health/ready", listener.local_bind()?);
+            tokio::spawn(control::serve(listener, sources.clone()));
+        }
+        if let Some(listener) = agent_listener {
+            info!("HAProxy agent check on {}", listener.local_bind()?);
+            tokio::spawn(agent_check::serve(listener, readiness.clone(), slots));
+        }
+        let status = {
+            let sources = sources.clone();
+            move || {
+                let workers = sources.workers.get().map_or(&[][..], Vec::as_slice);
+                let busy: usize = workers.iter().map(|worker| worker.busy.get()).sum();
+                let (queued, open) = (sources.queue.depth(), sources.stats.open_connections());
+                format!("{queued} queued, {busy} of {slots} slots busy, {open} connections")
+            }
+        };
+        tokio::spawn(systemd::report(from_systemd.notifier, readiness.subscribe(), status));
+
+        let what = match &config.supervisor.launch {
+            Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
+            Launch::Command(command) => format!("`{command}`"),
+        };
+        info!("starting {} worker(s) x {threads} slot(s) for {what}", config.supervisor.workers);
+        let supervisor = tokio::select! {
+            started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
+            () = signals.stop() => return Ok(None),
+        };
+        let _ = sources.workers.set(supervisor.workers().to_vec());
+        let watch = match config.reload.clone() {
+            Some(settings) => Some(reload::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?),
+            None => None,
+        };
+
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let front = Arc::new(Front {
+            settings: config.front.clone(),
+            queue,
+            stats: stats.clone(),
+            access_log: access_log.clone(),
+            readiness: readiness.clone(),
+            shutdown: shutdown_rx,
+            tls: tls.clone(),
+        });
+        let mut accepting = Vec::with_capacity(listeners.len());
+        for listener in listeners {
+            match (listener.local_bind()?, &tls) {
+                (Bind::Tcp(addr), Some(_)) => info!("listening on https://{addr}"),
+                (Bind::Unix(path), Some(_)) => info!("listening on unix:{} (HTTPS)", path.display()),
+                (bind, None) => info!("listening on {bind}"),
+            }
+            accepting.push(tokio::spawn(front.clone().accept_loop(listener)));
+        }
+        readiness.set(State::Serving);
+        Ok(Some(Server { config, stats, readiness, access_log, tls, supervisor, accepting, shutdown, _watch: watch }))
+    }
+
+    /// Serves until SIGTERM or SIGINT, reloading on SIGHUP and reopening the access log on
+    /// SIGUSR1.
+    async fn serve(&self, signals: &mut Signals) {
+        let reloader = self.supervisor.reloader();
+        let reloading = Arc::new(tokio::sync::Mutex::new(()));
+        loop {
+            tokio::select! {
+                _ = signals.terminate.recv() => return,
+                _ = signals.interrupt.recv() => return,
+                _ = signals.hangup.recv() => {
+                    if let Some(tls) = self.tls.clone() {
+                        tokio::spawn(tls.reload());
+                    }
+                    // One reload at a time; a SIGHUP during a reload is covered by it.
+                    let Ok(guard) = reloading.clone().try_lock_owned() else { continue };
+                    let (reloader, readiness) = (reloader.clone(), self.readiness.clone());
+                    readiness.set(State::Reloading);
+                    tokio::spawn(async move {
+                        info!("reloading: restarting workers one at a time");
+                        match reloader.reload().await {
+                            Ok(()) => info!("reload done"),
+                            Err(err) => warn!("reload stopped: {err:#}"),
+                        }
+                        readiness.reload_done();
+                        drop(guard);
+                    });
+                }
+                _ = signals.reopen_logs.recv() => {
+                    if let Some(log) = self.access_log.clone() {
+                        info!("reopening the access log");
+                        // Off the event loop: it waits if the log writer is behind.
+                        tokio::task::spawn_blocking(move || log.reopen());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops gracefully, as the module's comment says; a second signal skips the waits.
+    async fn shut_down(self, signals: &mut Signals) {
+        let Server { config, stats, readiness, supervisor, accepting, shutdown, .. } = self;
+        readiness.set(State::ShuttingDown);
+        let mut hurry = false;
+        if !config.shutdown_delay.is_zero() {
+            info!("shutting down in {:?}: readiness is 503, still serving meanwhile", config.shutdown_delay);
+            hurry = tokio::select! {
+                () = tokio::time::sleep(config.shutdown_delay) => false,
+                () = signals.stop() => true,
+            };
+        }
+        let deadline = Instant::now() + config.graceful_timeout;
+        info!(
+            "shutting down: finishing {} open connection(s), up to {:?}",
+            stats.open_connections(),
+            config.graceful_timeout
+        );
+        shutdown.send_replace(true);
+        let drained = !hurry
+            && tokio::select! {
+                closed = tokio::time::timeout_at(deadline.into(), async {
+                    // The listeners' last accepts first: a connection counts as open from its accept.
+                    for listener in accepting {
+                        let _ = listener.await;
+                    }
+                    stats.all_connections_closed().await;
+                }) => closed.is_ok(),
+                () = signals.stop() => false,
+            };
+        if !drained {
+            warn!("stopping with {} connection(s) still open", stats.open_connections());
+        }
+        if stats.open_websockets() > 0 {
+            info!("closing {} WebSocket(s)", stats.open_websockets());
+            supervisor.close_websockets().await;
+        }
+        let grace = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+        supervisor.stop(grace).await;
+        info!("stopped");
+    }
+}
+
+/// The public listeners: `--bind`, or the sockets systemd passed instead.
+fn bind_listeners(config: &Config, activated: Vec<Activated>) -> anyhow::Result<Vec<Listener>> {
+    if activated.is_empty() {
+        return config
+            .binds
+            .iter()
+            .map(|bind| Listener::bind(bind).with_context(|| format!("cannot listen on {bind}")))
+            .collect();
+    }
+    info!("serving the {} socket(s) systemd passed, not --bind", activated.len());
+    activated
+        .into_iter()
+        .map(|socket| Listener::activated(socket).context("cannot serve a socket systemd passed"))
+        .collect()
+}
+
+/// A listener for an optional address such as `--control`.
+fn bind_optional(bind: Option<&Bind>, flag: &str) -> anyhow::Result<Option<Listener>> {
+    bind.map(|bind| Listener::bind(bind).with_context(|| format!("cannot listen on {flag} {bind}"))).transpose()
 }

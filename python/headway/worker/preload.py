@@ -8,7 +8,7 @@ socket named by $HEADWAY_ZYGOTE, then forks a worker each time the front asks: t
 the worker's number, socket path and CPU (empty when workers are not pinned), with the
 descriptors of its shared memory (SCM_RIGHTS); the answer is the child's pid. The child serves
 exactly as `python -m headway.worker` would. Why the front asks for each worker rather than this
-process forking them all: see crates/server/src/zygote.rs.
+process forking them all: see crates/server/src/workers/zygote.rs.
 
 A child lives as long as the front, not as long as this process: it exits when the front does
 (it watches the front's pidfd, as a worker the front starts has the kernel kill it then), and it
@@ -84,7 +84,7 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
-        if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/affinity.rs):
+        if cpu:  # --cpu-affinity, as the front pins a worker it starts (crates/server/src/workers/affinity.rs):
             # before any thread starts, so that they all inherit it; best effort, as there too
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {int(cpu)})

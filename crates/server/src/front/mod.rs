@@ -1,6 +1,6 @@
 //! The front: owns the listening sockets and every client connection.
 //!
-//! It accepts connections, runs one task per connection (see [`conn`]), and puts each
+//! It accepts connections, runs one task per connection (see [`serve`]), and puts each
 //! complete request in the one queue. A connection's stream is made first: after a PROXY
 //! protocol header ([`proxy_protocol`]) and a TLS handshake ([`tls`]) where configured. It
 //! holds no worker state: everything it knows about serving a request is "push, then wait for
@@ -10,10 +10,10 @@ mod conn;
 pub mod forward;
 pub mod forwarded;
 mod health;
-pub mod listener;
 mod proxy_protocol;
 mod read;
 mod relay;
+mod serve;
 mod stream;
 pub mod tls;
 mod upgrade;
@@ -29,15 +29,15 @@ use tokio::sync::watch;
 use tokio::time::timeout_at;
 use tracing::{debug, warn};
 
-use crate::access_log::AccessLog;
 use crate::http1::request::Limits;
 use crate::http1::HttpError;
+use crate::listener::{accept_until, Accepted, Listener};
+use crate::ops::access_log::AccessLog;
+use crate::ops::readiness::Readiness;
+use crate::ops::stats::Stats;
 use crate::queue::Queue;
-use crate::readiness::Readiness;
-use crate::stats::Stats;
 use conn::{Arrival, Connection};
 use forwarded::{ClientCert, Peer, TrustedProxies};
-use listener::{accept_until, Accepted, Listener};
 use stream::{ClientStream, ReadAhead};
 use tls::Tls;
 use websocket::WebSocketSettings;

@@ -1,22 +1,16 @@
-//! Writing responses to a client: a refusal, or a worker's response re-framed for this client
-//! (its own `Content-Length`, chunked or close-delimited body, persistence), then, after the last
-//! response of a connection, a linger so the client reads it before the connection is torn down.
+//! Writing a request's outcome to its client: a failure as a plain response, or a worker's
+//! response re-framed for this client (its own `Content-Length`, chunked or close-delimited
+//! body, persistence).
 //!
 //! A response body still arriving from the worker comes through a spool, so a slow reader only
 //! ever holds its own connection, never a slot.
 
-use std::future::{poll_fn, Future};
-use std::task::Poll;
-use std::time::Duration;
-
 use bytes::BytesMut;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode, Version};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::time::{timeout, timeout_at, Instant};
 use tracing::debug;
 
-use super::conn::{Connection, End, READ_CHUNK};
+use super::conn::{Connection, End};
 use super::stream::ClientStream;
 use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
 use crate::http1::{response_has_body, strip_hop_by_hop};
@@ -24,11 +18,6 @@ use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
 
 /// Write out a streamed body once this much is gathered.
 const FLUSH_AT: usize = 64 * 1024;
-/// After the last response on a connection, how long and how much to keep reading (and
-/// discarding) so that unread client bytes do not make the kernel reset the connection before
-/// the client has read the response.
-const LINGER_TIME: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 1 << 20;
 
 /// What was sent for one request.
 pub(super) struct Sent {
@@ -152,39 +141,6 @@ impl<S: ClientStream> Connection<S> {
             if out.len() >= FLUSH_AT {
                 self.write(&out).await?;
                 out.clear();
-            }
-        }
-    }
-
-    /// Writes all of `data`; a client that accepts nothing for the I/O timeout is dropped.
-    pub(super) async fn write(&mut self, data: &[u8]) -> Result<(), End> {
-        let mut write = std::pin::pin!(self.io.write_all(data));
-        // Most responses fit the socket's buffer at once: only a write that has to wait sets
-        // a timer (setting and clearing one for every response was a measurable part of the
-        // front's time per request).
-        if let Poll::Ready(written) = poll_fn(|context| Poll::Ready(write.as_mut().poll(context))).await {
-            return Ok(written?);
-        }
-        match timeout(self.front.settings.io_timeout, write).await {
-            Ok(written) => Ok(written?),
-            Err(_) => Err(End::Gone),
-        }
-    }
-
-    /// Closes our side, then reads and discards what the client still sends for a moment, so
-    /// the client reads our last response before the connection is torn down.
-    pub(super) async fn linger(&mut self) {
-        if self.io.shutdown().await.is_err() {
-            return;
-        }
-        let until = Instant::now() + LINGER_TIME;
-        let mut discarded = 0;
-        while discarded < LINGER_BYTES {
-            self.buf.clear();
-            self.buf.reserve(READ_CHUNK);
-            match timeout_at(until, self.io.read_buf(&mut self.buf)).await {
-                Ok(Ok(read)) if read > 0 => discarded += read,
-                _ => return,
             }
         }
     }

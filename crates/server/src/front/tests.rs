@@ -15,11 +15,11 @@ use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
 use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
+use crate::ops::readiness::Readiness;
+use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
-use crate::readiness::Readiness;
-use crate::stats::Stats;
 use crate::tally::Tally;
-use crate::worker::TakesWebSockets;
+use crate::workers::launch::TakesWebSockets;
 
 mod websocket;
 

@@ -13,7 +13,7 @@ use crate::http1::response::Persistence;
 use crate::http1::websocket::{ask_upgrade, is_handshake, switching_protocols};
 use crate::http1::HttpError;
 use crate::job::{RequestBody, Upgraded, WebSocketHandshake};
-use crate::stats::Gauge;
+use crate::ops::stats::Gauge;
 
 impl<S: ClientStream> Connection<S> {
     /// For a WebSocket handshake, its place among the open WebSockets; `None` for any other

@@ -34,8 +34,8 @@ use super::conn::Connection;
 use super::stream::ClientStream;
 use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use crate::job::WorkerSocket;
-use crate::stats::Gauge;
-use crate::worker::TakesWebSockets;
+use crate::ops::stats::Gauge;
+use crate::workers::launch::TakesWebSockets;
 
 /// Read size of each direction. Each open socket holds two such buffers at most.
 const READ_CHUNK: usize = 8 * 1024;

@@ -1,4 +1,5 @@
-//! systemd: readiness notifications for `Type=notify` units, and socket activation.
+//! systemd: readiness notifications for `Type=notify` units (socket activation, the sockets
+//! systemd passes, is in `crate::listener`).
 //!
 //! Notifications (sd_notify(3)): when `NOTIFY_SOCKET` is set, the server sends `READY=1` once
 //! its workers are up, `RELOADING=1` with `MONOTONIC_USEC` (as systemd 253+ wants for
@@ -8,10 +9,6 @@
 //! from a crate because the variable must be taken out of the environment at start, so that
 //! workers (Puma, for one, speaks sd_notify) cannot answer for the main process, and the crates
 //! read it anew on every message.
-//!
-//! Socket activation (sd_listen_fds(3)): when `LISTEN_FDS` and `LISTEN_PID` are set, the passed
-//! sockets are served instead of `--bind`. systemd keeps them open across restarts, so a
-//! client connecting while headway restarts waits in the backlog instead of being refused.
 
 use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
@@ -20,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::readiness::State;
+use super::readiness::State;
 
 /// How often `STATUS=` is refreshed.
 const STATUS_EVERY: Duration = Duration::from_secs(2);
@@ -120,31 +117,6 @@ fn monotonic_usec() -> u64 {
     // SAFETY: clock_gettime only writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1000
-}
-
-/// A listening socket systemd passed.
-pub enum Activated {
-    Tcp(std::net::TcpListener),
-    Unix(std::os::unix::net::UnixListener),
-}
-
-/// The sockets passed by socket activation, in order; empty when there are none. Takes
-/// `LISTEN_FDS` and `LISTEN_PID` out of the environment (the descriptors are close-on-exec),
-/// so call it before any thread starts.
-pub fn take_listen_fds() -> anyhow::Result<Vec<Activated>> {
-    let mut passed = listenfd::ListenFd::from_env();
-    let mut sockets = Vec::with_capacity(passed.len());
-    for index in 0..passed.len() {
-        let fd = index + 3;
-        if let Ok(Some(listener)) = passed.take_tcp_listener(index) {
-            sockets.push(Activated::Tcp(listener));
-        } else if let Ok(Some(listener)) = passed.take_unix_listener(index) {
-            sockets.push(Activated::Unix(listener));
-        } else {
-            anyhow::bail!("socket activation: descriptor {fd} is not a listening TCP or unix stream socket");
-        }
-    }
-    Ok(sockets)
 }
 
 #[cfg(test)]

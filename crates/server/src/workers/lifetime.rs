@@ -1,38 +1,14 @@
-//! Recycling: replacing a worker that still works, before a slow leak or fragmentation makes it
-//! a problem: after it has served its share of requests (`--max-requests`, plus a random
-//! `--max-requests-jitter` so that workers started together are not all replaced together), or
-//! when its memory stays above `--max-worker-memory`. And why every worker replacement happened,
-//! counted by cause for stats and `/metrics`.
+//! A worker process's lifetime as recycling sees it: the requests it served against its limit
+//! (`--max-requests` plus jitter), whether it is due to be replaced and why, and every
+//! replacement of a worker counted by cause for stats and `/metrics`.
 //!
-//! A worker due for recycling goes the way of a reload: it stops taking requests, finishes the
-//! ones it runs, and is replaced while requests wait in the queue. Only one worker is away for
-//! a recycle (or a reload) at a time, a [`Turns`] permit: a worker that becomes due while
-//! another is away keeps serving until its turn, so the server never loses more than one
-//! worker's capacity to a replacement nobody asked for.
-//!
-//! The front counts requests itself (every slot passes through it), so `--max-requests` works
-//! for `--cmd` workers as well as the bundled one. Memory has no notification to wait for
-//! (cgroup memory events would need a cgroup per worker), so [`watch_memory`] reads `/proc`
-//! once a second for all workers together; a worker must be above the limit for
-//! [`MEMORY_SAMPLES`] readings in a row, so a brief peak (one large upload) does not cost a
-//! process.
+//! Slots count here as they serve; the supervisor waits on [`Lifetime::due`]; [`super::recycle`]
+//! holds the policies that mark a process due.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
-use headway_common::procfs;
 use headway_common::stats::RecyclesSnapshot;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
-use tracing::warn;
-
-use crate::worker::{Phase, Worker};
-
-/// How often worker memory is read.
-const MEMORY_INTERVAL: Duration = Duration::from_secs(1);
-/// Readings above `--max-worker-memory` in a row that make a worker due.
-const MEMORY_SAMPLES: u32 = 3;
+use tokio::sync::watch;
 
 /// Why a worker's process was replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,59 +127,6 @@ impl Lifetime {
         let mut due = self.due.subscribe();
         let cause = *due.wait_for(Option::is_some).await.expect("the sender lives in self");
         cause.expect("waited for some")
-    }
-}
-
-/// The permit to take a worker away for a recycle or a reload: one at a time.
-#[derive(Clone)]
-pub struct Turns(Arc<Semaphore>);
-
-impl Default for Turns {
-    fn default() -> Self {
-        Turns(Arc::new(Semaphore::new(1)))
-    }
-}
-
-impl Turns {
-    pub async fn take(&self) -> OwnedSemaphorePermit {
-        self.0.clone().acquire_owned().await.expect("the semaphore is never closed")
-    }
-}
-
-/// Marks a worker due for recycling once its process group's resident memory has been above
-/// `limit` for [`MEMORY_SAMPLES`] readings in a row. Runs until aborted.
-pub async fn watch_memory(workers: Vec<Arc<Worker>>, limit: u64) {
-    let mut above: HashMap<usize, (u32, u32)> = HashMap::new(); // index -> (pid, readings in a row)
-    let mut interval = tokio::time::interval(MEMORY_INTERVAL);
-    loop {
-        interval.tick().await;
-        let processes = tokio::task::spawn_blocking(procfs::processes).await.unwrap_or_default();
-        for worker in &workers {
-            let pid = worker.pid();
-            if pid == 0 || !matches!(worker.phase(), Phase::Ready { .. }) {
-                above.remove(&worker.index);
-                continue;
-            }
-            let rss = procfs::group_usage(&processes, pid).rss_bytes;
-            if rss <= limit {
-                above.remove(&worker.index);
-                continue;
-            }
-            let entry = above.entry(worker.index).or_insert((pid, 0));
-            if entry.0 != pid {
-                *entry = (pid, 0);
-            }
-            entry.1 += 1;
-            if entry.1 == MEMORY_SAMPLES {
-                warn!(
-                    "worker {} (pid {pid}) has used {} MiB, above --max-worker-memory, for {MEMORY_SAMPLES} s; \
-                     recycling it",
-                    worker.index,
-                    rss >> 20
-                );
-                worker.lifetime.mark_due(Cause::Memory);
-            }
-        }
     }
 }
 

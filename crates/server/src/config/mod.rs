@@ -4,26 +4,29 @@
 //! why where headway differs. Every flag is checked here, so a wrong one ends in a one-line
 //! message before anything starts.
 
+pub(crate) mod layers;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use headway_common::python::{find_python, PYTHON_ENV};
 
-use crate::affinity::{CpuAffinity, WorkerCpus};
 use crate::front::forwarded::TrustedProxies;
-use crate::front::listener::Bind;
 use crate::front::tls::{ClientAuth, ClientCas, Password, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::http1::request::Limits;
+use crate::listener::Bind;
+use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{QueueSettings, Target};
-use crate::recycle::RecyclePolicy;
-use crate::reload::ReloadSettings;
-use crate::slot::SlotSettings;
-use crate::supervisor::SupervisorConfig;
-use crate::worker::{Interface, Launch, PythonApp, TakesWebSockets};
-use crate::zygote::ZygoteConfig;
+use crate::workers::affinity::{CpuAffinity, WorkerCpus};
+use crate::workers::launch::{Interface, Launch, PythonApp, TakesWebSockets};
+use crate::workers::lifetime::RecyclePolicy;
+use crate::workers::reload::ReloadSettings;
+use crate::workers::slot::SlotSettings;
+use crate::workers::supervisor::SupervisorConfig;
+use crate::workers::zygote::ZygoteConfig;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
@@ -327,13 +330,6 @@ pub struct ServeArgs {
 
 /// The `--help` heading that groups the flags of a worker's life (recycling, reloading).
 const LIFECYCLE: &str = "Worker lifecycle";
-
-/// `--access-log-format`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccessLogFormat {
-    Combined,
-    Json,
-}
 
 /// `--log-format`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

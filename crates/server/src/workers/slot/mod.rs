@@ -30,12 +30,11 @@ use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use hop::ClientGoneSignal;
-pub use hop::HopLink;
 
 use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
-use crate::worker::{Phase, Transport, Worker};
+use crate::workers::worker::{Phase, Transport, Worker};
 
 /// Pause before reconnecting when a worker that says it is ready refuses a connection; and the
 /// longest a slot whose request broke waits for the supervisor's verdict on the process.

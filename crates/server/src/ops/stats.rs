@@ -20,7 +20,7 @@ use headway_common::stats::{
 
 use crate::queue::{Queue, Reader};
 use crate::tally::Tally;
-use crate::worker::{Phase, Worker};
+use crate::workers::worker::{Phase, Worker};
 
 /// Counters kept by the front.
 pub struct Stats {

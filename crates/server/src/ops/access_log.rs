@@ -19,9 +19,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::header::{self, HeaderValue};
 use tracing::warn;
 
-use crate::config::AccessLogFormat;
 use crate::http1::request::RequestHead;
 use crate::job::Timing;
+
+/// `--access-log-format`: a line per response in Apache's combined format (then `queue=` and
+/// `service=` times), or a JSON object per line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    Combined,
+    Json,
+}
 
 /// Lines waiting for the writer before new ones are dropped.
 const BACKLOG: usize = 16 * 1024;

@@ -21,12 +21,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
-use crate::access_log::AccessLog;
-use crate::front::listener::{accept_until, Accepted, Bind, Listener};
+use crate::listener::{accept_until, Accepted, Bind, Listener};
+use crate::ops::access_log::AccessLog;
+use crate::ops::readiness::Readiness;
+use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
-use crate::readiness::Readiness;
-use crate::stats::Stats;
-use crate::worker::Worker;
+use crate::workers::worker::Worker;
 
 /// What the control endpoint reads from.
 pub struct Sources {

@@ -38,7 +38,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::process::{Child, Command};
 
-use crate::worker::{BootError, PythonApp};
+use crate::workers::launch::{BootError, PythonApp};
 
 /// What the zygote runs.
 #[derive(Debug, Clone)]

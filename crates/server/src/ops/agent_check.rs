@@ -13,8 +13,8 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt as _;
 use tracing::debug;
 
-use crate::front::listener::{accept_until, Accepted, Listener};
-use crate::readiness::{Readiness, State};
+use crate::listener::{accept_until, Accepted, Listener};
+use crate::ops::readiness::{Readiness, State};
 
 /// Answers agent checks on `listener` until the task is dropped.
 pub async fn serve(listener: Listener, readiness: Arc<Readiness>, slots: usize) {

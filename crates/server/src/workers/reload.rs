@@ -21,8 +21,8 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::supervisor::Reloader;
-use crate::worker::{Launch, PythonApp};
+use crate::workers::launch::{Launch, PythonApp};
+use crate::workers::supervisor::Reloader;
 
 /// How long to gather changes after the first before reloading.
 const SETTLE: Duration = Duration::from_millis(200);

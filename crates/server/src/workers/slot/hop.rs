@@ -1,122 +1,24 @@
 //! A slot's line to the bundled worker over the shared-memory hop (see the `headway_hop` crate).
 //!
-//! Each process of the bundled worker gets its own region with a ring pair per slot, made
-//! before the process starts and dropped when it is replaced; [`HopLink`] is the front's side of
-//! it. One task per link watches the doorbell the worker rings when the front sleeps, and wakes
-//! the slots whose rings moved; a slot ([`SlotLine`]) writes its request into its request ring,
-//! and reads the response from its response ring as it arrives. The request body and the
+//! Each process of the bundled worker gets its own region with a ring pair per slot
+//! ([`HopLink`], the front's side of it, wakes a slot when its rings move); a slot
+//! ([`SlotLine`]) writes its request into its request ring, and reads the response from its
+//! response ring as it arrives. The request body and the
 //! response are moved together, a piece of each as the rings allow, so an app that answers
 //! before reading its whole upload never deadlocks the two sides.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use headway_hop::front::{FrontEnd, FrontSlot, Seen};
+use headway_hop::front::FrontSlot;
 use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
-use headway_hop::{HopError, Layout};
+use headway_hop::HopError;
 use http::{HeaderName, HeaderValue, StatusCode};
-use tokio::io::unix::AsyncFd;
-use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 use super::{LinkError, WorkerBody};
 use crate::job::{Client, RequestBody};
-
-/// The front's side of one worker process's region.
-pub struct HopLink {
-    /// The worker generation (process) the region belongs to.
-    pub generation: u64,
-    end: Arc<FrontEnd>,
-    /// Per slot: notified when the slot's rings moved.
-    news: Arc<Vec<Notify>>,
-    /// The task that watches the doorbell; stopped with the link.
-    watcher: JoinHandle<()>,
-    /// The process has exited: nothing more will come through the region.
-    gone: AtomicBool,
-    gone_notify: Notify,
-}
-
-impl HopLink {
-    /// A region for a worker process with `slots` slots about to start; its rings hold a request
-    /// head of up to `max_head` bytes.
-    pub fn prepare(slots: usize, max_head: usize) -> io::Result<Arc<FrontEnd>> {
-        let layout = Layout::new(slots as u32, (2 * max_head).max(64 * 1024));
-        Ok(Arc::new(FrontEnd::new(layout)?))
-    }
-
-    /// Waits until the worker process has attached and serves (its first ring of the doorbell).
-    pub async fn until_ready(doorbell: &AsyncFd<Arc<FrontEnd>>) -> io::Result<()> {
-        loop {
-            let mut guard = doorbell.readable().await?;
-            doorbell.get_ref().doorbell().drain();
-            guard.clear_ready();
-            if doorbell.get_ref().is_worker_ready() {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Starts watching the doorbell of a worker process that is ready.
-    pub fn start(doorbell: AsyncFd<Arc<FrontEnd>>, generation: u64) -> Arc<HopLink> {
-        let end = doorbell.get_ref().clone();
-        let news: Arc<Vec<Notify>> = Arc::new((0..end.slots()).map(|_| Notify::new()).collect());
-        let watcher = tokio::spawn(watch_doorbell(doorbell, news.clone()));
-        Arc::new(HopLink { generation, end, news, watcher, gone: AtomicBool::new(false), gone_notify: Notify::new() })
-    }
-
-    /// The process exited: every exchange still waiting on it fails.
-    pub fn mark_gone(&self) {
-        self.gone.store(true, Ordering::SeqCst);
-        self.gone_notify.notify_waiters();
-    }
-
-    /// Resolves once the process has exited.
-    async fn until_gone(&self) {
-        let notified = self.gone_notify.notified();
-        tokio::pin!(notified);
-        // Registered before the check, so a mark in between is not missed.
-        notified.as_mut().enable();
-        if !self.gone.load(Ordering::SeqCst) {
-            notified.await;
-        }
-    }
-}
-
-impl Drop for HopLink {
-    fn drop(&mut self) {
-        self.watcher.abort();
-    }
-}
-
-/// Wakes the slots whose rings moved, sleeping on the doorbell when none did.
-async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>) {
-    let end = doorbell.get_ref().clone();
-    let mut seen = vec![Seen::default(); end.slots()];
-    loop {
-        // Say we sleep before the last look, so that a response written after it rings.
-        end.arm();
-        let mut moved = false;
-        for index in end.news(&mut seen) {
-            news[index].notify_one();
-            moved = true;
-        }
-        if moved {
-            // Let the slots run before looking again.
-            tokio::task::yield_now().await;
-            continue;
-        }
-        let Ok(mut guard) = doorbell.readable().await else { return };
-        // Drained, although every ring is an edge of its own for tokio's edge-triggered
-        // registration: left undrained (tried 2026-11-23: 0.3-0.45 fewer system calls a
-        // request), mixed-tail's fast p99 with 4 clients went from 1.14-1.50x of ideal to
-        // 1.09-3.41x in interleaved runs, for a reason not found: not a lost wake-up, as far as
-        // slot::tests::hop's stress test sees (none in 400,000 exchanges without the drain).
-        end.doorbell().drain();
-        guard.clear_ready();
-    }
-}
+use crate::workers::region::HopLink;
 
 /// A slot's line: its rings in the current process's region.
 pub(super) struct SlotLine {
@@ -142,7 +44,7 @@ impl SlotLine {
     }
 
     fn slot(&self) -> FrontSlot<'_> {
-        self.link.end.slot(self.index)
+        self.link.slot(self.index)
     }
 
     /// How the worker is told that the client of this slot's request has gone.
@@ -203,7 +105,7 @@ pub(super) struct ClientGoneSignal {
 
 impl ClientGoneSignal {
     pub(super) fn send(&self) {
-        self.link.end.slot(self.index).client_gone();
+        self.link.slot(self.index).client_gone();
     }
 }
 
@@ -224,7 +126,7 @@ enum Step {
 impl Exchange<'_> {
     /// Moves the upload as far as the request ring allows, then reads one response record.
     fn step(&mut self) -> Result<Step, LinkError> {
-        let slot = self.line.link.end.slot(self.line.index);
+        let slot = self.line.link.slot(self.line.index);
         self.upload.feed(&slot)?;
         match slot.pop(&mut self.line.record)? {
             Some(kind) => Ok(Step::Record(kind)),
@@ -237,7 +139,7 @@ impl Exchange<'_> {
     async fn wait(&mut self) -> Result<(), LinkError> {
         let link = &self.line.link;
         tokio::select! {
-            () = link.news[self.line.index].notified() => Ok(()),
+            () = link.moved(self.line.index) => Ok(()),
             () = link.until_gone() => Err(LinkError::WorkerGone),
         }
     }

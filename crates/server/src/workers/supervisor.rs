@@ -29,12 +29,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{info, warn};
 
-use crate::affinity::{self, WorkerCpus};
 use crate::queue::Queue;
-use crate::recycle::{self, Cause, RecyclePolicy, Turns};
-use crate::slot::{HopLink, Slot, SlotSettings};
-use crate::worker::{self, Launch, Phase, Process, TakesWebSockets, Transport, Worker};
-use crate::zygote::{Preloaded, ZygoteConfig};
+use crate::workers::affinity::{self, WorkerCpus};
+use crate::workers::launch::{BootError, Launch, TakesWebSockets};
+use crate::workers::lifetime::{Cause, RecyclePolicy};
+use crate::workers::process::{self, Process};
+use crate::workers::recycle::{self, Turns};
+use crate::workers::region::HopLink;
+use crate::workers::slot::{Slot, SlotSettings};
+use crate::workers::worker::{Phase, Transport, Worker};
+use crate::workers::zygote::{Preloaded, ZygoteConfig};
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -195,7 +199,7 @@ async fn start_process(
     config: &SupervisorConfig,
     preloaded: Option<&Preloaded>,
     generation: u64,
-) -> Result<Process, worker::BootError> {
+) -> Result<Process, BootError> {
     let mut command = config.launch.command(&worker.socket, worker.index, config.threads, config.workers);
     let cpu = config.cpus.as_ref().map(|cpus| cpus.of(worker.index));
     if let Some(cpu) = cpu {
@@ -206,22 +210,22 @@ async fn start_process(
     let _ = std::fs::remove_file(&worker.socket);
     match &worker.transport {
         Transport::Http => {
-            worker::boot(&mut command, worker::until_listening(&worker.socket), config.boot_timeout).await
+            process::boot(&mut command, process::until_listening(&worker.socket), config.boot_timeout).await
         }
         Transport::Hop(link) => {
-            let end = HopLink::prepare(config.threads, config.max_head).map_err(worker::BootError::Spawn)?;
-            worker::hand_over(&mut command, &end);
+            let end = HopLink::prepare(config.threads, config.max_head).map_err(BootError::Spawn)?;
+            process::hand_over(&mut command, &end);
             // SAFETY: the doorbell's descriptor belongs to `end`, which the AsyncFd owns (through
             // the Arc) for its whole life.
             let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }
-                .map_err(|err| worker::BootError::Spawn(err.into()))?;
+                .map_err(|err| BootError::Spawn(err.into()))?;
             let ready = HopLink::until_ready(&doorbell);
             let process = match preloaded {
                 Some(preloaded) => {
                     let forked = preloaded.fork(worker.index, &worker.socket, cpu, doorbell.get_ref()).await?;
-                    worker::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
+                    process::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
                 }
-                None => worker::boot(&mut command, ready, config.boot_timeout).await?,
+                None => process::boot(&mut command, ready, config.boot_timeout).await?,
             };
             config.takes_websockets.set(doorbell.get_ref().worker_takes_websockets());
             *link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(HopLink::start(doorbell, generation));

@@ -1,5 +1,9 @@
 //! Listening sockets: TCP (IPv4 or IPv6) and unix, for the public addresses and the control
 //! address alike, and the one accept loop they all run.
+//!
+//! Socket activation (sd_listen_fds(3)): when `LISTEN_FDS` and `LISTEN_PID` are set, the sockets
+//! systemd passed are served instead of `--bind`. systemd keeps them open across restarts, so a
+//! client connecting while headway restarts waits in the backlog instead of being refused.
 
 use std::future::Future;
 use std::io;
@@ -23,8 +27,6 @@ const LAST_PAUSE: Duration = Duration::from_secs(1);
 const HANDSHAKES_UNDER_WAY: Duration = Duration::from_millis(100);
 
 pub use headway_common::bind::Bind;
-
-use crate::systemd::Activated;
 
 /// A bound listening socket.
 pub enum Listener {
@@ -217,6 +219,31 @@ impl Drop for Listener {
             let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// A listening socket systemd passed.
+pub enum Activated {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// The sockets passed by socket activation, in order; empty when there are none. Takes
+/// `LISTEN_FDS` and `LISTEN_PID` out of the environment (the descriptors are close-on-exec),
+/// so call it before any thread starts.
+pub fn take_listen_fds() -> anyhow::Result<Vec<Activated>> {
+    let mut passed = listenfd::ListenFd::from_env();
+    let mut sockets = Vec::with_capacity(passed.len());
+    for index in 0..passed.len() {
+        let fd = index + 3;
+        if let Ok(Some(listener)) = passed.take_tcp_listener(index) {
+            sockets.push(Activated::Tcp(listener));
+        } else if let Ok(Some(listener)) = passed.take_unix_listener(index) {
+            sockets.push(Activated::Unix(listener));
+        } else {
+            anyhow::bail!("socket activation: descriptor {fd} is not a listening TCP or unix stream socket");
+        }
+    }
+    Ok(sockets)
 }
 
 #[cfg(test)]

@@ -1,0 +1,121 @@
+//! A client connection's life: read a request completely, queue it, write its response, repeat.
+//!
+//! The connection is the only thing a client can hold. While it is idle between requests it
+//! costs a task and no buffer, no slot and no thread. A request enters the queue only once its
+//! head and body are fully read ([`super::read`]), so slow uploads never hold a slot; its
+//! response comes back through a spool ([`super::relay`]), so slow downloads never hold one
+//! either. One request of a connection is in the queue or running at a time: the next one
+//! (keep-alive or pipelined) enters at the back of the queue only after this one's response, so
+//! a connection cannot take more than its share of the slots, and pipelined answers are in
+//! order by construction.
+//!
+//! While its request waits, the connection keeps reading (up to one head's worth) to notice a
+//! client that goes away: it then drops the request's [`Wait`], which withdraws it.
+//!
+//! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
+//! connection carries the socket until it closes ([`super::websocket`]).
+
+use tokio::io::AsyncReadExt;
+
+use super::conn::{Connection, End, READ_CHUNK};
+use super::forward::worker_request;
+use super::stream::ClientStream;
+use super::upgrade::ask_worker_to_upgrade;
+use super::websocket::WebSocket;
+use crate::http1::request::RequestHead;
+use crate::http1::response::Persistence;
+use crate::job::Outcome;
+use crate::ops::access_log::RequestFields;
+use crate::queue::Wait;
+
+impl<S: ClientStream> Connection<S> {
+    /// Serves the connection until it ends.
+    pub(super) async fn serve(mut self) {
+        match self.run().await {
+            Ok(None) | Err(End::Gone) => {}
+            Err(End::Refuse(error, version)) => self.refuse(&error, version).await,
+            Ok(Some(websocket)) => {
+                // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
+                // shutdown drains the requests first, then closes the sockets.
+                self.open = None;
+                self.carry(websocket).await;
+            }
+        }
+    }
+
+    /// Serves requests until the connection closes or becomes a WebSocket (returned, to be carried).
+    async fn run(&mut self) -> Result<Option<WebSocket>, End> {
+        loop {
+            let Some(head) = self.read_head().await? else { return Ok(None) };
+            let (method, version) = (head.method.clone(), head.version);
+            let websocket = self.admit_websocket(&head)?;
+            let body = self.read_body(&head).await.map_err(|end| match end {
+                End::Refuse(error, _) => End::Refuse(error, version),
+                gone => gone,
+            })?;
+            self.requests += 1;
+            let persistence = self.persistence(&head);
+            if let Some(health) = self.front.health_response(&head, version, persistence) {
+                self.front.stats.response_sent(health.status);
+                self.write(&health.bytes).await?;
+                if persistence == Persistence::Close {
+                    self.linger().await;
+                    return Ok(None);
+                }
+                continue;
+            }
+            let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
+            let mut request = worker_request(head, body, &self.peer, &self.front.settings.trusted_proxies);
+            if websocket.is_some() {
+                ask_worker_to_upgrade(&mut request);
+            }
+            let wait = self.front.queue.enqueue(request);
+            let outcome = self.wait(wait).await?;
+            let sent = self.respond(&method, version, outcome, persistence).await?;
+            if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
+                log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
+            }
+            if let (Some(socket), Some(admitted)) = (sent.websocket, websocket) {
+                return Ok(Some(WebSocket { socket, admitted }));
+            }
+            if sent.persistence == Persistence::Close {
+                self.linger().await;
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Whether the connection may carry another request after this one.
+    fn persistence(&self, head: &RequestHead) -> Persistence {
+        let settings = &self.front.settings;
+        let limit_reached =
+            settings.max_requests_per_connection != 0 && self.requests >= settings.max_requests_per_connection;
+        let stopping = *self.front.shutdown.borrow();
+        if head.keep_alive && settings.keep_alive && !limit_reached && !stopping {
+            Persistence::KeepAlive
+        } else {
+            Persistence::Close
+        }
+    }
+
+    /// Waits for the request's outcome while watching the client: bytes it sends meanwhile
+    /// (pipelined requests, up to one head's worth) are kept for later; if it goes away, the
+    /// wait is dropped, which withdraws the request.
+    async fn wait(&mut self, mut wait: Wait) -> Result<Outcome, End> {
+        loop {
+            let read_ahead = self.buf.len() < self.front.settings.limits.max_head;
+            if read_ahead {
+                self.buf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                biased;
+                outcome = wait.outcome() => return Ok(outcome),
+                read = self.io.read_buf(&mut self.buf), if read_ahead => {
+                    if !matches!(read, Ok(n) if n > 0) {
+                        return Err(End::Gone);
+                    }
+                }
+            }
+        }
+    }
+}
