@@ -13,6 +13,8 @@ Run with one worker (`-w 1`) so every request sees the same process state:
                      recorded; /closed lists the recorded ids
 - /endless?id=X      a piece every 20 ms for a minute, then close() recorded as above
 - /crash             raises before start_response
+- /bodiless?status=S answers status S with no body and no Content-Length (204, 304, or any
+                     status for HEAD, as frameworks answer HEAD: the fields, an empty body)
 """
 
 import hashlib
@@ -147,6 +149,11 @@ def closing(environ, start_response):
     return _Closing(params["id"], int(params.get("ms", "0")) / 1000)
 
 
+def bodiless(environ, start_response):
+    start_response(_params(environ)["status"], [("Content-Type", "text/plain")])
+    return []
+
+
 def crash(environ, start_response):
     raise RuntimeError("probe crash")
 
@@ -165,6 +172,7 @@ ROUTES = {
     "/closed": lambda env, sr: _json(sr, list(_closed)),
     "/endless": endless,
     "/crash": crash,
+    "/bodiless": bodiless,
 }
 
 

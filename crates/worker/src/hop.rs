@@ -29,11 +29,13 @@ use headway_hop::HopError;
 use pyo3::Python;
 
 use crate::http::reader::ReadError;
-use crate::http::request::{from_fields, Request, Version};
-use crate::http::response::{framing_of, Framing, ResponseHead};
+use crate::http::request::{from_fields, Request};
+use crate::http::response::ResponseHead;
 use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
+use headway_http1::body::BodyEncoder;
+use http::Version;
 
 /// Serves published requests with `serve` until the worker stops.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
@@ -54,7 +56,7 @@ pub struct Exchange {
     /// Request body bytes still on the ring.
     body_left: u64,
     is_head: bool,
-    framing: Framing,
+    framing: BodyEncoder,
     /// False while served on an event loop's thread: see the module's comment.
     may_wait: bool,
     /// Response records that did not fit the ring when the exchange could not wait.
@@ -86,7 +88,7 @@ impl Exchange {
             taken: 0,
             body_left: 0,
             is_head: false,
-            framing: Framing::NoBody,
+            framing: BodyEncoder::NoBody,
             may_wait: true,
             pending: Vec::new(),
             closing: None,
@@ -145,7 +147,7 @@ impl Exchange {
             return Err(corrupt("a request that does not start with its head"));
         }
         let head = message::decode_request_head(&self.record).map_err(io::Error::other)?;
-        let version = if head.http11 { Version::Http11 } else { Version::Http10 };
+        let version = if head.http11 { Version::HTTP_11 } else { Version::HTTP_10 };
         self.body_left = head.body_len;
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
             .map_err(|_| corrupt("a request head the front should have refused"))?;
@@ -226,7 +228,7 @@ impl Transport for Exchange {
         body_length: Option<u64>,
         data: &[u8],
     ) -> io::Result<()> {
-        self.framing = framing_of(head, self.is_head, Version::Http11, body_length);
+        self.framing = head.encoder(self.is_head, Version::HTTP_11, body_length);
         let mut fields: Vec<(&[u8], &[u8])> = head
             .header_block
             .split(|&b| b == b'\n')
@@ -236,14 +238,17 @@ impl Transport for Exchange {
                 Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
             })
             .collect();
-        // A length known only now (a list of bytes) tells the front the body's size, also for
-        // HEAD, where it is what a GET would get.
-        let length = body_length.filter(|_| head.content_length.is_none()).map(|length| length.to_string());
+        // A length known only now (a list of bytes) tells the front the body's size; a response
+        // without a body (HEAD, 204, 304) says none the app did not give.
+        let length = match self.framing {
+            BodyEncoder::Length { promised, .. } if head.content_length.is_none() => Some(promised.to_string()),
+            _ => None,
+        };
         if let Some(length) = &length {
             fields.push((b"Content-Length", length.as_bytes()));
         }
         let mut record = Vec::with_capacity(64 + head.header_block.len());
-        message::encode_response_head(&mut record, head.code, fields);
+        message::encode_response_head(&mut record, head.code.as_u16(), fields);
         self.push(py, RESPONSE_HEAD, &[&record])?;
         self.stage = Stage::Responding;
         self.send_body(py, data)
@@ -264,7 +269,7 @@ impl Transport for Exchange {
 
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
         // The ring is memory: the file is read into it (no sendfile across processes).
-        let Framing::Length { remaining, .. } = self.framing else { return Ok(()) };
+        let BodyEncoder::Length { remaining, .. } = self.framing else { return Ok(()) };
         let mut buffer = vec![0u8; self.slot().max_payload().min(remaining as usize)];
         let (mut offset, mut left) = (offset, remaining);
         while left > 0 {
@@ -298,14 +303,14 @@ impl Transport for Exchange {
 
     fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool) {
         let result = if self.stage == Stage::Responding {
-            self.close(py, ABORT, error.message.as_bytes())
+            self.close(py, ABORT, error.reason.as_bytes())
         } else {
-            let body = format!("{}\n", error.message);
+            let body = format!("{}\n", error.reason);
             let length = body.len().to_string();
             let fields: [(&[u8], &[u8]); 2] =
                 [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", length.as_bytes())];
             let mut record = Vec::new();
-            message::encode_response_head(&mut record, error.status, fields);
+            message::encode_response_head(&mut record, error.status.as_u16(), fields);
             self.push(py, RESPONSE_HEAD, &[&record])
                 .and_then(|()| if is_head { Ok(()) } else { self.push_body(py, body.as_bytes()) })
                 .and_then(|()| self.close(py, END, b""))

@@ -16,7 +16,6 @@ use crate::front::forwarded::TrustedProxies;
 use crate::front::tls::{ClientAuth, ClientCas, Password, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
-use crate::http1::request::Limits;
 use crate::listener::Bind;
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{QueueSettings, Target};
@@ -27,6 +26,7 @@ use crate::workers::reload::ReloadSettings;
 use crate::workers::slot::SlotSettings;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
+use headway_http1::request::Limits;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \

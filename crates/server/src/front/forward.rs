@@ -14,9 +14,9 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
 use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
-use crate::http1::request::RequestHead;
-use crate::http1::{remove_fields, strip_hop_by_hop};
 use crate::job::{Client, RequestBody};
+use headway_http1::fields::{remove_fields, strip_hop_by_hop};
+use headway_http1::request::RequestHead;
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
@@ -63,8 +63,8 @@ fn request_start() -> HeaderValue {
 mod tests {
     use super::*;
     use crate::front::forwarded::{X_FORWARDED_FOR, X_FORWARDED_PROTO};
-    use crate::http1::request::{parse_head, Limits};
     use bytes::Bytes;
+    use headway_http1::request::{parse_head, Limits};
 
     fn trusted() -> TrustedProxies {
         TrustedProxies::parse("127.0.0.1").unwrap()

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use http::{Method, StatusCode, Version};
 
 use super::Front;
-use crate::http1::request::RequestHead;
-use crate::http1::response::{plain_response, Persistence};
+use headway_http1::request::RequestHead;
+use headway_http1::response::{plain_response, Persistence};
 
 /// The front's own answer to a health probe.
 pub(super) struct HealthAnswer {

@@ -9,6 +9,7 @@
 mod conn;
 pub mod forward;
 pub mod forwarded;
+mod frames;
 mod health;
 mod proxy_protocol;
 mod read;
@@ -29,8 +30,6 @@ use tokio::sync::watch;
 use tokio::time::timeout_at;
 use tracing::{debug, warn};
 
-use crate::http1::request::Limits;
-use crate::http1::HttpError;
 use crate::listener::{accept_until, Accepted, Listener};
 use crate::ops::access_log::AccessLog;
 use crate::ops::readiness::Readiness;
@@ -38,6 +37,8 @@ use crate::ops::stats::Stats;
 use crate::queue::Queue;
 use conn::{Arrival, Connection};
 use forwarded::{ClientCert, Peer, TrustedProxies};
+use headway_http1::request::Limits;
+use headway_http1::HttpError;
 use stream::{ClientStream, ReadAhead};
 use tls::Tls;
 use websocket::WebSocketSettings;

@@ -22,11 +22,11 @@ use super::forward::worker_request;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
-use crate::http1::request::RequestHead;
-use crate::http1::response::Persistence;
 use crate::job::Outcome;
 use crate::ops::access_log::RequestFields;
 use crate::queue::Wait;
+use headway_http1::request::RequestHead;
+use headway_http1::response::Persistence;
 
 impl<S: ClientStream> Connection<S> {
     /// Serves the connection until it ends.

@@ -13,13 +13,13 @@ use super::forwarded::{Peer, TrustedProxies};
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
-use crate::http1::request::Limits;
 use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
+use headway_http1::request::Limits;
 
 mod websocket;
 

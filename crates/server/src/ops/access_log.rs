@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::header::{self, HeaderValue};
 use tracing::warn;
 
-use crate::http1::request::RequestHead;
 use crate::job::Timing;
+use headway_http1::request::RequestHead;
 
 /// `--access-log-format`: a line per response in Apache's combined format (then `queue=` and
 /// `service=` times), or a JSON object per line.

@@ -11,11 +11,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::http::reader::RECV_BYTES;
-use crate::http::request::{parse_request, Request};
+use crate::http::request::{self, Request};
 use crate::http::HttpError;
 use crate::transport::{Next, Transport};
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::validate;
+use headway_http1::body::BodyKind;
+use headway_http1::request::{parse_head as parse_request_head, Limits};
 
 const OVER: &str = "the connection this belongs to is over";
 
@@ -93,8 +95,11 @@ impl Channel {
 
     fn start(&mut self, request: &Request) {
         self.is_head = request.is_head();
-        self.body_left = request.content_length;
-        self.body_done = !request.chunked && request.content_length.unwrap_or(0) == 0;
+        (self.body_left, self.body_done) = match request.body {
+            BodyKind::Length(length) => (Some(length), false),
+            BodyKind::Chunked | BodyKind::UntilClose => (None, false),
+            BodyKind::Empty => (Some(0), true),
+        };
         self.body_wanted = false;
         self.head_sent = false;
     }
@@ -190,7 +195,11 @@ impl Channel {
         if head_sent {
             transport.abandon(py);
         } else {
-            transport.send_error(py, &HttpError::new(500, "Internal Server Error"), is_head);
+            transport.send_error(
+                py,
+                &HttpError::new(http::StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+                is_head,
+            );
         }
         Ok(())
     }
@@ -207,11 +216,18 @@ fn header_name(key: &str) -> Vec<u8> {
     name.bytes().map(|b| if b == b'_' { b'-' } else { b.to_ascii_lowercase() }).collect()
 }
 
-/// The head of a request that came on a connection of its own (a WebSocket handshake), in the
-/// shape `Channel.next_request` gives; a malformed one raises ValueError with what is wrong.
+/// The head of a request that came on a connection of its own (a WebSocket handshake), up to
+/// and without the blank line that ends it, in the shape `Channel.next_request` gives; a
+/// malformed one raises ValueError with what is wrong.
 #[pyfunction]
 pub fn parse_head<'py>(py: Python<'py>, head: &[u8]) -> PyResult<Head<'py>> {
-    let request = parse_request(head).map_err(|error| PyValueError::new_err(error.message))?;
+    let head = [head, b"\r\n\r\n"].concat();
+    let limits = Limits { max_head: head.len(), max_body: u64::MAX };
+    let request = match parse_request_head(&head, &limits) {
+        Ok(Some((head, _))) => request::from_head(head),
+        Ok(None) => return Err(PyValueError::new_err("an incomplete request head")),
+        Err(error) => return Err(PyValueError::new_err(error.reason)),
+    };
     scope_head(py, request, false)
 }
 
@@ -223,11 +239,12 @@ fn scope_head(py: Python<'_>, request: Request, has_body: bool) -> PyResult<Head
     }
     let scheme = if request.is_https() { "https" } else { "http" };
     let client = request.client().map(str::to_owned);
+    let version = request.protocol().trim_start_matches("HTTP/");
     Ok((
         request.method,
         PyBytes::new(py, request.path.as_bytes()),
         PyBytes::new(py, request.query.as_bytes()),
-        request.version.as_str().trim_start_matches("HTTP/"),
+        version,
         headers,
         scheme,
         client,
