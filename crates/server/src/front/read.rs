@@ -6,18 +6,18 @@
 //! header timeout (408), the body read with its stall timeout, `100 Continue`, and the body's
 //! buffering in memory or a spool.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::body::BodySink;
 use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
 use crate::http1::chunked::ChunkedDecoder;
 use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::HttpError;
 use crate::job::RequestBody;
-use crate::spool;
 
 impl<S: ClientStream> Connection<S> {
     /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
@@ -85,6 +85,7 @@ impl<S: ClientStream> Connection<S> {
     /// Reads the whole body. Only then may the request queue.
     pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
         let mut sink = BodySink::new(self.front.settings.request_buffer);
+        let refuse = |error| End::Refuse(error, Version::HTTP_11);
         match head.framing {
             Framing::Empty => {}
             Framing::Length(len) => {
@@ -93,7 +94,7 @@ impl<S: ClientStream> Connection<S> {
                 loop {
                     let take = remaining.min(self.buf.len() as u64) as usize;
                     if take > 0 {
-                        sink.push(self.buf.split_to(take).freeze())?;
+                        sink.push(self.buf.split_to(take).freeze()).map_err(refuse)?;
                         remaining -= take as u64;
                     }
                     if remaining == 0 {
@@ -112,7 +113,7 @@ impl<S: ClientStream> Connection<S> {
                         decoder.decode(&self.buf, &mut decoded).map_err(|error| End::Refuse(error, head.version))?;
                     self.buf.advance(used);
                     if !decoded.is_empty() {
-                        sink.push(decoded.split().freeze())?;
+                        sink.push(decoded.split().freeze()).map_err(refuse)?;
                     }
                     if decoder.is_done() {
                         break;
@@ -143,50 +144,6 @@ impl<S: ClientStream> Connection<S> {
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         Ok(())
-    }
-}
-
-/// Collects a request body: in memory up to the request buffer size, then in a spool (a
-/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
-/// memory.
-struct BodySink {
-    pieces: Vec<Bytes>,
-    len: u64,
-    memory_limit: usize,
-    spool: Option<(spool::Writer, spool::Reader)>,
-}
-
-impl BodySink {
-    fn new(memory_limit: usize) -> Self {
-        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
-    }
-
-    fn push(&mut self, data: Bytes) -> Result<(), End> {
-        self.len += data.len() as u64;
-        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
-            self.pieces.push(data);
-            return Ok(());
-        }
-        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
-        spooled.map_err(|err| {
-            tracing::warn!("cannot buffer a request body: {err}");
-            End::Refuse(
-                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
-                Version::HTTP_11,
-            )
-        })
-    }
-
-    fn finish(self) -> RequestBody {
-        match self.spool {
-            Some((writer, reader)) => {
-                writer.finish();
-                RequestBody::Spooled { reader, len: self.len }
-            }
-            None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
-            None => RequestBody::Memory(self.pieces.concat().into()),
-        }
     }
 }
 

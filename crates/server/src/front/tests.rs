@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::conn::{Arrival, Connection};
 use super::forwarded::{Peer, TrustedProxies};
+use super::h2::Http2Settings;
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
@@ -56,6 +57,7 @@ impl Harness {
                 ping_interval: None,
                 max_message: 1 << 20,
             },
+            http2: Some(Http2Settings::new(8 * 1024)),
         };
         change(&mut settings);
         let queue = Queue::new(100, Duration::from_secs(30), 1);

@@ -16,6 +16,8 @@ pub const MAX_HEADERS: usize = 100;
 pub enum Version {
     Http10,
     Http11,
+    /// Only through the hop, from an HTTP/2 client of the front.
+    Http2,
 }
 
 impl Version {
@@ -23,6 +25,7 @@ impl Version {
         match self {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2",
         }
     }
 }
