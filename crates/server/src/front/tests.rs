@@ -22,6 +22,7 @@ use crate::queue::{Queue, Reader};
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
 
+mod h2;
 mod websocket;
 
 struct Harness {

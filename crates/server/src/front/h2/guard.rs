@@ -113,14 +113,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         if poll.is_ready() {
             let this = &mut *self;
             let now = Instant::now();
-            let (frames, control) = (&mut this.frames, &mut this.control);
-            let mut flooded = false;
-            frames.scan(&buf.filled()[before..], |kind, flags| {
-                if (kind == PING || kind == SETTINGS) && flags & ACK == 0 && !control.take(now) {
-                    flooded = true;
-                }
+            let control = &mut this.control;
+            let flood = this.frames.scan(&buf.filled()[before..], |kind, flags| {
+                !((kind == PING || kind == SETTINGS) && flags & ACK == 0) || control.take(now)
             });
-            if flooded {
+            if let Some(at) = flood {
+                // `h2` gets nothing from the frame over the budget on: it answers no more.
+                buf.set_filled(before + at);
                 this.alarm.raise();
             }
         }
@@ -174,29 +173,33 @@ impl FrameHeaders {
         FrameHeaders { preface_left: PREFACE.len(), header: [0; FRAME_HEADER], header_len: 0, payload_left: 0 }
     }
 
-    /// Calls `frame(type, flags)` for each frame header that completes in `data`.
-    fn scan(&mut self, mut data: &[u8], mut frame: impl FnMut(u8, u8)) {
-        let skip = self.preface_left.min(data.len());
-        self.preface_left -= skip;
-        data = &data[skip..];
-        while !data.is_empty() {
+    /// Calls `frame(type, flags)` for each frame header that completes in `data`, until it
+    /// returns `false`; then returns where in `data` that frame began (0 if before it).
+    fn scan(&mut self, data: &[u8], mut frame: impl FnMut(u8, u8) -> bool) -> Option<usize> {
+        let mut at = self.preface_left.min(data.len());
+        self.preface_left -= at;
+        while at < data.len() {
             if self.payload_left > 0 {
-                let skip = self.payload_left.min(data.len());
+                let skip = self.payload_left.min(data.len() - at);
                 self.payload_left -= skip;
-                data = &data[skip..];
+                at += skip;
                 continue;
             }
-            let take = (FRAME_HEADER - self.header_len).min(data.len());
-            self.header[self.header_len..self.header_len + take].copy_from_slice(&data[..take]);
+            let began = at.saturating_sub(self.header_len);
+            let take = (FRAME_HEADER - self.header_len).min(data.len() - at);
+            self.header[self.header_len..self.header_len + take].copy_from_slice(&data[at..at + take]);
             self.header_len += take;
-            data = &data[take..];
+            at += take;
             if self.header_len == FRAME_HEADER {
                 let header = self.header;
                 self.header_len = 0;
                 self.payload_left = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
-                frame(header[3], header[4]);
+                if !frame(header[3], header[4]) {
+                    return Some(began);
+                }
             }
         }
+        None
     }
 }
 
@@ -250,10 +253,18 @@ mod tests {
             let mut headers = FrameHeaders::new();
             let mut seen = Vec::new();
             for chunk in wire.chunks(piece) {
-                headers.scan(chunk, |kind, flags| seen.push((kind, flags)));
+                let stopped = headers.scan(chunk, |kind, flags| {
+                    seen.push((kind, flags));
+                    true
+                });
+                assert_eq!(stopped, None);
             }
             assert_eq!(seen, expected, "reads of {piece} bytes");
         }
+        let mut headers = FrameHeaders::new();
+        let ping_at = wire.len() - FRAME_HEADER - (FRAME_HEADER + 8); // before the PING and the empty DATA frame
+        let stopped = headers.scan(&wire, |kind, _| kind != PING);
+        assert_eq!(stopped, Some(ping_at), "where the frame that stopped the scan began");
     }
 
     #[test]
