@@ -275,12 +275,12 @@ impl Stream {
         Ok(len)
     }
 
-    /// Answers a request the front refuses; a body the client is still sending is not wanted
-    /// (RST_STREAM `NO_ERROR` after the response, RFC 9113 section 8.1).
+    /// Answers a request the front refuses. A body the client is still sending is not wanted:
+    /// once the stream's handles are dropped after the response, `h2` tells the client so with
+    /// RST_STREAM `NO_ERROR` (RFC 9113 section 8.1), after the response's frames.
     async fn refuse(&mut self, error: &HttpError) -> Result<(), End> {
         self.shared.front.stats.response_sent(error.status);
         self.send_plain(error.status, Some(error.reason), &[]).await?;
-        self.respond.send_reset(Reason::NO_ERROR);
         Ok(())
     }
 }

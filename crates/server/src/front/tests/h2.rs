@@ -118,6 +118,38 @@ async fn a_rapid_reset_flood_is_told_to_calm_down_and_gets_no_more_than_the_stre
 }
 
 #[tokio::test]
+async fn a_shutdown_sends_goaway_and_the_streams_in_flight_finish() {
+    let harness = Harness::new();
+    let (client, connection) = harness.connect_h2().await;
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(get("/in-flight"), true).unwrap();
+    settle(|| harness.depth() == 1).await;
+    harness._shutdown.send_replace(true);
+    // GOAWAY first: the client may open no new stream, and the one in flight still finishes.
+    let refused = async {
+        loop {
+            match client.clone().ready().await {
+                Ok(mut ready) => match ready.send_request(get("/late"), true) {
+                    Ok((late, _)) => match late.await {
+                        Err(err) => return err,
+                        Ok(_) => panic!("a stream opened after GOAWAY was served"),
+                    },
+                    Err(err) => return err,
+                },
+                Err(err) => return err,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), refused).await.expect("the new stream refused");
+    assert_eq!(harness.answer_next().await, "/in-flight");
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.into_body().data().await.unwrap().unwrap(), "/in-flight");
+    connection.await.unwrap().expect("a clean close");
+    assert_eq!(harness.depth(), 0);
+}
+
+#[tokio::test]
 async fn a_ping_flood_is_told_to_calm_down() {
     let harness = Harness::new();
     let (mut client, server) = tokio::io::duplex(1 << 20);
