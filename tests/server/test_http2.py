@@ -19,6 +19,7 @@ import h2.events
 import h2.settings
 import pytest
 import trustme
+
 from conftest import wait_until
 
 ENHANCE_YOUR_CALM = 11
