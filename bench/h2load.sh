@@ -69,7 +69,7 @@ h2load_pin=()
 [[ -z "$H2LOAD_CPU" ]] || h2load_pin=(taskset -c "$H2LOAD_CPU")
 
 # h2load_figures FILE: "rps mean_ms failed requests" from one h2load output (failed: requests
-# that errored, failed, or got a status other than 2xx).
+# that failed, errored or timed out, or got a 4xx or 5xx).
 h2load_figures() {
     awk '
         function ms(text) {
@@ -80,8 +80,8 @@ h2load_figures() {
         }
         BEGIN {rps = mean = "nan"}
         /^finished in/ {rps = $4 + 0}
-        /^requests:/ {requests = $8; failed = $10 + $12}
-        /^status codes:/ {failed += $4 + $6 + $8}
+        /^requests:/ {requests = $8; failed = $10 + $12 + $14}
+        /^status codes:/ {failed += $7 + $9}
         /^time for request:/ {mean = ms($6)}
         END {printf "%s %s %d %d\n", rps, mean, failed, requests}
     ' "$1"
@@ -107,7 +107,7 @@ for round in $(seq "$ROUNDS"); do
         raw="$BENCH_OUT/r$round-$name.txt"
         bench_measure "$raw" "${h2load_pin[@]}" h2load -c "$CONNECTIONS" -m "$STREAMS" -D "$DURATION" "$url"
         bench_stop
-        grep -q "application protocol: h2" "$raw" || bench_die "$name did not speak h2 (see $raw)"
+        grep -qi "^application protocol: h2$" "$raw" || bench_die "$name did not speak h2 (see $raw)"
         read -r rps mean failed requests < <(h2load_figures "$raw")
         cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$rps" "$mean" "$failed" "$BENCH_OTHER_CPU" "$cpu_us" >>"$results"
