@@ -637,7 +637,7 @@ fn http2_settings(args: &ServeArgs) -> anyhow::Result<Http2Settings> {
     if args.http2_max_concurrent_streams == 0 {
         bail!("--http2-max-concurrent-streams must be more than 0 (--no-http2 switches HTTP/2 off)");
     }
-    let window = u32::try_from(args.http2_initial_window_size).ok().filter(|window| *window <= (1 << 31) - 1);
+    let window = u32::try_from(args.http2_initial_window_size).ok().filter(|window| *window < (1 << 31));
     let Some(window) = window else { bail!("--http2-initial-window-size must be at most 2147483647 (2^31-1)") };
     let frame = u32::try_from(args.http2_max_frame_size).ok().filter(|frame| (16_384..(1 << 24)).contains(frame));
     let Some(frame) = frame else { bail!("--http2-max-frame-size must be from 16384 to 16777215") };
