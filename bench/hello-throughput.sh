@@ -174,8 +174,8 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-column_median() { awk -F'\t' -v n="$1" -v c="$2" '$2 == n {print $c}' "$results" | bench_median; }
-column_all() { awk -F'\t' -v n="$1" -v c="$2" '$2 == n {printf "%s%.0f", sep, $c; sep = " "}' "$results"; }
+column_median() { bench_column_median "$results" "$@"; }
+column_all() { bench_column_all "$results" "$@"; }
 
 reference="$(column_median granian-wsgi 3)"
 echo

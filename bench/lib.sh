@@ -256,3 +256,8 @@ bench_autogroup_line() {
 bench_median() {
     sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print v[int((NR + 1) / 2)]}'
 }
+
+# bench_column_median FILE NAME COLUMN: the median of COLUMN over the rows of the tab-separated
+# FILE whose second column (the server) is NAME; bench_column_all: every one, rounded, in order.
+bench_column_median() { awk -F'\t' -v n="$2" -v c="$3" '$2 == n {print $c}' "$1" | bench_median; }
+bench_column_all() { awk -F'\t' -v n="$2" -v c="$3" '$2 == n {printf "%s%.0f", sep, $c; sep = " "}' "$1"; }
