@@ -1,6 +1,8 @@
 //! HTTP/2 through the front in-process: an `h2` client on an in-memory stream, the queue served
 //! by the test as a slot would.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use h2::client::SendRequest;
 use h2::Reason;
@@ -139,6 +141,24 @@ async fn a_shutdown_sends_goaway_and_the_streams_in_flight_finish() {
     assert_eq!(response.into_body().data().await.unwrap().unwrap(), "/in-flight");
     connection.await.unwrap().expect("a clean close");
     assert_eq!(harness.depth(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_without_streams_is_closed_at_the_header_then_the_keep_alive_timeout() {
+    let harness = Harness::new();
+    let started = tokio::time::Instant::now();
+    let (_client, connection) = harness.connect_h2().await;
+    connection.await.unwrap().expect("a graceful close");
+    assert_eq!(started.elapsed(), Duration::from_secs(10), "no first stream within the header timeout");
+
+    let (client, connection) = harness.connect_h2().await;
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(get("/one"), true).unwrap();
+    assert_eq!(harness.answer_next().await, "/one");
+    response.await.unwrap();
+    let answered = tokio::time::Instant::now();
+    connection.await.unwrap().expect("a graceful close");
+    assert_eq!(answered.elapsed(), Duration::from_secs(75), "idle for the keep-alive timeout");
 }
 
 #[tokio::test]
