@@ -71,13 +71,7 @@ h2load_pin=()
 # h2load_figures FILE: "rps mean_ms failed requests" from one h2load output (failed: requests
 # that failed, errored or timed out, or got a 4xx or 5xx).
 h2load_figures() {
-    awk '
-        function ms(text) {
-            if (text ~ /us$/) return text * 0.001
-            if (text ~ /ms$/) return text + 0
-            if (text ~ /s$/) return text * 1000
-            return "nan"
-        }
+    awk "$BENCH_AWK_MS"'
         BEGIN {rps = mean = "nan"}
         /^finished in/ {rps = $4 + 0}
         /^requests:/ {requests = $8; failed = $10 + $12 + $14}

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::task::JoinSet;
 
-use crate::client::{io_kind, Pacing, Pending, ThreadCtx};
+use crate::client::{connect_kind, io_kind, Pacing, Pending, ThreadCtx};
 use crate::record::{ErrorKind, Sample};
 
 /// What a target's request is over HTTP/2.
@@ -118,8 +118,7 @@ enum Failure {
 impl Failure {
     fn kind(&self) -> ErrorKind {
         match self {
-            Failure::Connect(err) if err.kind() == io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-            Failure::Connect(_) => ErrorKind::Connect,
+            Failure::Connect(err) => connect_kind(err),
             Failure::Http2(err) => match err.get_io() {
                 Some(io) => io_kind(io),
                 None if err.is_go_away() || err.is_remote() => ErrorKind::ClosedEarly,
