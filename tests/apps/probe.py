@@ -6,7 +6,8 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /busy?ms=N         counts requests running at once, sleeps N ms; /max_busy reads the peak
 - /bytes?n=N         a body of N bytes, sent in one piece (the server can give a length)
 - /stream?n=N&k=K    N bytes in K pieces with no Content-Length (chunked on the wire)
-- /echo              the request body, and what the environ said about it, as JSON
+- /echo              the request body, and what the environ said about it (SERVER_PROTOCOL too),
+                     as JSON
 - /digest            the request body's length and SHA-256, read from wsgi.input in pieces
 - /environ           every environ key with the type of its value, as JSON
 - /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
@@ -91,6 +92,7 @@ def echo(environ, start_response):
         "body": data.decode("latin-1"),
         "content_length": environ.get("CONTENT_LENGTH", ""),
         "method": environ["REQUEST_METHOD"],
+        "protocol": environ["SERVER_PROTOCOL"],
         "path": environ["PATH_INFO"],
         "script_name": environ["SCRIPT_NAME"],
         "query": environ["QUERY_STRING"],

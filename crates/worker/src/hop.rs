@@ -147,7 +147,11 @@ impl Exchange {
             return Err(corrupt("a request that does not start with its head"));
         }
         let head = message::decode_request_head(&self.record).map_err(io::Error::other)?;
-        let version = if head.http11 { Version::HTTP_11 } else { Version::HTTP_10 };
+        let version = match head.version {
+            message::Version::Http10 => Version::HTTP_10,
+            message::Version::Http11 => Version::HTTP_11,
+            message::Version::Http2 => Version::HTTP_2,
+        };
         self.body_left = head.body_len;
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
             .map_err(|_| corrupt("a request head the front should have refused"))?;

@@ -77,8 +77,8 @@ pub struct Connection<S> {
 /// header read, a TLS handshake): its deadlines and its count among the open connections run
 /// from here.
 pub(super) struct Arrival {
-    at: Instant,
-    open: Gauge,
+    pub(super) at: Instant,
+    pub(super) open: Gauge,
 }
 
 impl Arrival {

@@ -6,15 +6,15 @@
 //! header timeout (408), the body read with its stall timeout, `100 Continue`, and the body's
 //! buffering in memory or a spool.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::body::BodySink;
 use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
 use crate::job::RequestBody;
-use crate::spool;
 use headway_http1::body::{BodyDecoder, BodyKind};
 use headway_http1::request::{parse_head, RequestHead};
 use headway_http1::response::CONTINUE;
@@ -103,7 +103,7 @@ impl<S: ClientStream> Connection<S> {
                 // The data is a run of the bytes read: passed on without a copy.
                 let _ = used.split_to(decoded.data.start);
                 used.truncate(decoded.data.len());
-                sink.push(used.freeze())?;
+                sink.push(used.freeze()).map_err(|error| End::Refuse(error, head.version))?;
             }
             if decoder.is_done() {
                 return Ok(sink.finish());
@@ -138,50 +138,6 @@ impl<S: ClientStream> Connection<S> {
             self.write(CONTINUE).await?;
         }
         Ok(())
-    }
-}
-
-/// Collects a request body: in memory up to the request buffer size, then in a spool (a
-/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
-/// memory.
-struct BodySink {
-    pieces: Vec<Bytes>,
-    len: u64,
-    memory_limit: usize,
-    spool: Option<(spool::Writer, spool::Reader)>,
-}
-
-impl BodySink {
-    fn new(memory_limit: usize) -> Self {
-        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
-    }
-
-    fn push(&mut self, data: Bytes) -> Result<(), End> {
-        self.len += data.len() as u64;
-        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
-            self.pieces.push(data);
-            return Ok(());
-        }
-        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
-        spooled.map_err(|err| {
-            tracing::warn!("cannot buffer a request body: {err}");
-            End::Refuse(
-                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
-                Version::HTTP_11,
-            )
-        })
-    }
-
-    fn finish(self) -> RequestBody {
-        match self.spool {
-            Some((writer, reader)) => {
-                writer.finish();
-                RequestBody::Spooled { reader, len: self.len }
-            }
-            None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
-            None => RequestBody::Memory(self.pieces.concat().into()),
-        }
     }
 }
 
