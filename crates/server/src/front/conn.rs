@@ -159,12 +159,15 @@ impl<S: ClientStream> Connection<S> {
                 }
                 continue;
             }
-            let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
+            let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
             let mut request = worker_request(head, body, &self.peer, &self.front.settings.trusted_proxies);
             if websocket.is_some() {
                 ask_worker_to_upgrade(&mut request);
             }
             let wait = self.front.queue.enqueue(request);
+            if let Some(fields) = logged.as_mut() {
+                fields.took_lane(wait.lane());
+            }
             let outcome = self.wait(wait).await?;
             let sent = self.respond(&method, version, outcome, persistence).await?;
             if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {

@@ -15,7 +15,7 @@ use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
 use crate::http1::request::Limits;
 use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
-use crate::queue::{Queue, Reader};
+use crate::queue::{Queue, Reader, Routing};
 use crate::readiness::Readiness;
 use crate::stats::Stats;
 use crate::tally::Tally;
@@ -225,7 +225,7 @@ async fn a_request_no_slot_starts_in_time_gets_503_with_retry_after() {
 async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
     let harness = Harness::new();
     for _ in 0..20 {
-        harness.queue.record_service(Duration::from_millis(2500));
+        harness.queue.record_service(Routing::default(), Duration::from_millis(2500));
     }
     let mut client = harness.connect();
     client.write_all(b"GET /late HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();

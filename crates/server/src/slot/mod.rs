@@ -140,6 +140,7 @@ impl Slot {
                 return Ended::Closed;
             };
             let started = Instant::now();
+            let routing = job.routing;
             let after = match link {
                 _ if job.request.extensions().get::<WebSocketHandshake>().is_some() => {
                     self.handshake(job).await;
@@ -157,7 +158,7 @@ impl Slot {
             busy.down();
             let took = started.elapsed();
             self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-            self.queue.record_service(took);
+            self.queue.record_service(routing, took);
             match after {
                 After::Reuse => {}
                 // Dropping the link closes its connection: the worker hears that the client left.
