@@ -1,6 +1,6 @@
 //! The access log: one line per response, in Apache's combined format followed by where the
 //! time went (`queue=` wait before a slot started the request, `service=` time in the worker)
-//! and the queue's lane the request took (`lane=`), or as one JSON object per line
+//! and the queue's lane the request took (`lane="fast"`), or as one JSON object per line
 //! (`--access-log-format json`) for log pipelines.
 //!
 //! Lines go through a bounded channel to a thread of their own that writes them with a
@@ -205,7 +205,13 @@ impl Entry<'_> {
                 }
             }
         }
-        let _ = write!(line, " lane={}", self.lane.unwrap_or("-").escape_default());
+        match self.lane {
+            // Quoted: a --lane pattern may hold a space ("POST /upload/**").
+            Some(lane) => {
+                let _ = write!(line, " lane=\"{}\"", lane.escape_default());
+            }
+            None => line.push_str(" lane=-"),
+        }
         line.push('\n');
         line
     }
@@ -309,7 +315,7 @@ mod tests {
         assert_eq!(
             line,
             "192.0.2.1 - - [22/Nov/2026:01:27:55 +0000] \"GET /a?b=\\\"c\\\" HTTP/1.1\" 200 14 \"-\" \"curl/8\" \
-             queue=1.500ms service=- lane=slow\n"
+             queue=1.500ms service=- lane=\"slow\"\n"
         );
         let without = Entry { lane: None, ..entry };
         assert!(without.combined(UNIX_EPOCH).ends_with(" service=- lane=-\n"), "lanes off");
