@@ -68,8 +68,9 @@ type RuleFn = fn(&Choice) -> Option<Class>;
 /// No cap on the slots slow requests may hold.
 const ANY_SLOTS: usize = usize::MAX;
 
-/// The rules compared, the queue's own last.
-const RULES: [(&str, RuleFn); 6] = [
+/// The rules compared, the queue's own last but one; the last keeps a slot idle for fast requests
+/// while slow ones wait (not work-conserving, so not a candidate: what it would give, and cost).
+const RULES: [(&str, RuleFn); 7] = [
     ("one FIFO", |c| {
         let passed_over = Duration::ZERO; // every slow request counts as passed over: oldest first
         choose(c.fast, c.slow, 0, Rule { passed_over, slow_slots: ANY_SLOTS })
@@ -88,11 +89,17 @@ const RULES: [(&str, RuleFn); 6] = [
         choose(c.fast, c.slow, c.slow_running, Rule { passed_over: rule.passed_over / 2, ..rule })
     }),
     ("aging 1/2, slow < share (chosen)", |c| choose(c.fast, c.slow, c.slow_running, c.times.rule(c.slots, TIMEOUT))),
+    ("fast first, a slot kept for fast", |c| match (c.fast, c.slow) {
+        (Some(_), _) => Some(Class::Fast),
+        (None, Some(_)) if c.slow_running + 1 < c.slots => Some(Class::Slow),
+        _ => None,
+    }),
 ];
 const FIFO: usize = 0;
 const FAST_FIRST: usize = 1;
 const CHOSEN: usize = 5;
 const SLOTS_BUT_ONE: usize = 3;
+const RESERVED: usize = 6;
 
 /// What happens next in the model.
 enum Event {
@@ -278,16 +285,21 @@ fn compare(slots: usize) -> (Vec<Vec<Figures>>, String) {
     }
     table.push('\n');
     let mut all: Vec<Vec<Figures>> = settings.iter().map(|_| Vec::new()).collect();
+    let _ = write!(table, "{:<34}", "ideal fast / slow (FIFO mean wait)");
     for (setting, (arrivals, mix)) in settings.into_iter().enumerate() {
         let fifo_wait = match arrivals {
             // Little's law: 2 x slots clients, each waiting one mean service time.
             Arrivals::Closed => mean_service(),
             Arrivals::Open => run(slots, mix, arrivals, RULES[FIFO].1).mean_wait,
         };
+        let ms = |service: Duration| (service + JITTER / 2 + fifo_wait).as_secs_f64() * 1000.0;
+        let ideal = format!("{:.0} / {:.0} ms ({:.0} ms)", ms(FAST), ms(SLOW), fifo_wait.as_secs_f64() * 1000.0);
+        let _ = write!(table, " | {ideal:<30}");
         for (_, rule) in RULES {
             all[setting].push(figures(&run(slots, mix, arrivals, rule), slots, fifo_wait));
         }
     }
+    table.push('\n');
     for (index, (name, _)) in RULES.iter().enumerate() {
         let _ = write!(table, "{name:<34}");
         for figures in &all {
@@ -326,7 +338,8 @@ fn the_rule_keeps_fast_requests_near_their_ideal_at_a_bounded_price_for_slow_one
     // ideal (a fast one arriving while all four slots run slow ones waits for one to end), but
     // the chosen rule does best or near it, and costs slow requests little more than FIFO.
     for open in [open_cycle, open_random] {
-        let best = open.iter().map(|f| f.fast_p99).fold(f64::INFINITY, f64::min);
+        let work_conserving = &open[..RESERVED];
+        let best = work_conserving.iter().map(|f| f.fast_p99).fold(f64::INFINITY, f64::min);
         assert!(open[CHOSEN].fast_p99 <= best * 1.1, "{table}");
         assert!(open[CHOSEN].fast_p99 < open[FIFO].fast_p99 * 0.75, "{table}");
         assert!(open[CHOSEN].slow_p99 <= open[FIFO].slow_p99 * 1.25, "{table}");
