@@ -147,8 +147,8 @@ fn prometheus(s: &Snapshot) -> String {
     );
     metric("queue_overloads_total", "counter", "Sustained overloads found.", &one(q.overloads as f64));
     if !q.lanes.is_empty() {
-        let per_lane = |value: fn(&LaneSnapshot) -> f64| -> Vec<(String, f64)> {
-            q.lanes.iter().map(|lane| (format!("{{lane=\"{}\"}}", label_value(&lane.name)), value(lane))).collect()
+        let per_lane = |value: fn(&LaneSnapshot) -> f64| {
+            labelled(&q.lanes, |lane| format!("{{lane=\"{}\"}}", label_value(&lane.name)), value)
         };
         metric("lane_waiting", "gauge", "Requests waiting in each lane.", &per_lane(|lane| lane.waiting as f64));
         metric("lane_running", "gauge", "Slots running each lane's requests.", &per_lane(|lane| lane.running as f64));
@@ -243,9 +243,8 @@ fn prometheus(s: &Snapshot) -> String {
     let statuses: Vec<(String, f64)> =
         s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
     metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
-    let per_worker = |value: fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
-        s.workers.iter().map(|w| (format!("{{worker=\"{}\"}}", w.index), value(w))).collect()
-    };
+    let per_worker =
+        |value: fn(&WorkerSnapshot) -> f64| labelled(&s.workers, |w| format!("{{worker=\"{}\"}}", w.index), value);
     metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
     metric("worker_busy_slots", "gauge", "Busy slots of each worker.", &per_worker(|w| w.busy as f64));
     metric(
@@ -297,6 +296,11 @@ fn prometheus(s: &Snapshot) -> String {
     );
     metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
     out
+}
+
+/// One sample per item: its labels and its value.
+fn labelled<T>(items: &[T], labels: impl Fn(&T) -> String, value: fn(&T) -> f64) -> Vec<(String, f64)> {
+    items.iter().map(|item| (labels(item), value(item))).collect()
 }
 
 /// A summary's quantiles in seconds, each labelled with `labels` (ending in a comma, or empty)
