@@ -13,7 +13,7 @@
 //!   class's service time, at most half the queue timeout): then whichever of the two came
 //!   first, so that a slow request waits little longer than its turn;
 //! - but never a slow request while a fast one waits and slow requests already hold
-//!   [`Rule::slow_slots`] slots: the share of the slots their lane has used lately (at least one),
+//!   [`Rule::slow_slots`] slots: their class's share of the slot time lately (at least one slot),
 //!   so that slow requests cannot take every slot from fast ones;
 //! - and, whatever else, any request when only one class waits: no slot idles while a request
 //!   waits.
@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use super::routes::{route_name, RouteKey, Routes, Speed};
 use crate::job::{Job, Ticket};
 
-/// A slow request is passed over for at most this fraction of its lane's service time.
+/// A slow request is passed over for at most its class's service time divided by this.
 const PASSED_OVER_FRACTION: u32 = 2;
 /// Weight of the newest request in a lane's moving mean service time.
 const SERVICE_WEIGHT: f64 = 0.1;
