@@ -23,8 +23,10 @@
 //! long ago makes room. Names are cut at [`NAME_LEN`] characters.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::time::Duration;
+
+use foldhash::fast::{FixedState, RandomState};
 
 use super::lanes::LaneId;
 
@@ -47,7 +49,7 @@ const DECAY_EVERY: u64 = 4096;
 const REFERENCE_EVERY: u64 = 16;
 /// Longest route name kept, in characters.
 const NAME_LEN: usize = 120;
-/// Segments this long or longer are identifiers.
+/// Segments this long or longer (in bytes: a path is ASCII, percent-encoded) are identifiers.
 const TOKEN_LEN: usize = 24;
 /// Hex strings this long or longer are identifiers.
 const HEX_LEN: usize = 16;
@@ -64,8 +66,9 @@ impl RouteKey {
     /// The key of a request, from its method and path (the query is not part of a route).
     /// Computed without allocating: this runs for every request.
     pub fn of(method: &http::Method, path: &str) -> RouteKey {
-        let mut folded = DefaultHasher::new();
-        let mut numbered = DefaultHasher::new();
+        let state = FixedState::default();
+        let mut folded = state.build_hasher();
+        let mut numbered = state.build_hasher();
         method.as_str().hash(&mut folded);
         method.as_str().hash(&mut numbered);
         let mut has_numbers = false;
@@ -110,7 +113,7 @@ impl Segment {
             Segment::Number
         } else if is_uuid(bytes)
             || (bytes.len() >= HEX_LEN && bytes.iter().all(u8::is_ascii_hexdigit))
-            || segment.chars().count() >= TOKEN_LEN
+            || bytes.len() >= TOKEN_LEN
         {
             Segment::Id
         } else {
@@ -263,7 +266,8 @@ pub struct RouteFigures {
 /// The table of routes.
 #[derive(Debug, Default)]
 pub struct Routes {
-    routes: HashMap<u64, Route>,
+    /// By folded key (already a hash: the map's own hashing is what foldhash makes cheap).
+    routes: HashMap<u64, Route, RandomState>,
     /// Finished requests recorded, of all routes.
     recorded: u64,
     /// The typical request's service time in seconds: the median of the routes' means, weighted
