@@ -12,14 +12,18 @@ from conftest import headway_binary, read_response, send_request, wait_until
 
 
 def logged(log, count):
-    """The first `count` lines of the JSON access log, once they are there."""
+    """The first `count` lines of the access log, once they are there: a response reaches its
+    client a moment before its line reaches the file."""
 
     def lines():
-        text = log.read_text() if log.exists() else ""
-        entries = [json.loads(line) for line in text.splitlines()]
-        return entries if len(entries) >= count else None
+        found = log.read_text().splitlines() if log.exists() else []
+        return found if len(found) >= count else None
 
     return wait_until(lines, message=f"{count} access log lines")[:count]
+
+
+def logged_json(log, count):
+    return [json.loads(line) for line in logged(log, count)]
 
 
 def occupy_the_slot(server, path):
@@ -60,7 +64,7 @@ def test_fast_requests_start_before_slow_ones_that_came_first(serve, tmp_path):
     queued = enqueue_in_order(server, ["/sleep/2000?s1", "/sleep/10?f1", "/sleep/10?f2", "/sleep/10?f3"])
     assert statuses([blocker, *queued]) == [200] * 5
 
-    served = logged(log, len(taught) + 5)[len(taught):]
+    served = logged_json(log, len(taught) + 5)[len(taught):]
     assert [(entry["path"], entry["lane"], entry["status"]) for entry in served] == [
         ("/sleep/200?blocker", "fast", 200),  # a route not measured yet is fast
         ("/sleep/10?f1", "fast", 200),
@@ -80,7 +84,7 @@ def test_a_declared_lane_is_slow_from_its_first_request(serve, tmp_path):
     blocker = occupy_the_slot(server, "/sleep/200")
     queued = enqueue_in_order(server, ["/sleep/300?s1", "/sleep/10?f1", "/sleep/300?s2", "/sleep/10?f2"])
     assert statuses([blocker, *queued]) == [200] * 5
-    lines = [line.split('"')[1] + " " + line.split(" lane=")[1] for line in log.read_text().splitlines()]
+    lines = [line.split('"')[1] + " " + line.split(" lane=")[1] for line in logged(log, 5)]
     assert lines == [
         'GET /sleep/200 HTTP/1.1 "fast"',
         'GET /sleep/10?f1 HTTP/1.1 "fast"',
@@ -100,7 +104,7 @@ def test_with_no_lanes_every_request_starts_in_arrival_order(serve, tmp_path):
     blocker = occupy_the_slot(server, "/sleep/200?blocker")
     queued = enqueue_in_order(server, ["/sleep/300?s1", "/sleep/10?f1", "/sleep/10?f2"])
     assert statuses([blocker, *queued]) == [200] * 4
-    served = logged(log, len(taught) + 4)[len(taught):]
+    served = logged_json(log, len(taught) + 4)[len(taught):]
     assert [(entry["path"], entry["lane"]) for entry in served] == [
         ("/sleep/200?blocker", None),
         ("/sleep/300?s1", None),
