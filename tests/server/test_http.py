@@ -305,5 +305,6 @@ def test_access_log_has_a_line_per_response_with_queue_and_service_times(serve, 
     lines = wait_until(two_lines, message="two access log lines").splitlines()
     assert re.fullmatch(r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\] '
                         r'"GET /bytes\?n=7 HTTP/1\.1" 200 7 '
-                        r'"http://r\.example/" "probe/1" queue=\d+\.\d{3}ms service=\d+\.\d{3}ms', lines[0]), lines[0]
+                        r'"http://r\.example/" "probe/1" queue=\d+\.\d{3}ms service=\d+\.\d{3}ms '
+                        r'lane="fast"', lines[0]), lines[0]
     assert '"GET /nothing-here HTTP/1.1" 404 9 "-" "-"' in lines[1]

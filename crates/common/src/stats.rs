@@ -55,6 +55,49 @@ pub struct QueueSnapshot {
     pub overloaded: bool,
     /// How many times a sustained overload was found.
     pub overloads: u64,
+    /// The lanes: `fast`, `slow` and one per `--lane` pattern; none with `--no-lanes`.
+    #[serde(default)]
+    pub lanes: Vec<LaneSnapshot>,
+    /// The lanes' rule as it stands: how long a slow request may be passed over by fast ones, and
+    /// the most slots slow requests may hold while a fast one waits (0 with `--no-lanes`).
+    #[serde(default)]
+    pub lane_passed_over_ms: f64,
+    #[serde(default)]
+    pub lane_slow_slots: usize,
+}
+
+/// One lane of the queue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaneSnapshot {
+    /// `fast`, `slow`, or the `--lane` pattern.
+    pub name: String,
+    pub kind: LaneKind,
+    /// The routes whose latest request took it, the most used first (at most 20).
+    pub routes: Vec<RouteSnapshot>,
+    /// Moving mean service time of its requests.
+    pub mean_service_ms: f64,
+    /// Its requests waiting now, and running now (the slots it holds).
+    pub waiting: usize,
+    pub running: usize,
+    /// Its requests handed to a slot, and how long they had waited.
+    pub started: u64,
+    pub wait_ms: WaitPercentiles,
+}
+
+/// Whether a lane is learned from service times or declared with `--lane`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaneKind {
+    Learned,
+    Declared,
+}
+
+/// A route: its method and path with identifiers folded (`GET /orders/{id}`), and the moving
+/// mean of its service time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RouteSnapshot {
+    pub route: String,
+    pub mean_service_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

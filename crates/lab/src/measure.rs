@@ -143,6 +143,9 @@ pub struct Row {
     pub histogram: Vec<(f64, u64)>,
     /// headway only: the longest its queue was during the case.
     pub queue_high_water: Option<u64>,
+    /// headway only: whether its lanes were on (absent in reports from before there were lanes).
+    #[serde(default)]
+    pub lanes: Option<bool>,
     /// Pipelining: whether every response came back for its own request, in order.
     pub in_order: Option<bool>,
     pub elapsed_secs: f64,
@@ -221,10 +224,19 @@ impl Row {
             worker_share: None,
             histogram: Vec::new(),
             queue_high_water: None,
+            lanes: None,
             in_order: None,
             elapsed_secs: 0.0,
             load_average: load_average(),
             round: 1,
+        }
+    }
+
+    /// The server as charts name it: headway with its lanes off is `headway, lanes off`.
+    pub fn server_label(&self) -> String {
+        match self.lanes {
+            Some(false) => format!("{}, lanes off", self.server),
+            _ => self.server.clone(),
         }
     }
 

@@ -340,11 +340,22 @@ pub struct ServerConfig {
     pub headway_flags: Vec<String>,
     /// The cases speak HTTP/2 with prior knowledge: servers that do not serve it are skipped.
     pub http2: bool,
+    /// headway's lanes; off is `--no-lanes`, one first-in-first-out order (`mixed-tail` runs
+    /// headway both ways).
+    pub lanes: bool,
 }
 
 impl ServerConfig {
     pub fn new(workers: usize, threads: usize) -> ServerConfig {
-        ServerConfig { workers, threads, queue_timeout: None, app: None, headway_flags: Vec::new(), http2: false }
+        ServerConfig {
+            workers,
+            threads,
+            queue_timeout: None,
+            app: None,
+            headway_flags: Vec::new(),
+            http2: false,
+            lanes: true,
+        }
     }
 }
 
@@ -487,6 +498,9 @@ fn headway_args(command: &mut Command, setup: &Setup) {
     if let Some(secs) = setup.config.queue_timeout {
         command.args(["--queue-timeout", &secs.to_string()]);
     }
+    if !setup.config.lanes {
+        command.arg("--no-lanes");
+    }
     command.args(&setup.config.headway_flags);
 }
 
@@ -549,6 +563,11 @@ pub fn free_port() -> anyhow::Result<u16> {
 impl RunningServer {
     pub fn name(&self) -> &'static str {
         self.kind.name()
+    }
+
+    /// Whether headway's lanes were on; `None` for a peer, which has none.
+    pub fn lanes(&self) -> Option<bool> {
+        self.kind.has_control().then_some(self.config.lanes)
     }
 
     /// The process the lab started: the root of the server's process tree.

@@ -212,6 +212,18 @@ fn served_latency_and_latency_per_path_reach_the_tables() {
     assert_eq!(cells, expected);
     let notes = table["notes"].to_string();
     assert!(notes.contains("ideal with 8 clients: fast 20 + 68 = 88 ms, slow 500 + 68 = 568 ms"), "{notes}");
+    // headway with its lanes on, then again with them off; each time the closed loop, then the
+    // open loop of Poisson arrivals at 80 % of capacity.
+    let rows = mixed["rows"].as_array().expect("rows");
+    let lanes: Vec<&Value> = rows.iter().map(|row| &row["lanes"]).collect();
+    assert_eq!(lanes, [&Value::Bool(true), &Value::Bool(true), &Value::Bool(false), &Value::Bool(false)]);
+    assert_eq!(column(table, "lanes"), ["on", "on", "off", "off"]);
+    assert_eq!(column(table, "loop"), ["closed", "open 47/s", "closed", "open 47/s"]);
+    for open in [&rows[1], &rows[3]] {
+        assert_eq!(open["case"]["connections"], 64);
+        let answered: u64 = open["status_codes"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+        assert_eq!(open["status_codes"]["200"].as_u64(), Some(answered), "every answer a 200: {open}");
+    }
 }
 
 #[test]

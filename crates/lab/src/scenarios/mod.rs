@@ -17,7 +17,7 @@ mod views;
 use std::time::{Duration, Instant};
 
 use headway_common::stats::Snapshot;
-use headway_load::{LoadConfig, Target};
+use headway_load::{Arrival, LoadConfig, Target};
 use serde::Serialize;
 
 use crate::chart::Chart;
@@ -28,7 +28,7 @@ use crate::pipeline::{self, PipelineSpec};
 use crate::process_tree::tree_of;
 use crate::progress::Progress;
 use crate::rounds::{self, Headline};
-use crate::servers::{Environment, Peer, RunningServer, ServerConfig};
+use crate::servers::{Environment, Peer, RunningServer, ServerConfig, ServerKind};
 use crate::table::Table;
 
 /// How big a run is: `quick` shrinks every scenario to a few seconds per server (for tests);
@@ -97,12 +97,20 @@ pub struct Group {
     /// Run the cases on the server as it starts, without the warm-up requests: a server that has
     /// served nothing yet (and, for headway, measured no service time).
     pub fresh: bool,
+    /// Run against headway alone: a configuration only headway has (its lanes off), beside the
+    /// group that runs every server.
+    pub headway_only: bool,
 }
 
 impl Group {
     pub fn new(config: ServerConfig) -> Group {
         let label = format!("{} x {} slots", plural(config.workers, "worker"), config.threads);
-        Group { label, config, cases: Vec::new(), fresh: false }
+        Group { label, config, cases: Vec::new(), fresh: false, headway_only: false }
+    }
+
+    /// The peers this group runs against.
+    fn peers<'a>(&self, peers: &'a [Peer]) -> Vec<&'a Peer> {
+        peers.iter().filter(|peer| !self.headway_only || peer.kind == ServerKind::Headway).collect()
     }
 
     pub fn capacity(&self, cores: usize) -> Capacity {
@@ -146,6 +154,8 @@ pub struct LoadSpec {
     pub requests: Option<u64>,
     pub duration: Option<Duration>,
     pub rate: Option<f64>,
+    /// How an open loop's sends are spaced.
+    pub arrival: Arrival,
     pub timeout: Duration,
     /// HTTP/2 with prior knowledge: each connection carries this many requests at once.
     pub http2_streams: Option<usize>,
@@ -162,7 +172,32 @@ impl LoadSpec {
             requests: Some(requests),
             duration: Some(limit),
             rate: None,
+            arrival: Arrival::Constant,
             timeout: Duration::from_secs(20),
+            http2_streams: None,
+        }
+    }
+
+    /// An open loop: `rate` requests per second of `targets` for `duration`, spaced by `arrival`,
+    /// over up to `connections` keep-alive connections (a request that finds them all busy waits
+    /// for one, but its latency counts from when it was due).
+    pub fn open(
+        targets: Vec<(String, u32)>,
+        connections: usize,
+        rate: f64,
+        duration: Duration,
+        arrival: Arrival,
+        timeout: Duration,
+    ) -> LoadSpec {
+        LoadSpec {
+            targets,
+            connections,
+            keep_alive: true,
+            requests: Some((rate * duration.as_secs_f64()) as u64),
+            duration: Some(duration),
+            rate: Some(rate),
+            arrival,
+            timeout,
             http2_streams: None,
         }
     }
@@ -176,6 +211,7 @@ impl LoadSpec {
         config.requests = self.requests;
         config.duration = self.duration;
         config.rate = self.rate;
+        config.arrival = self.arrival;
         config.timeout = self.timeout;
         config.tally_header = Some("X-Worker-Pid".into());
         if let Some(streams) = self.http2_streams {
@@ -224,7 +260,7 @@ pub fn run(
     }
     let started = Instant::now();
     let groups = (scenario.plan)(size, env.cores);
-    let total: usize = groups.iter().map(|g| g.cases.len()).sum::<usize>() * peers.len() * size.rounds;
+    let total: usize = groups.iter().map(|g| g.cases.len() * g.peers(peers).len()).sum::<usize>() * size.rounds;
     let mut done = 0;
     let mut rows = Vec::new();
     let mut failures = Vec::new();
@@ -238,7 +274,7 @@ pub fn run(
             1 => group.label.clone(),
             count => format!("{}, round {round}/{count}", group.label),
         };
-        for peer in rounds::in_turn(peers, round) {
+        for peer in rounds::in_turn(&group.peers(peers), round) {
             let name = peer.kind.name();
             if group.config.http2 && !peer.kind.speaks_h2c() {
                 if round == 1 {
@@ -336,6 +372,7 @@ fn run_case(
         }
     };
     row.host = HostCpu::between(host_before, HostSample::now());
+    row.lanes = server.lanes();
     let stats = runtime.block_on(server.stats())?;
     row.queue_high_water = stats.as_ref().map(|stats| stats.queue.high_water as u64);
     row.cpu = CpuUse::between(&cpu_before, &cpu_so_far(stats.as_ref()), row.requests);

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use headway_load::Arrival;
+
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, open_loop, Capacity, Service};
 use crate::measure::{CaseParams, Row};
@@ -66,16 +68,9 @@ fn plan(size: Size, cores: usize) -> Vec<Group> {
             rate: Some(rate),
             ..CaseParams::default()
         };
-        let spec = LoadSpec {
-            targets: vec![(sleep_path(DELAY_MS), 1)],
-            connections: open_connections,
-            keep_alive: true,
-            requests: Some((rate * open_secs) as u64),
-            duration: Some(Duration::from_secs_f64(open_secs)),
-            rate: Some(rate),
-            timeout,
-            http2_streams: None,
-        };
+        let targets = vec![(sleep_path(DELAY_MS), 1)];
+        let duration = Duration::from_secs_f64(open_secs);
+        let spec = LoadSpec::open(targets, open_connections, rate, duration, Arrival::Constant, timeout);
         group.cases.push(Case { params, service, ideal: open_loop(capacity, service, rate), work: Work::Load(spec) });
     }
     if size.quick {

@@ -25,6 +25,8 @@
 
 use std::time::Duration;
 
+use headway_load::Arrival;
+
 use crate::chart::Chart;
 use crate::cpu::{CpuUse, HostCpu};
 use crate::ideal::{Ideal, Service};
@@ -80,6 +82,7 @@ fn plan(size: Size, _cores: usize) -> Vec<Group> {
                     requests: None,
                     duration: Some(Duration::from_secs_f64(measured)),
                     rate: None,
+                    arrival: Arrival::Constant,
                     timeout: Duration::from_secs(20),
                     http2_streams: None,
                 };

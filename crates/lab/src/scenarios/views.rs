@@ -13,7 +13,7 @@ pub fn latency_vs_connections(title: String, rows: &[&Row], percent: f64) -> Cha
             name: server.clone(),
             points: rows
                 .iter()
-                .filter(|row| &row.server == server)
+                .filter(|row| &row.server_label() == server)
                 .map(|row| {
                     let ratio = row.latency(percent).map_or(f64::NAN, |secs| secs / row.ideal.latency_secs);
                     (row.case.connections as f64, ratio)
@@ -52,19 +52,19 @@ pub fn histograms(title: String, rows: &[&Row], label: impl Fn(&Row) -> String) 
 }
 
 fn distinct_servers(rows: &[&Row]) -> Vec<String> {
-    distinct(rows.iter().copied(), |row| row.server.clone())
+    distinct(rows.iter().copied(), Row::server_label)
 }
 
 /// For each case (by label): its latency percentiles and histograms, one bar group and one panel
-/// per server.
+/// per server (and headway with its lanes off apart).
 pub fn per_case(scenario: &str, rows: &[Row]) -> Vec<Chart> {
     let mut charts = Vec::new();
     for case in distinct(rows, |row| row.case.label.clone()) {
         let picked: Vec<&Row> = rows.iter().filter(|row| row.case.label == case).collect();
         let ideal_ms = picked.first().map_or(f64::NAN, |row| row.ideal.latency_secs * 1e3);
         let title = format!("{scenario}, {case}: latency percentiles (ms), ideal {ideal_ms:.0} ms");
-        charts.push(percentile_bars(title, &picked, |row| row.server.clone()));
-        charts.push(histograms(format!("{scenario}, {case}: latency histograms"), &picked, |row| row.server.clone()));
+        charts.push(percentile_bars(title, &picked, Row::server_label));
+        charts.push(histograms(format!("{scenario}, {case}: latency histograms"), &picked, Row::server_label));
     }
     charts
 }

@@ -19,7 +19,7 @@ use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
 use crate::listener::Bind;
 use crate::ops::access_log::AccessLogFormat;
-use crate::queue::{QueueSettings, Target};
+use crate::queue::{LanePattern, LaneSettings, QueueSettings, Target, MAX_DECLARED};
 use crate::workers::affinity::{CpuAffinity, WorkerCpus};
 use crate::workers::launch::{Interface, Launch, PythonApp, TakesWebSockets};
 use crate::workers::lifetime::RecyclePolicy;
@@ -117,6 +117,17 @@ pub struct ServeArgs {
     /// fresh server refuses on arrival what it cannot start within --queue-timeout [default: none]
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub service_time_hint: Option<Duration>,
+
+    /// Name slow routes outright: requests matching [METHOD ]PATH wait in a lane of their own
+    /// and start as slow ones do, fast requests first. PATH is a glob, * within a segment and **
+    /// across segments (/reports/**, 'POST /upload'); repeat for several. Without it the queue
+    /// learns which routes are slow from their service times
+    #[arg(long, value_name = "PATTERN", value_parser = LanePattern::parse)]
+    pub lane: Vec<LanePattern>,
+
+    /// Serve every request in arrival order: no lanes, no service times learned per route
+    #[arg(long)]
+    pub no_lanes: bool,
 
     /// Seconds a worker may take to answer (or stay silent mid-body) before the request gets
     /// 504 and the worker is replaced
@@ -411,6 +422,12 @@ impl Config {
                 bail!("--queue-target must be shorter than --queue-timeout (or 0 to switch it off)");
             }
         }
+        if args.no_lanes && !args.lane.is_empty() {
+            bail!("--lane needs lanes: drop --no-lanes");
+        }
+        if args.lane.len() > MAX_DECLARED {
+            bail!("--lane may be given at most {MAX_DECLARED} times");
+        }
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
@@ -542,6 +559,7 @@ impl Config {
                 target: args.queue_target,
                 interval: args.queue_interval,
                 service_hint: args.service_time_hint.filter(|hint| !hint.is_zero()),
+                lanes: LaneSettings { enabled: !args.no_lanes, declared: args.lane },
             },
             graceful_timeout: args.graceful_timeout,
             access_log: args.access_log,

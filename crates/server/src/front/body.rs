@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http::StatusCode;
 
-use crate::job::RequestBody;
+use crate::queue::job::RequestBody;
 use crate::spool;
 use headway_http1::HttpError;
 

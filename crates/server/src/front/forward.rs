@@ -17,7 +17,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
 use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
-use crate::job::{Client, RequestBody};
+use crate::queue::job::{Client, RequestBody};
 use headway_http1::fields::{remove_fields, strip_hop_by_hop};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");

@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
-use crate::job::Client;
+use crate::queue::job::Client;
 use headway_http1::fields::remove_fields;
 
 pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");

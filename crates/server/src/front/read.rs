@@ -14,7 +14,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 use super::body::BodySink;
 use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
-use crate::job::RequestBody;
+use crate::queue::job::RequestBody;
 use headway_http1::body::{BodyDecoder, BodyKind};
 use headway_http1::request::{parse_head, RequestHead};
 use headway_http1::response::CONTINUE;

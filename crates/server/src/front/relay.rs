@@ -12,7 +12,7 @@ use tracing::{debug, warn};
 
 use super::conn::{Connection, End};
 use super::stream::ClientStream;
-use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
+use crate::queue::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
 use headway_http1::body::BodyEncoder;
 use headway_http1::fields::{self, strip_hop_by_hop};
 use headway_http1::response::{body_encoder, plain_response, write_head, Persistence};

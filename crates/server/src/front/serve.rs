@@ -23,8 +23,8 @@ use super::forward::worker_request;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
-use crate::job::Outcome;
 use crate::ops::access_log::RequestFields;
+use crate::queue::job::Outcome;
 use crate::queue::Wait;
 use headway_http1::request::RequestHead;
 use headway_http1::response::Persistence;
@@ -65,7 +65,7 @@ impl<S: ClientStream> Connection<S> {
                 }
                 continue;
             }
-            let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
+            let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
             let RequestHead { method: request_method, target, headers, .. } = head;
             let trusted = &self.front.settings.trusted_proxies;
             let mut request =
@@ -74,6 +74,9 @@ impl<S: ClientStream> Connection<S> {
                 ask_worker_to_upgrade(&mut request);
             }
             let wait = self.front.queue.enqueue(request);
+            if let Some(fields) = logged.as_mut() {
+                fields.took_lane(wait.lane());
+            }
             let outcome = self.wait(wait).await?;
             let sent = self.respond(&method, version, outcome, persistence).await?;
             if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {

@@ -14,10 +14,10 @@ use super::h2::Http2Settings;
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
-use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
-use crate::queue::{Queue, Reader};
+use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
+use crate::queue::{Queue, Reader, Routing};
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
 use headway_http1::request::Limits;
@@ -228,7 +228,7 @@ async fn a_request_no_slot_starts_in_time_gets_503_with_retry_after() {
 async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
     let harness = Harness::new();
     for _ in 0..20 {
-        harness.queue.record_service(Duration::from_millis(2500));
+        harness.queue.record_service(Routing::default(), Duration::from_millis(2500));
     }
     let mut client = harness.connect();
     client.write_all(b"GET /late HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();

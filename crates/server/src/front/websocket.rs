@@ -33,8 +33,8 @@ use tracing::debug;
 use super::conn::Connection;
 use super::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use super::stream::ClientStream;
-use crate::job::WorkerSocket;
 use crate::ops::stats::Gauge;
+use crate::queue::job::WorkerSocket;
 use crate::workers::launch::TakesWebSockets;
 
 /// Read size of each direction. Each open socket holds two such buffers at most.

@@ -1,6 +1,7 @@
 //! The access log: one line per response, in Apache's combined format followed by where the
-//! time went (`queue=` wait before a slot started the request, `service=` time in the worker),
-//! or as one JSON object per line (`--access-log-format json`) for log pipelines.
+//! time went (`queue=` wait before a slot started the request, `service=` time in the worker)
+//! and the queue's lane the request took (`lane="fast"`), or as one JSON object per line
+//! (`--access-log-format json`) for log pipelines.
 //!
 //! Lines go through a bounded channel to a thread of their own that writes them with a
 //! buffer, so a slow disk or a full pipe never stalls the front. If the writer falls that far
@@ -14,12 +15,13 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderMap, HeaderValue};
 use tracing::warn;
 
-use crate::job::Timing;
+use crate::queue::job::Timing;
 use headway_http1::request::RequestHead;
 
 /// `--access-log-format`: a line per response in Apache's combined format (then `queue=` and
@@ -61,6 +63,8 @@ pub struct Entry<'a> {
     pub service: Option<Duration>,
     /// The worker that answered, if one did.
     pub worker: Option<usize>,
+    /// The queue's lane it took; `None` with lanes off, or when it never reached the queue.
+    pub lane: Option<&'a str>,
 }
 
 impl AccessLog {
@@ -103,6 +107,7 @@ pub struct RequestFields {
     version: http::Version,
     referer: Option<String>,
     user_agent: Option<String>,
+    lane: Option<Arc<str>>,
 }
 
 impl RequestFields {
@@ -120,7 +125,13 @@ impl RequestFields {
             version,
             referer: field(header::REFERER),
             user_agent: field(header::USER_AGENT),
+            lane: None,
         }
+    }
+
+    /// Notes the queue's lane the request took.
+    pub fn took_lane(&mut self, lane: Option<Arc<str>>) {
+        self.lane = lane;
     }
 
     /// The log entry for this request's response. `timing` is `None` when no worker answered.
@@ -143,6 +154,7 @@ impl RequestFields {
             queued: timing.map(|timing| timing.queued),
             service: timing.map(|timing| timing.service),
             worker: timing.map(|timing| timing.worker),
+            lane: self.lane.as_deref(),
         }
     }
 }
@@ -204,6 +216,13 @@ impl Entry<'_> {
                 }
             }
         }
+        match self.lane {
+            // Quoted: a --lane pattern may hold a space ("POST /upload/**").
+            Some(lane) => {
+                let _ = write!(line, " lane=\"{}\"", lane.escape_default());
+            }
+            None => line.push_str(" lane=-"),
+        }
         line.push('\n');
         line
     }
@@ -224,6 +243,7 @@ impl Entry<'_> {
             "queue_ms": millis(self.queued),
             "service_ms": millis(self.service),
             "worker": self.worker,
+            "lane": self.lane,
         });
         let mut line = object.to_string();
         line.push('\n');
@@ -309,13 +329,16 @@ mod tests {
             queued: Some(Duration::from_micros(1500)),
             service: None,
             worker: None,
+            lane: Some("slow"),
         };
         let line = entry.combined(UNIX_EPOCH + Duration::from_secs(1_795_310_875));
         assert_eq!(
             line,
             "192.0.2.1 - - [22/Nov/2026:01:27:55 +0000] \"GET /a?b=\\\"c\\\" HTTP/1.1\" 200 14 \"-\" \"curl/8\" \
-             queue=1.500ms service=-\n"
+             queue=1.500ms service=- lane=\"slow\"\n"
         );
+        let without = Entry { lane: None, ..entry };
+        assert!(without.combined(UNIX_EPOCH).ends_with(" service=- lane=-\n"), "lanes off");
     }
 
     #[test]
@@ -332,6 +355,7 @@ mod tests {
             queued: Some(Duration::from_micros(1500)),
             service: Some(Duration::from_millis(20)),
             worker: Some(2),
+            lane: Some("GET /reports/**"),
         };
         let line = entry.json(UNIX_EPOCH + Duration::from_millis(1_795_310_875_250));
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line}");
@@ -342,6 +366,7 @@ mod tests {
         assert_eq!((value["status"].as_u64(), value["bytes"].as_u64()), (Some(201), Some(3)));
         assert_eq!((value["queue_ms"].as_f64(), value["service_ms"].as_f64()), (Some(1.5), Some(20.0)));
         assert_eq!(value["worker"], 2);
+        assert_eq!(value["lane"], "GET /reports/**");
         assert!(value["referer"].is_null());
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use bytes::Bytes;
 use headway_common::client;
-use headway_common::stats::{RecyclesSnapshot, Snapshot, WorkerSnapshot};
+use headway_common::stats::{LaneKind, LaneSnapshot, RecyclesSnapshot, Snapshot, WaitPercentiles, WorkerSnapshot};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -113,12 +113,12 @@ fn prometheus(s: &Snapshot) -> String {
     let q = &s.queue;
     metric("queue_depth", "gauge", "Requests waiting in the queue.", &one(q.depth as f64));
     metric("queue_depth_max", "gauge", "Highest queue depth since the previous scrape.", &one(q.high_water as f64));
-    let waits: Vec<(String, f64)> =
-        [("0.5", q.wait_ms.p50), ("0.9", q.wait_ms.p90), ("0.99", q.wait_ms.p99), ("0.999", q.wait_ms.p999)]
-            .iter()
-            .map(|(quantile, ms)| (format!("{{quantile=\"{quantile}\"}}"), ms / 1000.0))
-            .collect();
-    metric("queue_wait_seconds", "summary", "Time from a request being complete to a slot starting it.", &waits);
+    metric(
+        "queue_wait_seconds",
+        "summary",
+        "Time from a request being complete to a slot starting it.",
+        &quantiles("", &q.wait_ms),
+    );
     metric(
         "service_seconds_mean",
         "gauge",
@@ -146,6 +146,60 @@ fn prometheus(s: &Snapshot) -> String {
         &one(f64::from(u8::from(q.overloaded))),
     );
     metric("queue_overloads_total", "counter", "Sustained overloads found.", &one(q.overloads as f64));
+    if !q.lanes.is_empty() {
+        let per_lane = |value: fn(&LaneSnapshot) -> f64| {
+            labelled(&q.lanes, |lane| format!("{{lane=\"{}\"}}", label_value(&lane.name)), value)
+        };
+        metric("lane_waiting", "gauge", "Requests waiting in each lane.", &per_lane(|lane| lane.waiting as f64));
+        metric("lane_running", "gauge", "Slots running each lane's requests.", &per_lane(|lane| lane.running as f64));
+        metric(
+            "lane_started_total",
+            "counter",
+            "Requests of each lane handed to a slot.",
+            &per_lane(|lane| lane.started as f64),
+        );
+        metric(
+            "lane_service_seconds_mean",
+            "gauge",
+            "Moving mean service time of each lane's requests.",
+            &per_lane(|lane| lane.mean_service_ms / 1000.0),
+        );
+        let waits: Vec<(String, f64)> = q
+            .lanes
+            .iter()
+            .flat_map(|lane| quantiles(&format!("lane=\"{}\",", label_value(&lane.name)), &lane.wait_ms))
+            .collect();
+        metric("lane_wait_seconds", "summary", "Time each lane's requests waited for a slot.", &waits);
+        let routes: Vec<(String, f64)> = q
+            .lanes
+            .iter()
+            .flat_map(|lane| {
+                lane.routes.iter().map(|route| {
+                    let labels =
+                        format!("{{lane=\"{}\",route=\"{}\"}}", label_value(&lane.name), label_value(&route.route));
+                    (labels, route.mean_service_ms / 1000.0)
+                })
+            })
+            .collect();
+        metric(
+            "route_service_seconds_mean",
+            "gauge",
+            "Moving mean service time of each route, in the lane its latest request took (the most used 20 a lane).",
+            &routes,
+        );
+        metric(
+            "lane_passed_over_seconds",
+            "gauge",
+            "Longest a slow request is passed over by fast ones.",
+            &one(q.lane_passed_over_ms / 1000.0),
+        );
+        metric(
+            "lane_slow_slots",
+            "gauge",
+            "Most slots slow requests may hold while a fast request waits.",
+            &one(q.lane_slow_slots as f64),
+        );
+    }
     let abandoned = vec![
         ("{while=\"queued\"}".to_owned(), s.abandoned.queued as f64),
         ("{while=\"running\"}".to_owned(), s.abandoned.running as f64),
@@ -207,9 +261,8 @@ fn prometheus(s: &Snapshot) -> String {
     let statuses: Vec<(String, f64)> =
         s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
     metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
-    let per_worker = |value: fn(&WorkerSnapshot) -> f64| -> Vec<(String, f64)> {
-        s.workers.iter().map(|w| (format!("{{worker=\"{}\"}}", w.index), value(w))).collect()
-    };
+    let per_worker =
+        |value: fn(&WorkerSnapshot) -> f64| labelled(&s.workers, |w| format!("{{worker=\"{}\"}}", w.index), value);
     metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
     metric("worker_busy_slots", "gauge", "Busy slots of each worker.", &per_worker(|w| w.busy as f64));
     metric(
@@ -261,6 +314,25 @@ fn prometheus(s: &Snapshot) -> String {
     );
     metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
     out
+}
+
+/// One sample per item: its labels and its value.
+fn labelled<T>(items: &[T], labels: impl Fn(&T) -> String, value: fn(&T) -> f64) -> Vec<(String, f64)> {
+    items.iter().map(|item| (labels(item), value(item))).collect()
+}
+
+/// A summary's quantiles in seconds, each labelled with `labels` (ending in a comma, or empty)
+/// and its quantile.
+fn quantiles(labels: &str, wait_ms: &WaitPercentiles) -> Vec<(String, f64)> {
+    [("0.5", wait_ms.p50), ("0.9", wait_ms.p90), ("0.99", wait_ms.p99), ("0.999", wait_ms.p999)]
+        .iter()
+        .map(|(quantile, ms)| (format!("{{{labels}quantile=\"{quantile}\"}}"), ms / 1000.0))
+        .collect()
+}
+
+/// A Prometheus label value: backslash, double quote and line feed escaped.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// `headway stats` flags.
@@ -324,6 +396,7 @@ fn render(s: &Snapshot) -> String {
         "controlled delay off: requests may wait up to the queue timeout".to_owned()
     };
     let _ = writeln!(out, "overload     {overload}");
+    render_lanes(&mut out, s);
     let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
     let _ = writeln!(
         out,
@@ -376,6 +449,41 @@ fn render(s: &Snapshot) -> String {
         );
     }
     out
+}
+
+/// The lanes: the rule's figures, then each lane and its routes.
+fn render_lanes(out: &mut String, s: &Snapshot) {
+    let q = &s.queue;
+    if q.lanes.is_empty() {
+        let _ = writeln!(out, "lanes        off: every request in arrival order");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "lanes        fast requests first; a slow one passed over for at most {:.1} ms; slow ones hold at most {} \
+         slots while a fast one waits",
+        q.lane_passed_over_ms, q.lane_slow_slots
+    );
+    for lane in &q.lanes {
+        let kind = match lane.kind {
+            LaneKind::Learned => "learned",
+            LaneKind::Declared => "declared",
+        };
+        let _ = writeln!(
+            out,
+            "  {} ({kind})  {} waiting, {} running, {} started; wait p50 {:.1} ms p99 {:.1} ms; service mean {:.1} ms",
+            lane.name,
+            lane.waiting,
+            lane.running,
+            lane.started,
+            lane.wait_ms.p50,
+            lane.wait_ms.p99,
+            lane.mean_service_ms
+        );
+        for route in &lane.routes {
+            let _ = writeln!(out, "    {}  {:.1} ms", route.route, route.mean_service_ms);
+        }
+    }
 }
 
 fn mib(bytes: u64) -> String {

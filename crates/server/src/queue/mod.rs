@@ -1,9 +1,12 @@
 //! The one queue: where a request waits, and the only place it waits.
 //!
 //! Every complete request of every client connection enters here in the order it became
-//! complete, and every slot of every worker takes from here, oldest first. There is no other
-//! queue behind it: a slot runs one request at a time, so a request is either waiting here or
-//! running. This is what removes the keep-alive and wrong-worker tails of per-worker queues.
+//! complete, and every slot of every worker takes from here, oldest first among alike requests.
+//! There is no other queue behind it: a slot runs one request at a time, so a request is either
+//! waiting here or running. This is what removes the keep-alive and wrong-worker tails of
+//! per-worker queues. When a few routes take far longer than the rest, the lanes ([`lanes`]) let
+//! fast requests start before slow ones that arrived earlier, within bounds; each kind keeps its
+//! arrival order.
 //!
 //! A request's whole wait is one object, [`Wait`], which its connection holds: everything that
 //! can end a wait is decided in this file.
@@ -56,10 +59,16 @@
 //!
 //! Dispatch: when a request arrives and slots are idle, it goes straight to the idle slot of
 //! the least busy worker (spreading work across processes is what a GIL-bound or
-//! single-threaded worker needs); when a slot becomes free and requests wait, it takes the
-//! oldest. Both happen under one short mutex.
+//! single-threaded worker needs); when a slot becomes free and requests wait, it takes the one
+//! the lanes' rule picks (the oldest, when all are alike). Both happen under one short mutex.
 
 mod controlled_delay;
+pub mod job;
+mod lanes;
+#[cfg(test)]
+mod lanes_simulation;
+mod routes;
+mod routing;
 mod service;
 #[cfg(test)]
 mod simulation;
@@ -73,12 +82,16 @@ use headway_common::stats::{QueueSnapshot, WaitPercentiles};
 use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 
-use crate::job::{Failure, Job, Outcome, RequestBody, Ticket};
 use crate::tally::Tally;
 use controlled_delay::ControlledDelay;
+use job::{Failure, Job, Outcome, RequestBody, Ticket};
+use lanes::Lanes;
+use routing::LaneId;
 use service::{expected_start, retry_after_secs, ServiceTime};
 
 pub use controlled_delay::Target;
+pub use lanes::{LanePattern, LaneSettings, MAX_DECLARED};
+pub use routing::Routing;
 
 /// Why a request was refused at the door.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,12 +130,21 @@ pub struct QueueSettings {
     pub interval: Duration,
     /// The service time to go by until requests have been measured (`--service-time-hint`).
     pub service_hint: Option<Duration>,
+    /// `--no-lanes`, `--lane`.
+    pub lanes: LaneSettings,
 }
 
 impl QueueSettings {
-    /// A length limit and a deadline, with controlled delay on and the rest by default.
+    /// A length limit and a deadline, with controlled delay and lanes on and the rest by default.
     pub fn new(max_len: usize, timeout: Duration) -> Self {
-        QueueSettings { max_len, timeout, target: Target::Auto, interval: DEFAULT_INTERVAL, service_hint: None }
+        QueueSettings {
+            max_len,
+            timeout,
+            target: Target::Auto,
+            interval: DEFAULT_INTERVAL,
+            service_hint: None,
+            lanes: LaneSettings::default(),
+        }
     }
 }
 
@@ -139,11 +161,16 @@ pub struct Queue {
     timeout: Duration,
     /// Slots of all workers together: how many requests finish in one service time.
     slots: usize,
+    /// What places a request in its lane before the lock is taken.
+    lanes: LaneSettings,
+    /// Each lane's name, by its id (none when lanes are off).
+    lane_names: Vec<Arc<str>>,
     state: Mutex<State>,
 }
 
 struct State {
-    waiting: VecDeque<Job>,
+    /// The waiting requests, in their lanes.
+    waiting: Lanes,
     /// Slots with nothing to do, oldest first. Non-empty only while `waiting` is empty.
     idle: VecDeque<IdleSlot>,
     high_water: [usize; 2],
@@ -178,15 +205,18 @@ impl Queue {
     /// A queue, with the task that keeps its deadlines running on the current Tokio runtime
     /// until the queue is dropped.
     pub fn with_settings(settings: QueueSettings, slots: usize) -> Arc<Self> {
-        let QueueSettings { max_len, timeout, target, interval, service_hint } = settings;
+        let QueueSettings { max_len, timeout, target, interval, service_hint, lanes } = settings;
         let waits =
             Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
+        let waiting = Lanes::new(&lanes, slots, timeout);
         let queue = Arc::new(Queue {
             max_len,
             timeout,
             slots: slots.max(1),
+            lane_names: waiting.names(),
+            lanes,
             state: Mutex::new(State {
-                waiting: VecDeque::new(),
+                waiting,
                 idle: VecDeque::new(),
                 high_water: [0; 2],
                 waits,
@@ -207,23 +237,28 @@ impl Queue {
     /// Admits a request that is complete now (head and body read) and returns its wait: handed
     /// to an idle slot, queued at the back, or refused at the door.
     pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>) -> Wait {
-        let (job, outcome) = Job::new(request);
+        let arrival = self.lanes.arrival(&request);
+        let (mut job, outcome) = Job::new(request);
         let ticket = job.ticket;
-        let stage = match self.push(job) {
+        let mut state = self.lock();
+        job.routing = state.waiting.place(arrival, &job.request);
+        let lane = job.routing.lane;
+        let stage = match self.push(&mut state, job) {
             Ok(()) => Stage::Queued,
             Err(refused) => Stage::Refused(refused),
         };
-        Wait { queue: self.clone(), ticket, outcome, stage }
+        drop(state);
+        Wait { queue: self.clone(), ticket, lane, outcome, stage }
     }
 
-    fn push(&self, job: Job) -> Result<(), Refused> {
-        let mut state = self.lock();
+    fn push(&self, state: &mut State, job: Job) -> Result<(), Refused> {
         let now = Instant::now();
         let waited = now.saturating_duration_since(job.complete_at);
+        let routing = job.routing;
         let job = if state.waiting.is_empty() {
             match state.hand_to_idle(job) {
                 Ok(()) => {
-                    state.started(now, waited, self.slots);
+                    state.started(now, routing, waited, self.slots);
                     return Ok(());
                 }
                 Err(job) => job,
@@ -254,9 +289,12 @@ impl Queue {
         Ok(())
     }
 
-    /// Learns from a finished request how long service takes.
-    pub fn record_service(&self, took: Duration) {
-        self.lock().service.record(took);
+    /// Learns from a finished request how long service takes: requests in general, and those of
+    /// its route and lane.
+    pub fn record_service(&self, routing: Routing, took: Duration) {
+        let mut state = self.lock();
+        state.service.record(took);
+        state.waiting.finished(routing, took);
     }
 
     /// `Retry-After` for a request refused now: how long one joining the queue now would likely
@@ -270,11 +308,8 @@ impl Queue {
     /// counts as abandoned while running.
     fn withdraw(&self, ticket: Ticket) {
         let mut state = self.lock();
-        match state.waiting.iter().position(|job| job.ticket == ticket) {
-            Some(index) => {
-                state.waiting.remove(index);
-                state.withdrawn += 1;
-            }
+        match state.waiting.remove(ticket) {
+            Some(_) => state.withdrawn += 1,
             None => state.abandoned_running += 1,
         }
     }
@@ -284,12 +319,12 @@ impl Queue {
     /// arrives later has a later deadline).
     fn shed_expired(&self, now: Instant) -> Instant {
         let mut state = self.lock();
-        while let Some(oldest) = state.waiting.front() {
+        while let Some(oldest) = state.waiting.oldest() {
             let deadline = oldest.complete_at + self.timeout;
             if deadline > now {
                 return deadline;
             }
-            if let Some(job) = state.waiting.pop_front() {
+            if let Some(job) = state.waiting.pop_oldest() {
                 state.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             }
@@ -297,7 +332,8 @@ impl Queue {
         now + self.timeout
     }
 
-    /// Called by a free slot: returns the oldest waiting request, or waits for the next one.
+    /// Called by a free slot: returns the next waiting request by the lanes' rule, or waits for
+    /// the next one to arrive.
     /// `worker_busy` holds the busy slots of the slot's worker; the queue counts the job in it
     /// when handing it over, and the slot takes it out when the job is done.
     pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<Tally>) -> NextJob {
@@ -316,12 +352,12 @@ impl Queue {
     }
 
     /// Puts back a job a slot received but cannot run (its worker connection broke before it
-    /// was sent). It was the oldest when it was handed out, so it goes to the front.
+    /// was sent). It was the first of its lane when it was handed out, so it goes to the front.
     pub fn give_back(&self, job: Job, worker_busy: &Tally) {
         worker_busy.down();
         let mut state = self.lock();
         if let Err(job) = state.hand_to_idle(job) {
-            state.waiting.push_front(job);
+            state.waiting.give_back(job);
         }
     }
 
@@ -332,6 +368,9 @@ impl Queue {
         let ms = |micros: u64| micros as f64 / 1000.0;
         let waits = &state.waits;
         let target = state.delay.target(state.service.estimate(self.slots));
+        let rule = state.waiting.rule();
+        let lanes = state.waiting.snapshot();
+        let lanes_on = !lanes.is_empty();
         QueueSnapshot {
             depth,
             high_water: high_water.max(depth),
@@ -356,6 +395,9 @@ impl Queue {
             interval_ms: state.delay.interval().as_secs_f64() * 1000.0,
             overloaded: state.delay.holding(Instant::now()),
             overloads: state.delay.overloads,
+            lane_passed_over_ms: if lanes_on { rule.passed_over.as_secs_f64() * 1000.0 } else { 0.0 },
+            lane_slow_slots: if lanes_on { rule.slow_slots } else { 0 },
+            lanes,
         }
     }
 
@@ -403,11 +445,11 @@ impl State {
         }
     }
 
-    /// The oldest request that can still start. Requests past their deadline are answered
-    /// with 503 here, so none starts late even if its connection has not noticed yet.
+    /// The next request by the lanes' rule that can still start. Requests past their deadline
+    /// are answered with 503 here, so none starts late even if its connection has not noticed.
     fn pop_startable(&mut self, timeout: Duration, slots: usize) -> Option<Job> {
         let now = Instant::now();
-        while let Some(job) = self.waiting.pop_front() {
+        while let Some(job) = self.waiting.pop_next(now) {
             let waited = now.saturating_duration_since(job.complete_at);
             if job.reply.is_closed() {
                 self.withdrawn += 1;
@@ -415,7 +457,7 @@ impl State {
                 self.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             } else {
-                self.started(now, waited, slots);
+                self.started(now, job.routing, waited, slots);
                 self.shed_hopeless(now, timeout, slots);
                 return Some(job);
             }
@@ -423,22 +465,22 @@ impl State {
         None
     }
 
-    /// A slot starts a request that waited `waited`. If that shows a sustained overload, the
-    /// requests that arrived while it was being recognised, beyond those the slots start within
-    /// the target, are refused now, newest first: the door would have refused them had it known,
-    /// and the newest have waited least.
-    fn started(&mut self, now: Instant, waited: Duration, slots: usize) {
+    /// A slot starts a request of `routing` that waited `waited`. If that shows a sustained
+    /// overload, the requests that arrived while it was being recognised, beyond those the slots
+    /// start within the target, are refused now, newest first: the door would have refused them
+    /// had it known, and the newest have waited least.
+    fn started(&mut self, now: Instant, routing: Routing, waited: Duration, slots: usize) {
         self.waits.saturating_record(waited.as_micros() as u64);
+        self.waiting.started(routing, waited);
         let service = self.service.estimate(slots);
         if !self.delay.started(now, waited, self.waiting.len(), slots, service) {
             return;
         }
         let room = self.delay.room(slots, service);
-        if self.waiting.len() > room {
-            for job in self.waiting.split_off(room) {
-                self.shed_standing_queue += 1;
-                job.answer(Outcome::Failed(Failure::StandingQueue));
-            }
+        while self.waiting.len() > room {
+            let Some(job) = self.waiting.pop_newest() else { break };
+            self.shed_standing_queue += 1;
+            job.answer(Outcome::Failed(Failure::StandingQueue));
         }
     }
 
@@ -449,7 +491,7 @@ impl State {
     /// rest of the time. Called as a slot starts a request, which is when the evidence changes.
     fn shed_hopeless(&mut self, now: Instant, timeout: Duration, slots: usize) {
         let Some(service) = self.service.estimate(slots) else { return };
-        while let Some(newest) = self.waiting.back() {
+        while let Some(newest) = self.waiting.newest() {
             // The slot that just started a request frees up last: only the requests beyond
             // the other slots' worth wait a round for it, and so on.
             let rounds_ahead = u32::try_from(self.waiting.len() / slots).unwrap_or(u32::MAX);
@@ -457,7 +499,7 @@ impl State {
             if earliest_start.is_some_and(|start| start <= newest.complete_at + timeout) {
                 return;
             }
-            if let Some(job) = self.waiting.pop_back() {
+            if let Some(job) = self.waiting.pop_newest() {
                 self.shed_timeout += 1;
                 job.answer(Outcome::Failed(Failure::QueueTimeout));
             }
@@ -482,6 +524,7 @@ async fn keep_deadlines(queue: Weak<Queue>) {
 pub struct Wait {
     queue: Arc<Queue>,
     ticket: Ticket,
+    lane: LaneId,
     outcome: oneshot::Receiver<Outcome>,
     stage: Stage,
 }
@@ -497,6 +540,12 @@ enum Stage {
 }
 
 impl Wait {
+    /// The name of the lane the request took (its access log line says it); `None` with lanes
+    /// off.
+    pub fn lane(&self) -> Option<Arc<str>> {
+        self.queue.lane_names.get(self.lane.index()).cloned()
+    }
+
     /// The outcome: the worker's response, a worker failure (502, 504), or 503 when refused at
     /// the door or not started by the deadline. Cancel-safe: the connection calls it again
     /// after reading ahead on the client connection.
@@ -624,7 +673,7 @@ mod tests {
         let early: Vec<Wait> = (0..5).map(|n| queue.enqueue(request(&format!("/early{n}")))).collect();
         assert!(early.iter().all(|wait| wait.stage == Stage::Queued));
         for _ in 0..service::SAMPLES_FOR_MEAN {
-            queue.record_service(Duration::from_millis(100));
+            queue.record_service(Routing::default(), Duration::from_millis(100));
         }
         // 5 are waiting on 1 slot at 100 ms each: the next would start after 600 ms.
         let mut late = queue.enqueue(request("/late"));
@@ -639,7 +688,7 @@ mod tests {
     async fn more_slots_let_more_requests_wait() {
         let queue = queue(100, Duration::from_millis(370), 4);
         for _ in 0..service::SAMPLES_FOR_MEAN {
-            queue.record_service(Duration::from_millis(100));
+            queue.record_service(Routing::default(), Duration::from_millis(100));
         }
         // With 4 slots at 100 ms, the 12th in line gets a slot within 3 rounds, 300 ms: in time.
         let admitted: Vec<Wait> = (1..=12).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
@@ -777,8 +826,8 @@ mod tests {
 
         // A hint far off is overruled by the first requests measured: with one slot, two.
         let queue = hinted(Duration::from_secs(1));
-        queue.record_service(Duration::from_millis(10));
-        queue.record_service(Duration::from_millis(12));
+        queue.record_service(Routing::default(), Duration::from_millis(10));
+        queue.record_service(Routing::default(), Duration::from_millis(12));
         let waits: Vec<Wait> = (0..8).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
         assert!(waits.iter().all(|wait| wait.stage == Stage::Queued));
     }
@@ -788,7 +837,7 @@ mod tests {
         let queue = queue(100, Duration::from_secs(10), 1);
         assert_eq!(queue.retry_after_secs(), 1, "the service time is not known yet");
         for _ in 0..service::SAMPLES_FOR_MEAN {
-            queue.record_service(Duration::from_millis(100));
+            queue.record_service(Routing::default(), Duration::from_millis(100));
         }
         let _waits: Vec<Wait> = (0..25).map(|n| queue.enqueue(request(&format!("/{n}")))).collect();
         // A newcomer would start after 26 rounds of 100 ms.

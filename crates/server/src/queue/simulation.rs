@@ -10,8 +10,8 @@ use bytes::Bytes;
 use headway_common::stats::QueueSnapshot;
 use tokio::time::Instant;
 
-use super::{service, Queue, QueueSettings, Reader, Target};
-use crate::job::{Failure, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
+use super::job::{Failure, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
+use super::{service, Queue, QueueSettings, Reader, Routing, Target};
 use crate::tally::Tally;
 
 const MS: Duration = Duration::from_millis(1);
@@ -48,13 +48,14 @@ async fn run_slots(queue: &Arc<Queue>) {
             let busy = Arc::new(Tally::default());
             loop {
                 let job = queue.next_job(&busy).recv().await;
+                let routing = job.routing;
                 let timing = Timing { queued: job.complete_at.elapsed(), service: SERVICE, worker: 1 };
                 tokio::time::sleep(SERVICE).await;
                 let head = http::Response::new(()).into_parts().0;
                 let body = ResponseBody::Complete(Bytes::new());
                 job.answer(Outcome::Response(WorkerResponse { head, body, timing }));
                 busy.down();
-                queue.record_service(SERVICE);
+                queue.record_service(routing, SERVICE);
             }
         });
     }
@@ -159,7 +160,7 @@ async fn a_burst_into_an_idle_server_is_served_up_to_the_deadline() {
     // deadline passes.
     let queue = simulated(Target::Auto, 1950 * MS);
     for _ in 0..service::SAMPLES_FOR_MEAN {
-        queue.record_service(SERVICE);
+        queue.record_service(Routing::default(), SERVICE);
     }
     run_slots(&queue).await;
     let fates = burst(&queue, 400).await;

@@ -418,7 +418,7 @@ async fn pause_or_stop(pause: Duration, stop: &mut watch::Receiver<Option<Durati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{Failure, Outcome, RequestBody};
+    use crate::queue::job::{Failure, Outcome, RequestBody};
     use bytes::Bytes;
 
     /// A worker in a few lines of Python: answers every request with its pid, and exits when
@@ -478,7 +478,7 @@ while True:
             .unwrap();
         match queue.enqueue(request).outcome().await {
             Outcome::Response(response) => {
-                let crate::job::ResponseBody::Complete(body) = response.body else { panic!("a short body") };
+                let crate::queue::job::ResponseBody::Complete(body) = response.body else { panic!("a short body") };
                 Ok(std::str::from_utf8(&body).unwrap().parse().unwrap())
             }
             Outcome::Failed(failure) => Err(failure),

@@ -25,8 +25,8 @@ use super::request::Head;
 use super::Shared;
 use crate::front::body::BodySink;
 use crate::front::forward::worker_request;
-use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::ops::access_log::RequestFields;
+use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Wait;
 use headway_http1::fields::strip_hop_by_hop;
 use headway_http1::response::{self, with_http_date};
@@ -94,7 +94,7 @@ impl Stream {
         if self.is_reset() {
             return Err(End::Gone); // reset while its body arrived: it never queues
         }
-        let logged = front
+        let mut logged = front
             .access_log
             .is_some()
             .then(|| RequestFields::new(&head.method, &head.target, Version::HTTP_2, &head.headers));
@@ -103,6 +103,9 @@ impl Stream {
         let request =
             worker_request(method.clone(), &target, Version::HTTP_2, headers, body, &self.shared.peer, trusted);
         let wait = front.queue.enqueue(request);
+        if let Some(fields) = logged.as_mut() {
+            fields.took_lane(wait.lane());
+        }
         let outcome = self.wait(wait).await?;
         let sent = self.respond_with(&method, outcome).await?;
         if let (Some(log), Some(logged)) = (&front.access_log, logged) {

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::{find, read_responses, Harness};
 use crate::front::frames::client_frame;
-use crate::job::{Outcome, Timing, Upgraded, WebSocketHandshake, WorkerSocket};
+use crate::queue::job::{Outcome, Timing, Upgraded, WebSocketHandshake, WorkerSocket};
 use crate::tally::{Hold, Tally};
 
 const HANDSHAKE: &[u8] = b"GET /chat HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\

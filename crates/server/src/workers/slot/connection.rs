@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use super::{LinkError, WorkerBody};
-use crate::job::RequestBody;
+use crate::queue::job::RequestBody;
 
 /// The largest response head a worker may send.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;

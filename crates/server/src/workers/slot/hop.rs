@@ -17,7 +17,7 @@ use headway_hop::HopError;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::{LinkError, WorkerBody};
-use crate::job::{Client, RequestBody};
+use crate::queue::job::{Client, RequestBody};
 use crate::workers::region::HopLink;
 
 /// A slot's line: its rings in the current process's region.

@@ -31,7 +31,7 @@ use tracing::{debug, warn};
 
 use hop::ClientGoneSignal;
 
-use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
+use crate::queue::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool;
 use crate::workers::worker::{Phase, Transport, Worker};
@@ -139,6 +139,7 @@ impl Slot {
                 return Ended::Closed;
             };
             let started = Instant::now();
+            let routing = job.routing;
             let after = match link {
                 _ if job.request.extensions().get::<WebSocketHandshake>().is_some() => {
                     self.handshake(job).await;
@@ -156,7 +157,7 @@ impl Slot {
             busy.down();
             let took = started.elapsed();
             self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-            self.queue.record_service(took);
+            self.queue.record_service(routing, took);
             match after {
                 After::Reuse => {}
                 // Dropping the link closes its connection: the worker hears that the client left.
@@ -180,7 +181,7 @@ impl Slot {
         job: Job,
         client_gone: Option<&ClientGoneSignal>,
         mut silence: Pin<&mut Sleep>,
-        exchange: impl FnOnce(http::Request<crate::job::RequestBody>) -> F,
+        exchange: impl FnOnce(http::Request<crate::queue::job::RequestBody>) -> F,
     ) -> After
     where
         B: WorkerBody,

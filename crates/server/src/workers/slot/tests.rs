@@ -2,7 +2,7 @@
 //! standing in for worker processes.
 
 use super::*;
-use crate::job::RequestBody;
+use crate::queue::job::RequestBody;
 use crate::queue::Wait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};

@@ -14,7 +14,7 @@ use tracing::warn;
 
 use super::connection::Connection;
 use super::{LinkError, Slot};
-use crate::job::{Failure, Job, Outcome, Timing, Upgraded, WorkerSocket};
+use crate::queue::job::{Failure, Job, Outcome, Timing, Upgraded, WorkerSocket};
 use crate::read_ahead::ReadAhead;
 use crate::tally::Hold;
 use headway_http1::upgrade::is_accepted;

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicUsize;
 
 use super::*;
-use crate::job::WebSocketHandshake;
+use crate::queue::job::WebSocketHandshake;
 
 /// A worker that accepts a handshake to /chat (echoing the socket's bytes after 101), refuses
 /// one to anywhere else with 403, and answers other requests "ok"; it counts its connections.

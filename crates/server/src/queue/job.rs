@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+use super::routing::Routing;
 use crate::spool;
 use crate::tally::Hold;
 
@@ -38,6 +39,9 @@ pub struct Job {
     pub request: http::Request<RequestBody>,
     /// Where the outcome goes. A closed channel means the client has gone away.
     pub reply: oneshot::Sender<Outcome>,
+    /// Its lane and route, set as it enters the queue; the slot gives it back with the service
+    /// time, for the queue to learn from.
+    pub routing: Routing,
 }
 
 impl Job {
@@ -46,7 +50,7 @@ impl Job {
         static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
         let (reply, outcome) = oneshot::channel();
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
-        (Job { ticket, complete_at: Instant::now(), request, reply }, outcome)
+        (Job { ticket, complete_at: Instant::now(), request, reply, routing: Routing::default() }, outcome)
     }
 
     /// Sends the outcome to the connection that is waiting for it. A client that has gone
