@@ -73,6 +73,15 @@ def test_bad_input_gets_its_status_and_the_server_goes_on(server, raw, status):
     assert server.stats()["responses"][str(status)] == 1
 
 
+@pytest.mark.parametrize("raw", [b"INVALID CONNECTION PREFACE\r\n\r\n", b"GARBAGE\r\n\r\n"],
+                         ids=["broken-h2-preface", "garbage"])
+def test_bytes_that_are_not_http_are_closed_on_without_an_answer(server, raw):
+    """No HTTP version on the first line: the sender does not speak HTTP/1.x (a scanner, an HTTP/2
+    client whose preface is broken), so it gets no HTTP/1.1 answer it could not read."""
+    assert exchange(server, raw) == b""
+    assert server.get("/bytes?n=5")[0] == 200
+
+
 def test_smuggled_request_after_conflicting_framing_is_never_run(server):
     """The classic CL.TE smuggling payload: the front refuses it and closes, so the 'GET
     /record' hidden in the body never reaches the app."""

@@ -17,6 +17,11 @@ use crate::HttpError;
 /// How many header fields a request may have. Real browsers send well under 50.
 pub const MAX_HEADERS: usize = 100;
 
+/// The refusal of bytes whose first line names no HTTP version at all (a scanner's probe, an
+/// HTTP/2 client whose preface is broken): the sender does not speak HTTP/1.x, so the front closes
+/// the connection without an answer it could not read.
+pub const NOT_HTTP: HttpError = HttpError::bad_request("not an HTTP/1.x request");
+
 /// Limits a request must keep to.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -67,6 +72,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
                 "only HTTP/1.0 and HTTP/1.1 are supported",
             ))
         }
+        Err(_) if !names_http(buf) => return Err(NOT_HTTP),
         Err(_) => return Err(HttpError::bad_request("malformed request head")),
     };
     if head_len > limits.max_head {
@@ -108,12 +114,24 @@ fn values<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item =
     headers.get_all(name).iter().map(HeaderValue::as_bytes)
 }
 
+/// The request line, leading empty lines skipped; `None` until all of it is there.
+fn request_line(buf: &[u8]) -> Option<&[u8]> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let end = buf[start..].iter().position(|&b| b == b'\n')?;
+    let line = &buf[start..start + end];
+    Some(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// Whether the request line (when it is all there) ends in something that says HTTP: a line
+/// that does not cannot be answered in a protocol its sender speaks.
+fn names_http(buf: &[u8]) -> bool {
+    request_line(buf).is_none_or(|line| line.rsplit(|&b| b == b' ').next().is_some_and(|last| last.starts_with(b"HTTP/")))
+}
+
 /// Whether the request line ends in a well-formed version other than HTTP/1.x (`HTTP/2.0`):
 /// that is 505; anything else in its place is a malformed request.
 fn names_another_version(buf: &[u8]) -> bool {
-    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
-    let line = buf[start..].split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = request_line(buf).unwrap_or_default();
     let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
     matches!(version, [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] if major.is_ascii_digit() && minor.is_ascii_digit())
 }
@@ -305,6 +323,10 @@ mod tests {
         assert_eq!(status("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), StatusCode::HTTP_VERSION_NOT_SUPPORTED);
         assert_eq!(status("GET / HTTX/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET / HTTP/1.12\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        for not_http in ["INVALID CONNECTION PREFACE\r\n\r\n", "GARBAGE\r\n\r\n", "\x16\x03\x01 x\r\n\r\n"] {
+            assert_eq!(parse(not_http).unwrap_err(), NOT_HTTP, "{not_http:?}");
+        }
+        assert_ne!(parse("G(T / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap_err(), NOT_HTTP);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
 use crate::queue::job::RequestBody;
 use headway_http1::body::{BodyDecoder, BodyKind};
-use headway_http1::request::{parse_head, RequestHead};
+use headway_http1::request::{parse_head, RequestHead, NOT_HTTP};
 use headway_http1::response::CONTINUE;
 use headway_http1::HttpError;
 
@@ -67,6 +67,7 @@ impl<S: ClientStream> Connection<S> {
                         return Ok(Some(head));
                     }
                     Ok(None) => {}
+                    Err(error) if error == NOT_HTTP => return Err(End::Gone),
                     Err(error) => return Err(End::Refuse(error, Version::HTTP_11)),
                 }
             }
