@@ -1,4 +1,5 @@
-"""What scripts/dist ships, tried as a user gets it.
+"""What scripts/dist ships, tried as a user gets it. (Not in tests/dist/: pytest does not look
+in directories named dist.)
 
 The wheel, installed into fresh virtualenvs of CPython 3.9 and 3.13 with no Rust toolchain on
 PATH, serves the demo, a WSGI app and an ASGI app; the standalone binary serves a Node app
@@ -156,8 +157,8 @@ def test_the_wheel_ships_the_package_and_nothing_else(wheel):
     assert tops == {"headway", f"headway-{parse_wheel_filename(wheel.name)[1]}.dist-info"}
     in_tree = {str(path.relative_to(REPO / "python")) for path in (REPO / "python" / "headway").rglob("*")
                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so"}
-    # The lab carries its own copies of these; the worker serves the ASGI twin as its ASGI demo.
-    lab_only = {"headway/twins/demo.ru", "headway/twins/demo.js", "headway/twins/flask_bench.py"}
+    # The lab carries its own copies of these (pyproject.toml's [tool.maturin] exclude).
+    lab_only = {"headway/twins/demo.ru", "headway/twins/demo.js"}
     (native,) = {name for name in files if name.startswith("headway/_native")}
     assert files - {native} == in_tree - lab_only, "the package's sources and data, as in the tree"
 
