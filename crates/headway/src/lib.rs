@@ -19,8 +19,14 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// What `headway --version` prints after the name: the version, the commit and the target this
+/// was built for (from `build.rs`), so a bug report says which build it is about. The binary and
+/// the Python extension both show this line.
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HEADWAY_COMMIT"), ", ", env!("HEADWAY_TARGET"), ")");
+
 #[derive(Parser)]
-#[command(name = "headway", version, about = "An application server with one queue", long_about = None)]
+#[command(name = "headway", version = VERSION, about = "An application server with one queue", long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
