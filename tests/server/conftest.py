@@ -21,6 +21,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = REPO / "tests" / "apps"
+# The desync suite's echo apps: any path, each request appended to $ECHO_LOG and echoed as JSON.
+ECHO_APPS = REPO / "tests" / "desync" / "apps"
 
 
 def headway_binary():
