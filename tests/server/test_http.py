@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import read_response, request_bytes, send_request, wait_until
+from conftest import ECHO_APPS, read_response, request_bytes, send_request, wait_until
 
 
 def exchange(server, raw, timeout=10):
@@ -275,6 +275,23 @@ def test_absolute_form_target(server):
         sock.sendall(b"GET http://example.test/echo?x=1 HTTP/1.1\r\nHost: other\r\n\r\n")
         echoed = json.loads(read_response(sock.makefile("rb"))[2])
     assert (echoed["path"], echoed["query"], echoed["headers"]["HTTP_HOST"]) == ("/echo", "x=1", "example.test")
+
+
+def test_a_target_a_uri_cannot_hold_as_sent_reaches_the_app_as_the_log_shows_it(serve, tmp_path):
+    """`<`, `>`, `"`, a backtick and `#` pass the request line but not `http::Uri` (which takes `#`
+    for a fragment): percent-encoded, the app decodes the same path, and the log agrees."""
+    log = tmp_path / "access.log"
+    server = serve("-w", "1", "-t", "1", "--access-log", str(log), "echo_wsgi:app", cwd=ECHO_APPS,
+                   env={"ECHO_LOG": str(tmp_path / "echo.log")})
+    raw = b'POST /api/pay<x>?a="1"&b=`2`#3 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello'
+    with server.connect() as sock:
+        sock.sendall(raw)
+        status, _, body = read_response(sock.makefile("rb"))
+    seen = json.loads(body)
+    assert status == 200
+    assert (seen["method"], seen["path"], seen["query"]) == ("POST", "/api/pay<x>", "a=%221%22&b=%602%60%233")
+    line = wait_until(lambda: log.exists() and log.read_text(), message="an access log line")
+    assert '"POST /api/pay%3Cx%3E?a=%221%22&b=%602%60%233 HTTP/1.1" 200' in line, line
 
 
 def test_access_log_has_a_line_per_response_with_queue_and_service_times(serve, tmp_path):

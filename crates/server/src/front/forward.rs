@@ -6,28 +6,65 @@
 //! it came (see [`super::forwarded`]; the client's address rides along as a [`Client`] extension,
 //! the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's convention) says when the
 //! request became complete, so an app can measure its own queue time.
+//!
+//! The target goes on as the client sent it, except for the few bytes a request line may hold
+//! (the parser takes any visible character, as h11, httptools and nginx do) that `http::Uri`
+//! cannot carry: those are percent-encoded ([`settle_target`]), which every server and
+//! framework decodes back to the same path, rather than refused: browsers send a raw backtick
+//! in a query, and curl sends `<`, `>` and `"` as given. The access log shows the settled target,
+//! so the log and the app never disagree on what was asked.
 
+use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Version};
+use http::{Method, StatusCode, Uri, Version};
 
 use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
 use crate::http1::request::RequestHead;
-use crate::http1::{remove_fields, strip_hop_by_hop};
+use crate::http1::{remove_fields, strip_hop_by_hop, HttpError};
 use crate::job::{Client, RequestBody};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
-/// Builds the request to send to a worker.
+/// The longest target `http::Uri` holds (its own limit, `u16::MAX - 1` bytes).
+const MAX_TARGET: usize = u16::MAX as usize - 1;
+
+/// Makes `target` (validated by the parser) the one the worker gets, and returns it as a URI:
+/// `"`, `<`, `>` and `` ` ``, which `http::Uri` refuses, and `#`, which it would take for a
+/// fragment and drop, percent-encoded. Refused: a target longer than a URI may be (414).
+pub fn settle_target(target: &mut String) -> Result<Uri, HttpError> {
+    let carried_as_is = |byte: u8| !matches!(byte, b'"' | b'<' | b'>' | b'`' | b'#');
+    if !target.bytes().all(carried_as_is) {
+        let mut encoded = String::with_capacity(target.len() + 16);
+        for c in target.chars() {
+            match u8::try_from(c) {
+                Ok(byte) if !carried_as_is(byte) => write!(encoded, "%{byte:02X}").expect("a String takes any write"),
+                _ => encoded.push(c),
+            }
+        }
+        *target = encoded;
+    }
+    Uri::try_from(target.as_str()).map_err(|_| {
+        if target.len() > MAX_TARGET {
+            HttpError::new(StatusCode::URI_TOO_LONG, "request target too long")
+        } else {
+            HttpError::bad_request("malformed request target")
+        }
+    })
+}
+
+/// Builds the request to send to a worker; `uri` is the head's target, settled by
+/// [`settle_target`].
 pub fn worker_request(
     head: RequestHead,
+    uri: Uri,
     body: RequestBody,
     peer: &Peer,
     trusted: &TrustedProxies,
 ) -> http::Request<RequestBody> {
-    let RequestHead { method, target, mut headers, .. } = head;
+    let RequestHead { method, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
     remove_fields(&mut headers, &[header::EXPECT, header::CONTENT_LENGTH]);
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
@@ -40,8 +77,7 @@ pub fn worker_request(
     let mut request = http::Request::new(body);
     *request.method_mut() = method;
     *request.version_mut() = Version::HTTP_11;
-    // The target was validated by the parser; `*` and `/path?query` are both valid URIs.
-    *request.uri_mut() = target.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
+    *request.uri_mut() = uri;
     *request.headers_mut() = headers;
     if let Some(client) = client {
         request.extensions_mut().insert::<Client>(client);
@@ -75,13 +111,41 @@ mod tests {
         parse_head(raw.as_bytes(), &limits).unwrap().unwrap().0
     }
 
+    /// `worker_request` for a head as the connection makes it: its target settled first.
+    fn request_of(raw: &str, body: RequestBody, peer: &Peer, trusted: &TrustedProxies) -> http::Request<RequestBody> {
+        let mut head = head(raw);
+        let uri = settle_target(&mut head.target).unwrap();
+        worker_request(head, uri, body, peer, trusted)
+    }
+
+    #[test]
+    fn every_target_the_parser_takes_reaches_the_worker_as_the_log_shows_it() {
+        let limits = Limits { max_head: 4096, max_body: 0 };
+        for byte in 0x21..=0x7eu8 {
+            let raw = [b"GET /a".as_slice(), &[byte], b"b?q=", &[byte], b" HTTP/1.1\r\nHost: a\r\n\r\n"].concat();
+            let Ok(Some((mut head, _))) = parse_head(&raw, &limits) else { continue };
+            let sent = head.target.clone();
+            let uri = settle_target(&mut head.target).unwrap_or_else(|err| panic!("{sent}: {err}"));
+            assert_eq!(uri.to_string(), head.target, "the log's target is the worker's");
+            let decoded = percent_encoding::percent_decode_str(&head.target).collect::<Vec<u8>>();
+            let original = percent_encoding::percent_decode_str(&sent).collect::<Vec<u8>>();
+            assert_eq!(decoded, original, "{sent} means what it meant");
+        }
+        let mut pay = "/api/pay<x>?a=1#frag`".to_owned();
+        assert_eq!(settle_target(&mut pay).unwrap(), "/api/pay%3Cx%3E?a=1%23frag%60");
+        let mut cafe = "/caf\u{e9}?q=\"1\"".to_owned();
+        assert_eq!(settle_target(&mut cafe).unwrap(), "/caf\u{e9}?q=%221%22", "UTF-8 is carried as sent");
+        let mut long = format!("/{}", "a".repeat(MAX_TARGET));
+        assert_eq!(settle_target(&mut long).unwrap_err().status, StatusCode::URI_TOO_LONG);
+    }
+
     #[test]
     fn cleans_and_adds_forwarding_headers() {
         let raw = "POST /p?q=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
                    Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Forwarded-For: 10.0.0.1\r\n\
                    X-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n";
-        let request = worker_request(
-            head(raw),
+        let request = request_of(
+            raw,
             RequestBody::Memory(Bytes::from_static(b"hello")),
             &Peer::new(Some("192.0.2.7".parse().unwrap()), true, false),
             &TrustedProxies::parse("192.0.2.7").unwrap(),
@@ -103,7 +167,7 @@ mod tests {
 
     #[test]
     fn bodiless_get_has_no_content_length() {
-        let local = |raw| worker_request(head(raw), RequestBody::Memory(Bytes::new()), &Peer::local(), &trusted());
+        let local = |raw| request_of(raw, RequestBody::Memory(Bytes::new()), &Peer::local(), &trusted());
         let request = local("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));

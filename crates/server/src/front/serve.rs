@@ -18,7 +18,7 @@
 use tokio::io::AsyncReadExt;
 
 use super::conn::{Connection, End, READ_CHUNK};
-use super::forward::worker_request;
+use super::forward::{settle_target, worker_request};
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
@@ -46,8 +46,9 @@ impl<S: ClientStream> Connection<S> {
     /// Serves requests until the connection closes or becomes a WebSocket (returned, to be carried).
     async fn run(&mut self) -> Result<Option<WebSocket>, End> {
         loop {
-            let Some(head) = self.read_head().await? else { return Ok(None) };
+            let Some(mut head) = self.read_head().await? else { return Ok(None) };
             let (method, version) = (head.method.clone(), head.version);
+            let uri = settle_target(&mut head.target).map_err(|error| End::Refuse(error, version))?;
             let websocket = self.admit_websocket(&head)?;
             let body = self.read_body(&head).await.map_err(|end| match end {
                 End::Refuse(error, _) => End::Refuse(error, version),
@@ -65,7 +66,7 @@ impl<S: ClientStream> Connection<S> {
                 continue;
             }
             let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let mut request = worker_request(head, body, &self.peer, &self.front.settings.trusted_proxies);
+            let mut request = worker_request(head, uri, body, &self.peer, &self.front.settings.trusted_proxies);
             if websocket.is_some() {
                 ask_worker_to_upgrade(&mut request);
             }
