@@ -87,8 +87,51 @@ def test_reload_stops_at_a_worker_that_cannot_start(serve, tmp_path):
     server.signal(signal.SIGHUP)
     wait_until(lambda: b"reload stopped: worker 1" in server.log(), message="the reload to stop")
     workers = server.stats()["workers"]
-    assert workers[1]["state"] == "ready", "worker 2 keeps the old code and serves"
+    # The new process starts before the old one stops: both workers keep the old code and serve.
+    assert [worker["state"] for worker in workers] == ["ready", "ready"]
     assert server.get("/")[2] == b"v1"
+
+
+def test_a_reload_of_the_only_worker_serves_from_the_old_process_while_the_new_one_boots(serve, tmp_path):
+    """gunicorn's order: the new process starts, on a socket of its own, while the old one serves;
+    a one-process dyno never waits for a boot."""
+    slow = tmp_path / "slow"
+    worker = REPO / "tests" / "apps" / "slow_boot_worker.py"
+    server = serve("-w", "1", "-t", "2", "--cmd", f"{sys.executable} {worker} {{socket}} {slow}")
+    first = json.loads(server.get("/")[2])
+    slow.write_text("")  # the next process takes two seconds to listen
+    answers, stop = [], threading.Event()
+
+    def client():
+        with server.connect(timeout=60) as sock:
+            stream = sock.makefile("rb")
+            while not stop.is_set():
+                send_request(sock, "GET", "/")
+                status, _, body = read_response(stream)
+                answers.append((status, json.loads(body)["pid"] if status == 200 else None))
+
+    clients = [threading.Thread(target=client) for _ in range(2)]
+    for thread in clients:
+        thread.start()
+    wait_until(lambda: len(answers) > 10, message="load to start")
+    hangup_at = len(answers)
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"reload done" in server.log(), timeout=60, message="the reload")
+    count = len(answers)
+    wait_until(lambda: len(answers) > count + 10, message="load to go on after the reload")
+    stop.set()
+    for thread in clients:
+        thread.join(timeout=60)
+    assert {status for status, _ in answers} == {200}
+    second = json.loads(server.get("/")[2])
+    assert second["pid"] != first["pid"] and second["socket"] != first["socket"], "a process, a socket"
+    # In order: the old process until the new one listened, then the new one alone.
+    after_hangup = [pid for _, pid in answers[hangup_at:]]
+    assert after_hangup.count(first["pid"]) >= 10, "the old process served during the two-second boot"
+    switched = after_hangup.index(second["pid"])
+    assert set(after_hangup[switched:]) <= {first["pid"], second["pid"]}
+    assert after_hangup[-10:] == [second["pid"]] * 10
+    assert server.stats()["workers"][0]["recycles"]["reload"] == 1
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -19,7 +19,7 @@ mod upgrade;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -56,6 +56,8 @@ pub struct Slot {
     pub index: usize,
     pub queue: Arc<Queue>,
     pub settings: Arc<SlotSettings>,
+    /// The generation of the process the slot's link goes to, which a stuck request is blamed on.
+    generation: AtomicU64,
 }
 
 /// A slot's line to one worker process.
@@ -65,13 +67,20 @@ enum Link {
 }
 
 impl Slot {
+    pub fn new(worker: Arc<Worker>, index: usize, queue: Arc<Queue>, settings: Arc<SlotSettings>) -> Slot {
+        Slot { worker, index, queue, settings, generation: AtomicU64::new(0) }
+    }
+
     /// Serves requests for as long as the worker exists, connecting again whenever the worker
     /// is restarted or closes the connection.
     pub async fn run(self) {
         let mut phase = self.worker.watch_phase();
         while let Some(generation) = ready_generation(&mut phase).await {
+            self.generation.store(generation, Ordering::Relaxed);
             let link = match &self.worker.transport {
-                Transport::Http => connection::Connection::open(&self.worker.socket).await.map(Link::Http),
+                Transport::Http => {
+                    connection::Connection::open(self.worker.socket.of(generation)).await.map(Link::Http)
+                }
                 Transport::Hop(links) => hop::SlotLine::of(links, generation, self.index).map(Link::Hop),
             };
             match link {
@@ -109,6 +118,8 @@ impl Slot {
     /// generation `generation`.
     async fn serve(&self, link: &mut Link, generation: u64, phase: &watch::Receiver<Phase>) -> Ended {
         let busy = &self.worker.busy;
+        // A process being replaced is stopped once no slot is linked to it any more.
+        let _linked = self.worker.socket.link(generation);
         // The request timeout's timer, one for the link and moved on for each request: moving
         // a registered timer later is one atomic write, where a timer per request was set up
         // in the runtime's timer wheel and taken out again every time.
@@ -145,7 +156,7 @@ impl Slot {
                     After::Reuse
                 }
                 Link::Http(connection) => {
-                    let socket = &self.worker.socket;
+                    let socket = self.worker.socket.of(generation);
                     self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
                 }
                 Link::Hop(line) => {
@@ -219,7 +230,7 @@ impl Slot {
             None => {
                 warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
-                self.worker.report_hung();
+                self.report_hung();
                 return After::Broken;
             }
         };
@@ -311,7 +322,7 @@ impl Slot {
                 }
                 Err(_) => {
                     warn!(worker = self.worker.index, "response body stalled for {timeout:?}; replacing the worker");
-                    self.worker.report_hung();
+                    self.report_hung();
                     return After::Broken;
                 }
             }
@@ -324,8 +335,13 @@ impl Slot {
     fn replace_if_broken(&self, err: &LinkError) {
         if matches!(err, LinkError::Hop(_)) {
             warn!(worker = self.worker.index, "the worker broke the hop's rules; replacing it");
-            self.worker.report_hung();
+            self.report_hung();
         }
+    }
+
+    /// Has the process this slot's link goes to replaced: it is stuck, or broke the rules.
+    fn report_hung(&self) {
+        self.worker.report_hung_of(self.generation.load(Ordering::Relaxed));
     }
 }
 
