@@ -217,10 +217,11 @@ mod tests {
 
     #[tokio::test]
     async fn spooled_body_reads_back_whole() {
-        let (writer, reader) = spool::channel(16);
+        let limits = spool::SpoolLimits { memory: 16, file: u64::MAX, disk: spool::DiskBudget::new(u64::MAX) };
+        let (writer, reader) = spool::channel(&limits);
         let pieces: Vec<Bytes> = (0..10u8).map(|i| Bytes::from(vec![i; 100])).collect();
         for piece in &pieces {
-            writer.write(piece.clone()).unwrap();
+            writer.try_write(piece.clone()).unwrap();
         }
         writer.finish();
         let body = RequestBody::Spooled { reader, len: 1000 };

@@ -36,6 +36,7 @@ use crate::ops::access_log::AccessLog;
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::Queue;
+use crate::spool::SpoolLimits;
 use conn::{Arrival, Connection};
 use forwarded::{ClientCert, Peer, TrustedProxies};
 use stream::{ClientStream, ReadAhead};
@@ -55,8 +56,9 @@ pub struct FrontSettings {
     pub max_requests_per_connection: u64,
     /// How long a client may stall while sending a body or receiving a response.
     pub io_timeout: Duration,
-    /// Request body bytes held in memory per request; the rest goes to a temporary file.
-    pub request_buffer: usize,
+    /// Where a request body waits: `--request-buffer` bytes in memory, the rest in a temporary
+    /// file within the disk budget.
+    pub request_spool: SpoolLimits,
     /// Peers whose forwarding headers are believed (`--forwarded-allow-ips`).
     pub trusted_proxies: TrustedProxies,
     /// TCP connections open with a PROXY protocol header (`--proxy-protocol`).

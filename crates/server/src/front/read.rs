@@ -17,7 +17,7 @@ use crate::http1::chunked::ChunkedDecoder;
 use crate::http1::request::{parse_head, Framing, RequestHead};
 use crate::http1::HttpError;
 use crate::job::RequestBody;
-use crate::spool;
+use crate::spool::{self, SpoolLimits, WriteError};
 
 impl<S: ClientStream> Connection<S> {
     /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
@@ -84,7 +84,8 @@ impl<S: ClientStream> Connection<S> {
 
     /// Reads the whole body. Only then may the request queue.
     pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
-        let mut sink = BodySink::new(self.front.settings.request_buffer);
+        let front = self.front.clone();
+        let mut sink = BodySink::new(&front.settings.request_spool);
         match head.framing {
             Framing::Empty => {}
             Framing::Length(len) => {
@@ -147,34 +148,40 @@ impl<S: ClientStream> Connection<S> {
 }
 
 /// Collects a request body: in memory up to the request buffer size, then in a spool (a
-/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
-/// memory.
-struct BodySink {
+/// temporary file past that, within the disk budget), so a thousand waiting uploads do not cost a
+/// thousand bodies of memory. A body the budget has no room for is refused with 503: it cannot
+/// queue half-read, and waiting for room would hold every upload while none can finish.
+struct BodySink<'a> {
     pieces: Vec<Bytes>,
     len: u64,
-    memory_limit: usize,
+    limits: &'a SpoolLimits,
     spool: Option<(spool::Writer, spool::Reader)>,
 }
 
-impl BodySink {
-    fn new(memory_limit: usize) -> Self {
-        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
+impl<'a> BodySink<'a> {
+    fn new(limits: &'a SpoolLimits) -> Self {
+        BodySink { pieces: Vec::new(), len: 0, limits, spool: None }
     }
 
     fn push(&mut self, data: Bytes) -> Result<(), End> {
         self.len += data.len() as u64;
-        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
+        if self.spool.is_none() && self.len <= self.limits.memory as u64 {
             self.pieces.push(data);
             return Ok(());
         }
-        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
+        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.limits));
+        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.try_write(piece));
         spooled.map_err(|err| {
-            tracing::warn!("cannot buffer a request body: {err}");
-            End::Refuse(
-                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
-                Version::HTTP_11,
-            )
+            let error = match err {
+                WriteError::Full(_) => {
+                    HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy: no room to buffer the request body")
+                }
+                WriteError::Io(err) => {
+                    tracing::warn!("cannot buffer a request body: {err}");
+                    HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body")
+                }
+            };
+            End::Refuse(error, Version::HTTP_11)
         })
     }
 

@@ -563,7 +563,14 @@ while True:
             cpus: None,
         };
         let queue = Queue::new(10, Duration::from_secs(30), threads);
-        let slots = Arc::new(SlotSettings { request_timeout, response_buffer: 64 * 1024 });
+        let slots = Arc::new(SlotSettings {
+            request_timeout,
+            response_spool: crate::spool::SpoolLimits {
+                memory: 64 * 1024,
+                file: u64::MAX,
+                disk: crate::spool::DiskBudget::new(u64::MAX),
+            },
+        });
         (Supervisor::start(config, queue.clone(), slots).await.expect("the worker starts"), queue, dir)
     }
 

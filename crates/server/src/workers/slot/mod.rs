@@ -33,7 +33,7 @@ use hop::ClientGoneSignal;
 
 use crate::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
-use crate::spool;
+use crate::spool::{self, SpoolLimits};
 use crate::workers::worker::{Phase, Transport, Worker};
 
 /// Pause before reconnecting when a worker that says it is ready refuses a connection; and the
@@ -46,8 +46,9 @@ pub struct SlotSettings {
     /// How long a worker may be silent (before the head, or between body pieces) before the
     /// request fails with 504 and the worker is replaced.
     pub request_timeout: Duration,
-    /// Response bytes held in memory per response before spilling to disk.
-    pub response_buffer: usize,
+    /// Where a response waits for its client: `--response-buffer` bytes in memory, then up to
+    /// `--max-temp-file-size` in a temporary file, within the disk budget.
+    pub response_spool: SpoolLimits,
 }
 
 pub struct Slot {
@@ -245,10 +246,12 @@ impl Slot {
     }
 
     /// Passes a response to the client's connection: whole, with the body that is already
-    /// there, when that is all of it (the client then gets a `Content-Length` and one write);
-    /// otherwise through a spool the slot goes on filling until the body ends, so the slot is
-    /// free as soon as the worker is done, however slowly the client reads. If the client leaves
-    /// before the body ends, the worker is told as in [`Slot::forward`].
+    /// there, when that is all of it and fits the response buffer (the client then gets a
+    /// `Content-Length` and one write); otherwise through a spool the slot goes on filling until
+    /// the body ends, so the slot is free as soon as the worker is done, however slowly the client
+    /// reads, unless the client falls so far behind that the spool is full: then the slot stops
+    /// reading the worker until the client catches up. If the client leaves before the body ends,
+    /// the worker is told as in [`Slot::forward`].
     async fn deliver(
         &self,
         reply: oneshot::Sender<Outcome>,
@@ -257,10 +260,17 @@ impl Slot {
         timing: Timing,
         client_gone: Option<&ClientGoneSignal>,
     ) -> After {
-        let mut pieces = Vec::new();
+        let limits = &self.settings.response_spool;
+        let (mut pieces, mut gathered) = (Vec::new(), 0);
         let stalled = loop {
+            if gathered > limits.memory {
+                break pieces; // a worker faster than us: on through the spool and its limits
+            }
             match body.now().await {
-                Poll::Ready(Some(Ok(piece))) => pieces.push(piece),
+                Poll::Ready(Some(Ok(piece))) => {
+                    gathered += piece.len();
+                    pieces.push(piece);
+                }
                 Poll::Ready(None) => {
                     let body = ResponseBody::Complete(concat(pieces));
                     let _ = reply.send(Outcome::Response(WorkerResponse { head, body, timing }));
@@ -277,20 +287,21 @@ impl Slot {
             }
         };
 
-        let (writer, reader) = spool::channel(self.settings.response_buffer);
-        for piece in stalled {
-            if let Err(err) = writer.write(piece) {
-                warn!("cannot buffer response: {err}");
-                return After::Broken;
-            }
-        }
+        let (writer, reader) = spool::channel(limits);
         let streaming = ResponseBody::Streaming(reader);
         let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
+        let mut stalled = stalled.into_iter();
         let timeout = self.settings.request_timeout;
         let mut told = false;
         loop {
+            let gathered = async {
+                match stalled.next() {
+                    Some(piece) => Ok(Some(Ok(piece))),
+                    None => tokio::time::timeout(timeout, body.next()).await,
+                }
+            };
             let next = tokio::select! {
-                next = tokio::time::timeout(timeout, body.next()) => next,
+                next = gathered => next,
                 // An app streaming without end would otherwise hold the slot for good, pumping
                 // its response into a spool nobody reads.
                 () = writer.reader_left(), if !told => {
@@ -303,7 +314,8 @@ impl Slot {
             };
             match next {
                 Ok(Some(Ok(piece))) => {
-                    if let Err(err) = writer.write(piece) {
+                    // Waits while the client is too far behind (the spool is full): back-pressure.
+                    if let Err(err) = writer.write(piece).await {
                         warn!("cannot buffer response: {err}");
                         return After::Broken;
                     }
