@@ -7,12 +7,13 @@
 //! the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's convention) says when the
 //! request became complete, so an app can measure its own queue time.
 //!
-//! The target goes on as the client sent it, except for the few bytes a request line may hold
-//! (the parser takes any visible character, as h11, httptools and nginx do) that `http::Uri`
-//! cannot carry: those are percent-encoded ([`settle_target`]), which every server and
-//! framework decodes back to the same path, rather than refused: browsers send a raw backtick
-//! in a query, and curl sends `<`, `>` and `"` as given. The access log shows the settled target,
-//! so the log and the app never disagree on what was asked.
+//! The target goes on as the client sent it, except for the bytes a request line may hold (the
+//! parser takes any visible character and UTF-8, as nginx does) that a URI may not: those that
+//! `http::Uri` cannot carry and UTF-8, which h11, httptools and Node refuse. They are
+//! percent-encoded ([`settle_target`]), which every server and framework decodes back to the same
+//! path, rather than refused: browsers send a raw backtick in a query, and curl sends `<`, `>`,
+//! `"` and UTF-8 as given. The access log shows the settled target, so the log and the app never
+//! disagree on what was asked.
 
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -32,16 +33,18 @@ static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
 /// Makes `target` (validated by the parser) the one the worker gets, and returns it as a URI:
-/// `"`, `<`, `>` and `` ` ``, which `http::Uri` refuses, and `#`, which it would take for a
-/// fragment and drop, percent-encoded. Refused: a target longer than a URI may be (414).
+/// `"`, `<`, `>` and `` ` ``, which `http::Uri` refuses, `#`, which it would take for a fragment
+/// and drop, and UTF-8, which a URI may not hold, percent-encoded. Refused: a target longer than
+/// a URI may be (414).
 pub fn settle_target(target: &mut String) -> Result<Uri, HttpError> {
-    let carried_as_is = |byte: u8| !matches!(byte, b'"' | b'<' | b'>' | b'`' | b'#');
+    let carried_as_is = |byte: u8| byte.is_ascii() && !matches!(byte, b'"' | b'<' | b'>' | b'`' | b'#');
     if !target.bytes().all(carried_as_is) {
         let mut encoded = String::with_capacity(target.len() + 16);
-        for c in target.chars() {
-            match u8::try_from(c) {
-                Ok(byte) if !carried_as_is(byte) => write!(encoded, "%{byte:02X}").expect("a String takes any write"),
-                _ => encoded.push(c),
+        for byte in target.bytes() {
+            if carried_as_is(byte) {
+                encoded.push(char::from(byte));
+            } else {
+                write!(encoded, "%{byte:02X}").expect("a String takes any write");
             }
         }
         *target = encoded;
@@ -134,7 +137,7 @@ mod tests {
         let mut pay = "/api/pay<x>?a=1#frag`".to_owned();
         assert_eq!(settle_target(&mut pay).unwrap(), "/api/pay%3Cx%3E?a=1%23frag%60");
         let mut cafe = "/caf\u{e9}?q=\"1\"".to_owned();
-        assert_eq!(settle_target(&mut cafe).unwrap(), "/caf\u{e9}?q=%221%22", "UTF-8 is carried as sent");
+        assert_eq!(settle_target(&mut cafe).unwrap(), "/caf%C3%A9?q=%221%22", "as a browser sends it");
         let mut long = format!("/{}", "a".repeat(MAX_TARGET));
         assert_eq!(settle_target(&mut long).unwrap_err().status, StatusCode::URI_TOO_LONG);
     }
