@@ -123,10 +123,24 @@ impl Front {
     }
 
     /// Serves a connection, in TLS with `--certfile`. `read`: its bytes already read.
-    async fn serve<S: ClientStream>(self: Arc<Self>, stream: S, mut peer: Peer, arrival: Arrival, read: BytesMut) {
-        let Some(tls) = self.tls.clone() else {
-            return Connection::new(stream, peer, self, arrival, read).serve().await;
-        };
+    async fn serve<S: ClientStream>(self: Arc<Self>, stream: S, peer: Peer, arrival: Arrival, read: BytesMut) {
+        match self.tls.clone() {
+            None => Connection::new(stream, peer, self, arrival, read).serve().await,
+            // On the heap: a handshake's state is kilobytes, and every connection's task would be
+            // as large as its largest state, TLS or not (an idle connection should cost a few).
+            Some(tls) => Box::pin(self.serve_tls(tls, stream, peer, arrival, read)).await,
+        }
+    }
+
+    /// Serves a connection in TLS: the handshake, then requests over it.
+    async fn serve_tls<S: ClientStream>(
+        self: Arc<Self>,
+        tls: Arc<Tls>,
+        stream: S,
+        mut peer: Peer,
+        arrival: Arrival,
+        read: BytesMut,
+    ) {
         let deadline = arrival.deadline(&self.settings);
         let mut stream = ReadAhead::new(stream, read.freeze());
         match timeout_at(deadline, stream.peek()).await {

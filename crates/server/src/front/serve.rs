@@ -15,10 +15,9 @@
 //! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
 //! connection carries the socket until it closes ([`super::websocket`]).
 
-use tokio::io::AsyncReadExt;
-
-use super::conn::{Connection, End, READ_CHUNK};
+use super::conn::{Connection, End};
 use super::forward::{settle_target, worker_request};
+use super::read::read_when_ready;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
@@ -38,7 +37,8 @@ impl<S: ClientStream> Connection<S> {
                 // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
                 // shutdown drains the requests first, then closes the sockets.
                 self.open = None;
-                self.carry(websocket).await;
+                // On the heap, as a TLS handshake: an HTTP connection's task is not sized for it.
+                Box::pin(self.carry(websocket)).await;
             }
         }
     }
@@ -101,17 +101,14 @@ impl<S: ClientStream> Connection<S> {
 
     /// Waits for the request's outcome while watching the client: bytes it sends meanwhile
     /// (pipelined requests, up to one head's worth) are kept for later; if it goes away, the
-    /// wait is dropped, which withdraws the request.
+    /// wait is dropped, which withdraws the request. A silent client costs no read buffer.
     async fn wait(&mut self, mut wait: Wait) -> Result<Outcome, End> {
         loop {
             let read_ahead = self.buf.len() < self.front.settings.limits.max_head;
-            if read_ahead {
-                self.buf.reserve(READ_CHUNK);
-            }
             tokio::select! {
                 biased;
                 outcome = wait.outcome() => return Ok(outcome),
-                read = self.io.read_buf(&mut self.buf), if read_ahead => {
+                read = read_when_ready(&mut self.io, &mut self.buf), if read_ahead => {
                     if !matches!(read, Ok(n) if n > 0) {
                         return Err(End::Gone);
                     }
