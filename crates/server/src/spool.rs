@@ -93,6 +93,14 @@ pub struct SpoolLimits {
     pub disk: Arc<DiskBudget>,
 }
 
+#[cfg(test)]
+impl SpoolLimits {
+    /// `memory` bytes in memory, and any file on any disk.
+    pub fn unbounded(memory: usize) -> SpoolLimits {
+        SpoolLimits { memory, file: u64::MAX, disk: DiskBudget::new(u64::MAX) }
+    }
+}
+
 /// Makes a spool within `limits`.
 pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
     let shared = Arc::new(Shared {
@@ -377,7 +385,7 @@ mod tests {
     }
 
     fn unbounded(memory: usize) -> (Writer, Reader) {
-        spool(memory, u64::MAX, u64::MAX)
+        channel(&SpoolLimits::unbounded(memory))
     }
 
     async fn read_all(reader: &mut Reader) -> Result<Vec<u8>, Truncated> {

@@ -18,7 +18,7 @@ use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
-use crate::spool::{DiskBudget, SpoolLimits};
+use crate::spool::SpoolLimits;
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
 
@@ -46,7 +46,7 @@ impl Harness {
             keep_alive: true,
             max_requests_per_connection: 0,
             io_timeout: Duration::from_secs(60),
-            request_spool: SpoolLimits { memory: 64 * 1024, file: u64::MAX, disk: DiskBudget::new(u64::MAX) },
+            request_spool: SpoolLimits::unbounded(64 * 1024),
             trusted_proxies: TrustedProxies::parse("127.0.0.1").unwrap(),
             proxy_protocol: false,
             health_path: None,

@@ -563,14 +563,8 @@ while True:
             cpus: None,
         };
         let queue = Queue::new(10, Duration::from_secs(30), threads);
-        let slots = Arc::new(SlotSettings {
-            request_timeout,
-            response_spool: crate::spool::SpoolLimits {
-                memory: 64 * 1024,
-                file: u64::MAX,
-                disk: crate::spool::DiskBudget::new(u64::MAX),
-            },
-        });
+        let slots =
+            Arc::new(SlotSettings { request_timeout, response_spool: crate::spool::SpoolLimits::unbounded(64 * 1024) });
         (Supervisor::start(config, queue.clone(), slots).await.expect("the worker starts"), queue, dir)
     }
 

@@ -28,14 +28,8 @@ impl FakeWorker {
         let worker = Arc::new(Worker::new(1, socket, transport));
         worker.set_phase(Phase::Ready { generation: 1 });
         let queue = Queue::new(10, Duration::from_secs(30), 1);
-        let settings = Arc::new(SlotSettings {
-            request_timeout,
-            response_spool: crate::spool::SpoolLimits {
-                memory: 64 * 1024,
-                file: u64::MAX,
-                disk: crate::spool::DiskBudget::new(u64::MAX),
-            },
-        });
+        let settings =
+            Arc::new(SlotSettings { request_timeout, response_spool: crate::spool::SpoolLimits::unbounded(64 * 1024) });
         tokio::spawn(Slot::new(worker.clone(), 0, queue.clone(), settings).run());
         FakeWorker { worker, queue, _dir: dir }
     }
