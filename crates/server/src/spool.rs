@@ -69,8 +69,13 @@ impl DiskBudget {
         self.held_back.load(Ordering::Relaxed)
     }
 
+    /// Takes `bytes` if they fit, or if nothing is taken (a piece larger than the whole budget
+    /// must still go somewhere, once; a budget of 0 takes nothing ever).
     fn take(&self, bytes: u64) -> bool {
-        let fits = |used: u64| used.checked_add(bytes).filter(|&total| total <= self.limit);
+        let fits = |used: u64| {
+            let total = used.checked_add(bytes)?;
+            (total <= self.limit || (used == 0 && self.limit > 0)).then_some(total)
+        };
         self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fits).is_ok()
     }
 
@@ -187,13 +192,14 @@ impl Writer {
         }
         let len = data.len();
         let unread_in_file = state.spill.as_ref().is_some_and(|spill| spill.read < spill.written);
-        let in_memory = state.memory_bytes + len <= limits.memory || (limits.file == 0 && state.memory_bytes == 0);
+        let no_file = limits.file == 0 || limits.disk.limit == 0;
+        let in_memory = state.memory_bytes + len <= limits.memory || (no_file && state.memory_bytes == 0);
         if !unread_in_file && in_memory {
             state.memory_bytes += len;
             state.memory.push_back(data);
         } else {
             let written = state.spill.as_ref().map_or(0, |spill| spill.written);
-            let over_cap = limits.file == 0 || (written > 0 && written + len as u64 > limits.file);
+            let over_cap = no_file || (written > 0 && written + len as u64 > limits.file);
             if over_cap || !limits.disk.take(len as u64) {
                 state.writer_waits = true;
                 return Err(WriteError::Full(data));
@@ -520,10 +526,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_bigger_than_its_memory_goes_whole_where_it_is_alone() {
-        let (writer, mut reader) = spool(4, 0, 0);
-        writer.try_write(Bytes::from_static(b"a piece larger than memory")).unwrap();
-        writer.finish();
-        assert_eq!(read_all(&mut reader).await.unwrap(), b"a piece larger than memory");
+    async fn a_piece_bigger_than_its_room_goes_whole_where_it_is_alone() {
+        for (file, disk) in [(0, u64::MAX), (u64::MAX, 0), (4, 4)] {
+            let (writer, mut reader) = spool(4, file, disk);
+            writer.try_write(Bytes::from_static(b"a piece larger than memory")).unwrap();
+            writer.try_write(Bytes::from_static(b"!")).unwrap_err();
+            writer.finish();
+            assert_eq!(read_all(&mut reader).await.unwrap(), b"a piece larger than memory", "{file} {disk}");
+        }
     }
 }
