@@ -40,7 +40,8 @@ APPS = HERE / "apps"
 TIMEOUT = 6
 # One slot, so that everything a case makes the backend do happens on one connection before the
 # next case; short timeouts, so that a case that leaves the front waiting for bytes ends in a 408.
-FRONT = ["-w", "1", "-t", "1", "--header-timeout", "2", "--io-timeout", "2", "--timeout", "2", "--max-body", "64KiB"]
+FRONT = ["-w", "1", "-t", "1", "--header-timeout", "2", "--io-timeout", "2", "--timeout", "2", "--max-body", "64KiB",
+         "--graceful-timeout", "1"]
 UVICORN = f"{sys.executable} -m uvicorn --uds {{socket}} --no-access-log --log-level warning --http"
 BACKENDS = {
     "wsgi": (["--interface", "wsgi", "echo_wsgi:app"], None),
