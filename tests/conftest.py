@@ -29,6 +29,8 @@ from worker_client import TIMEOUT, Worker, start_process
 
 REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "tests" / "apps"
+# The desync suite's echo apps: any path, each request appended to $ECHO_LOG and echoed as JSON.
+ECHO_APPS = REPO / "tests" / "desync" / "apps"
 
 
 def headway_binary():

@@ -2,12 +2,13 @@
 
 import json
 import re
+import socket
 import threading
 import time
 
 import pytest
 
-from conftest import read_response, request_bytes, send_request, wait_until
+from conftest import ECHO_APPS, read_response, request_bytes, send_request, wait_until
 
 
 def exchange(server, raw, timeout=10):
@@ -135,6 +136,47 @@ def test_slow_reader_of_a_large_response_does_not_hold_a_slot(serve):
     status, headers, body = read_response(reader.makefile("rb"))
     assert status == 200 and headers["transfer-encoding"] == "chunked"
     assert len(body) == size and body.count(b"x") == size
+
+
+def test_clients_that_never_read_a_large_response_cost_bounded_disk_and_hold_their_slots(serve):
+    """Four clients ask for 1 GiB each and read nothing: each response's temporary file stops at
+    --max-temp-file-size, all of them together at --max-temp-disk; past that the slots stop reading
+    the worker (back-pressure) instead of spooling on. When the clients go, so does the disk."""
+    server = serve("-w", "1", "-t", "5", "--response-buffer", "64KiB", "--max-temp-file-size", "8MiB",
+                   "--max-temp-disk", "20MiB", "probe:app")
+    stalled = []
+    for _ in range(4):
+        sock = server.connect(timeout=60)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        send_request(sock, "GET", f"/stream?n={1 << 30}&k={1 << 14}")
+        stalled.append(sock)
+    temp_files = lambda: server.stats()["temp_files"]  # noqa: E731
+    wait_until(lambda: temp_files()["held_back"] >= 4 and server.stats()["slots"]["busy"] == 4, timeout=60,
+               message="all four held back, each holding its slot")
+    # Held: what the files hold stays within the budget, however long the clients stay.
+    for _ in range(5):
+        assert 16 << 20 <= temp_files()["bytes"] <= 20 << 20, temp_files()
+        time.sleep(0.2)
+    assert temp_files()["limit"] == 20 << 20
+    assert server.get("/record?id=fifth")[0] == 200, "the fifth slot serves others meanwhile"
+    for sock in stalled:
+        sock.close()
+    wait_until(lambda: temp_files()["bytes"] == 0 and server.stats()["slots"]["busy"] == 0, timeout=60,
+               message="the disk and the slots back once the clients left")
+
+
+def test_an_upload_the_disk_budget_has_no_room_for_gets_503(serve):
+    server = serve("-w", "1", "-t", "1", "--request-buffer", "64KiB", "--max-temp-disk", "1MiB", "probe:app")
+    body = b"x" * (2 << 20)
+    with server.connect() as sock:
+        send_request(sock, "POST", "/digest", body=body)
+        status, _, reply = read_response(sock.makefile("rb"))
+    assert status == 503 and b"no room to buffer the request body" in reply
+    with server.connect() as sock:
+        send_request(sock, "POST", "/digest", body=body[: 1 << 20])
+        status, _, reply = read_response(sock.makefile("rb"))
+    assert status == 200 and json.loads(reply)["length"] == 1 << 20
+    assert server.stats()["temp_files"]["bytes"] == 0
 
 
 def test_chunked_request_body_reaches_the_app_whole(server):
@@ -300,6 +342,23 @@ def test_absolute_form_target(server):
         sock.sendall(b"GET http://example.test/echo?x=1 HTTP/1.1\r\nHost: other\r\n\r\n")
         echoed = json.loads(read_response(sock.makefile("rb"))[2])
     assert (echoed["path"], echoed["query"], echoed["headers"]["HTTP_HOST"]) == ("/echo", "x=1", "example.test")
+
+
+def test_a_target_a_uri_cannot_hold_as_sent_reaches_the_app_as_the_log_shows_it(serve, tmp_path):
+    """`<`, `>`, `"`, a backtick and `#` pass the request line but not `http::Uri` (which takes `#`
+    for a fragment): percent-encoded, the app decodes the same path, and the log agrees."""
+    log = tmp_path / "access.log"
+    server = serve("-w", "1", "-t", "1", "--access-log", str(log), "echo_wsgi:app", cwd=ECHO_APPS,
+                   env={"ECHO_LOG": str(tmp_path / "echo.log")})
+    raw = b'POST /api/pay<x>?a="1"&b=`2`#3 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello'
+    with server.connect() as sock:
+        sock.sendall(raw)
+        status, _, body = read_response(sock.makefile("rb"))
+    seen = json.loads(body)
+    assert status == 200
+    assert (seen["method"], seen["path"], seen["query"]) == ("POST", "/api/pay<x>", "a=%221%22&b=%602%60%233")
+    line = wait_until(lambda: log.exists() and log.read_text(), message="an access log line")
+    assert '"POST /api/pay%3Cx%3E?a=%221%22&b=%602%60%233 HTTP/1.1" 200' in line, line
 
 
 def test_access_log_has_a_line_per_response_with_queue_and_service_times(serve, tmp_path):

@@ -43,19 +43,29 @@ def test_max_requests_recycles_workers_with_no_failed_request(serve):
     assert len(statuses) == 1000 and set(statuses) == {200}
     wait_until(lambda: all(w["state"] == "ready" for w in server.stats()["workers"]), message="workers ready")
     recycled = recycles(server, "max_requests")
-    # Every process serves at least 50, so 1000 requests recycle at most 20 times; at 50-60 each
-    # (and a few more while another worker is away) they make about 16.
-    assert 10 <= recycled <= 20, recycled
+    # Every process serves at least 50, so 1000 requests recycle at most 20 times; at 50-60 each,
+    # and more while its replacement starts (it serves on meanwhile), they make 5 or more.
+    assert 5 <= recycled <= 20, recycled
     workers = server.stats()["workers"]
     assert [w["restarts"] for w in workers] == [0, 0], "a recycle is not a crash"
     assert sum(w["recycles"]["crash"] + w["recycles"]["timeout"] for w in workers) == 0
 
 
+def requests_until_recycled(server, times, limit=2000):
+    """Requests one after the other until the workers were recycled `times` times (a process
+    serves on while its replacement starts, so how many that takes depends on the boot);
+    returns every status."""
+    statuses = []
+    while recycles(server, "max_requests") < times:
+        assert len(statuses) < limit, f"{times} recycles in {limit} requests"
+        statuses.append(server.get("/hello")[0])
+    return statuses
+
+
 def test_max_requests_counts_for_cmd_workers_too(serve):
     server = serve("-w", "1", "-t", "1", "--max-requests", "5", "--cmd", f"node {TWINS / 'demo.js'}")
-    statuses = run_clients(server, clients=1, requests_each=12)
-    assert statuses == [200] * 12
-    wait_until(lambda: recycles(server, "max_requests") >= 2, message="two recycles")
+    statuses = requests_until_recycled(server, 2)
+    assert set(statuses) == {200} and len(statuses) >= 10
 
 
 def test_memory_limit_recycles_a_leaking_worker(serve):
@@ -82,13 +92,13 @@ def test_memory_limit_recycles_a_leaking_worker(serve):
 
 def test_recycles_by_cause_are_in_metrics(serve):
     server = serve("-w", "1", "-t", "1", "--max-requests", "2")
-    assert run_clients(server, clients=1, requests_each=5) == [200] * 5
-    wait_until(lambda: recycles(server, "max_requests") >= 2, message="two recycles")
+    assert set(requests_until_recycled(server, 2)) == {200}
+    count = recycles(server, "max_requests")  # no request is made any more: it stays
     metrics = server.metrics()
-    assert 'headway_worker_recycles_total{worker="1",cause="max_requests"} 2' in metrics
+    assert f'headway_worker_recycles_total{{worker="1",cause="max_requests"}} {count}' in metrics
     assert 'headway_worker_recycles_total{worker="1",cause="crash"} 0' in metrics
     text = server.stats_command()
-    assert "recycles     2 max requests, 0 memory, 0 timeout, 0 crash, 0 reload" in text
+    assert f"recycles     {count} max requests, 0 memory, 0 timeout, 0 crash, 0 reload" in text
 
 
 RELOADABLE = '''

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import APPS, REPO, free_port, headway_binary, read_response, require, send_request, wait_until
+from conftest import APPS, ECHO_APPS, REPO, free_port, headway_binary, read_response, require, send_request, wait_until
 from netclient import exact_request, exchange, proxy_v1, proxy_v2
 
 ROUTER_SAYS = {"Host": "app.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9",
@@ -86,6 +86,49 @@ def test_the_client_is_the_last_address_no_trusted_proxy_vouches_for(serve):
     # Nothing but trusted proxies: the first of them is as far as anyone can tell.
     proxies = {"Host": "a", "X-Forwarded-For": "10.9.9.9"}
     assert echo(exchange(("127.0.0.1", server.port), exact_request("/echo", proxies)))["remote_addr"] == "10.9.9.9"
+
+
+# What Rack, Werkzeug's ProxyFix, Django, gunicorn and Rails read to learn the client's host,
+# scheme, prefix and address, in spellings a CGI-style environ (Puma's, Django's ASGI handler's)
+# makes the same as the router's.
+CLIENT_CLAIMS = {"X-Forwarded-Ssl": "on", "X-Forwarded-Scheme": "https", "X-Forwarded-Prefix": "/admin",
+                 "X-Real-IP": "10.0.0.1", "X-Forwarded-Host": "evil.example", "X_Forwarded_Host": "evil.example",
+                 "X_Forwarded_Proto": "https", "X_Forwarded_Port": "8443", "X_Forwarded_For": "10.0.0.1",
+                 "X-Forwarded_Ssl": "on", "Client_IP": "10.0.0.1", "Front-End-Https": "on"}
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_rack_under_puma_takes_neither_host_nor_scheme_from_an_untrusted_client(serve):
+    server = serve("-w", "1", "-t", "2", "--forwarded-allow-ips", "192.0.2.10",
+                   "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'rack_request.ru'}")
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/who", {"Host": "app.example", **CLIENT_CLAIMS})))
+    assert (seen["host"], seen["ssl"], seen["scheme"], seen["port"]) == ("app.example", False, "http", 80)
+    assert seen["ip"] == "127.0.0.1"
+    assert sorted(seen["headers"]) == ["HTTP_HOST", "HTTP_VERSION", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO",
+                                       "HTTP_X_REQUEST_START"]
+
+
+@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
+def test_rack_under_puma_believes_a_router_in_its_own_spelling_only(serve, tmp_path):
+    router = tmp_path / "router.sock"
+    serve("-w", "1", "-t", "2", "-b", f"unix:{router}",
+          "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'rack_request.ru'}")
+    says = {"Host": "app.example", "X-Forwarded-Host": "www.example", "X-Forwarded-Proto": "https",
+            "X_Forwarded_Host": "evil.example", "X_Forwarded_Port": "8443"}
+    seen = echo(exchange(router, exact_request("/who", says)))
+    assert (seen["host"], seen["ssl"], seen["port"]) == ("www.example", True, 443)
+
+
+@pytest.mark.parametrize("interface", ["wsgi", "asgi"])
+def test_the_bundled_worker_gets_no_forwarding_field_from_an_untrusted_client(serve, tmp_path, interface):
+    # The desync suite's echo apps list the fields as the app got them (ASGI: as sent, underscores
+    # and all).
+    server = serve("-w", "1", "--interface", interface, "--forwarded-allow-ips", "192.0.2.10",
+                   f"echo_{interface}:app", cwd=ECHO_APPS,
+                   env={"ECHO_LOG": str(tmp_path / "echo.log")})
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/who", {"Host": "a", **CLIENT_CLAIMS})))
+    names = sorted(name for name, _ in seen["headers"])
+    assert names == ["host", "x-forwarded-for", "x-forwarded-proto", "x-request-start"], names
 
 
 def test_rfc_7239_alone_gives_the_scheme(serve, tmp_path):

@@ -17,6 +17,31 @@ from conftest import REPO, headway_binary, parallel_gets, read_response, require
 TWINS = REPO / "python" / "headway" / "twins"
 
 
+class Load:
+    """`clients` keep-alive connections asking for `path`, one request after the other, until
+    stopped; `answers` gets `record(status, body)` of each response, as it comes."""
+
+    def __init__(self, server, path, clients, record=lambda status, body: status):
+        self.answers, self._stop = [], threading.Event()
+
+        def client():
+            with server.connect(timeout=60) as sock:
+                stream = sock.makefile("rb")
+                while not self._stop.is_set():
+                    send_request(sock, "GET", path)
+                    status, _, body = read_response(stream)
+                    self.answers.append(record(status, body))
+
+        self._clients = [threading.Thread(target=client) for _ in range(clients)]
+        for thread in self._clients:
+            thread.start()
+
+    def stop(self):
+        self._stop.set()
+        for thread in self._clients:
+            thread.join(timeout=60)
+
+
 def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):
     server = serve("-w", "2", "-t", "2")
     before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
@@ -39,31 +64,25 @@ def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):
     assert [status for status, _, _ in parallel_gets(server, ["/hello"] * 6)] == [200] * 6
 
 
-def test_a_hung_worker_gets_504_and_is_replaced(serve):
+def test_a_hung_worker_gets_504_and_is_replaced_once(serve):
     server = serve("-w", "1", "-t", "2", "--timeout", "1")
     pid = server.stats()["workers"][0]["pid"]
-    status, _, body = server.get("/sleep/5000")
-    assert status == 504 and b"in time" in body
+    # Both slots stuck: each request times out and reports the process, which is replaced once.
+    results = parallel_gets(server, ["/sleep/5000", "/sleep/5000"])
+    assert [(status, b"in time" in body) for status, _, body in results] == [(504, True)] * 2
     wait_until(lambda: server.stats()["workers"][0]["pid"] not in (0, pid), message="the worker to be replaced")
-    assert server.stats()["workers"][0]["restarts"] == 1
+    fresh = server.stats()["workers"][0]["pid"]
     assert server.get("/hello")[0] == 200
+    time.sleep(2)  # time for a stale report to have replaced the fresh process, as it once did
+    worker = server.stats()["workers"][0]
+    assert (worker["pid"], worker["restarts"], worker["recycles"]["timeout"]) == (fresh, 1, 1)
 
 
 def test_reload_replaces_workers_one_at_a_time_without_failing_a_request(serve):
     server = serve("-w", "2", "-t", "2")
     old = {w["pid"] for w in server.stats()["workers"]}
-    statuses, stop = [], threading.Event()
-
-    def client():
-        with server.connect(timeout=60) as sock:
-            stream = sock.makefile("rb")
-            while not stop.is_set():
-                send_request(sock, "GET", "/sleep/20")
-                statuses.append(read_response(stream)[0])
-
-    clients = [threading.Thread(target=client) for _ in range(6)]
-    for thread in clients:
-        thread.start()
+    load = Load(server, "/sleep/20", clients=6)
+    statuses = load.answers
     wait_until(lambda: len(statuses) > 20, message="load to start")
     server.signal(signal.SIGHUP)
     new_pids = lambda: {w["pid"] for w in server.stats()["workers"]}  # noqa: E731
@@ -71,9 +90,7 @@ def test_reload_replaces_workers_one_at_a_time_without_failing_a_request(serve):
                timeout=60, message="both workers to be replaced")
     count = len(statuses)
     wait_until(lambda: len(statuses) > count + 20, message="load to go on after the reload")
-    stop.set()
-    for thread in clients:
-        thread.join(timeout=60)
+    load.stop()
     assert set(statuses) == {200}
     assert [w["restarts"] for w in server.stats()["workers"]] == [0, 0], "a reload is not a crash"
 
@@ -86,8 +103,36 @@ def test_reload_stops_at_a_worker_that_cannot_start(serve, tmp_path):
     server.signal(signal.SIGHUP)
     wait_until(lambda: b"reload stopped: worker 1" in server.log(), message="the reload to stop")
     workers = server.stats()["workers"]
-    assert workers[1]["state"] == "ready", "worker 2 keeps the old code and serves"
+    # The new process starts before the old one stops: both workers keep the old code and serve.
+    assert [worker["state"] for worker in workers] == ["ready", "ready"]
     assert server.get("/")[2] == b"v1"
+
+
+def test_a_reload_of_the_only_worker_serves_from_the_old_process_while_the_new_one_boots(serve, tmp_path):
+    """gunicorn's order: the new process starts, on a socket of its own, while the old one serves;
+    a one-process dyno never waits for a boot."""
+    slow = tmp_path / "slow"
+    worker = REPO / "tests" / "apps" / "slow_boot_worker.py"
+    server = serve("-w", "1", "-t", "2", "--cmd", f"{sys.executable} {worker} {{socket}} {slow}")
+    first = json.loads(server.get("/")[2])
+    slow.write_text("")  # the next process takes two seconds to listen
+    load = Load(server, "/", clients=2, record=lambda status, body: (status, status == 200 and json.loads(body)["pid"]))
+    answers = load.answers
+    wait_until(lambda: len(answers) > 10, message="load to start")
+    hangup_at = len(answers)
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"reload done" in server.log(), timeout=60, message="the reload")
+    count = len(answers)
+    wait_until(lambda: len(answers) > count + 10, message="load to go on after the reload")
+    load.stop()
+    assert {status for status, _ in answers} == {200}
+    second = json.loads(server.get("/")[2])
+    assert second["pid"] != first["pid"] and second["socket"] != first["socket"], "a process, a socket"
+    # In order: the old process while the new one booted, then the new one alone.
+    after_hangup = [pid for _, pid in answers[hangup_at:]]
+    assert after_hangup.count(first["pid"]) >= 10, "the old process served during the two-second boot"
+    assert after_hangup[-10:] == [second["pid"]] * 10
+    assert server.stats()["workers"][0]["recycles"]["reload"] == 1
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -288,6 +288,23 @@ def test_client_certificates_from_ca_certs_are_required_and_the_app_gets_the_one
     assert server.stats()["responses"] == {"200": 1}
 
 
+def test_a_refused_client_certificate_is_logged_once_with_why(serve, ca, files, tmp_path):
+    clients_ca, strangers_ca = trustme.CA(), trustme.CA()
+    ca_file = tmp_path / "clients-ca.pem"
+    clients_ca.cert_pem.write_to_path(str(ca_file))
+    server = https(serve, "-w", "1", "--ca-certs", str(ca_file), "probe:app", certfile=files[0], keyfile=files[1])
+    mallory = strangers_ca.issue_cert("mallory@example.com")
+    for _ in range(3):
+        assert refused(server, client_context(ca, identity=mallory))
+        assert refused(server, client_context(ca))
+    wait_until(lambda: server.stats()["connections"]["handshakes_failed"] == 6, message="six refused handshakes")
+    warnings = [line for line in server.log().decode().splitlines() if "WARN" in line and "TLS: refused" in line]
+    der = ssl.PEM_cert_to_DER_cert(mallory.cert_chain_pems[0].bytes().decode())
+    assert len(warnings) == 2, warnings
+    assert hashlib.sha256(der).hexdigest() in warnings[0] and "UnknownIssuer" in warnings[0], warnings[0]
+    assert "showed no certificate" in warnings[1], warnings[1]
+
+
 def test_optional_client_certificates_let_clients_without_one_in_and_tell_the_app_so(serve, ca, files, tmp_path):
     ca_file = tmp_path / "clients-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))

@@ -25,8 +25,22 @@ pub struct Snapshot {
     pub access_log_dropped: u64,
     #[serde(default)]
     pub websockets: WebSocketsSnapshot,
+    #[serde(default)]
+    pub temp_files: TempFilesSnapshot,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
+}
+
+/// The temporary files of request and response bodies (`--max-temp-disk`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TempFilesSnapshot {
+    /// Bytes they hold now.
+    pub bytes: u64,
+    /// The most they may hold together.
+    pub limit: u64,
+    /// Times a body waited for room: a response held back from its worker because its client
+    /// was too far behind or the budget was spent.
+    pub held_back: u64,
 }
 
 /// What the queue reports in stats.

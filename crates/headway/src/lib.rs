@@ -25,6 +25,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub const VERSION: &str =
     concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HEADWAY_COMMIT"), ", ", env!("HEADWAY_TARGET"), ")");
 
+/// Has mimalloc return to the system the memory it has held free longer than its purge delay
+/// (a second). It does so by itself only when the allocating thread is next busy; the front calls
+/// this now and then, so memory a burst of connections took comes back once they close.
+fn give_back_memory() {
+    // SAFETY: mi_collect takes no pointers; `false` asks only for what is due, without stalls.
+    unsafe { libmimalloc_sys::mi_collect(false) }
+}
+
 #[derive(Parser)]
 #[command(name = "headway", version = VERSION, about = "An application server with one queue", long_about = None)]
 struct Cli {
@@ -76,7 +84,8 @@ pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
         // `serve` takes what clap matched: settings not given as flags come from the environment
         // and a config file, and only the matches tell which were given.
         Command::Serve(_) => {
-            headway_server::serve(matches.subcommand_matches("serve").expect("serve was matched"), invocation.python)
+            let matched = matches.subcommand_matches("serve").expect("serve was matched");
+            headway_server::serve(matched, invocation.python, give_back_memory)
         }
         Command::Stats(args) => headway_server::stats(args),
         Command::Load(args) => headway_load::run(*args),

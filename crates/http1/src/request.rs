@@ -80,8 +80,13 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
     }
 
     // A complete parse always fills these three.
-    let method = Method::from_bytes(request.method.unwrap_or_default().as_bytes())
-        .map_err(|_| HttpError::bad_request("malformed method"))?;
+    let method = request.method.unwrap_or_default();
+    // Methods are case-sensitive and every one defined is upper case: `get` is no GET, and servers
+    // behind the front disagree on it (Node refuses it, Puma never answers it).
+    if method.bytes().any(|b| b.is_ascii_lowercase()) {
+        return Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "unknown method (methods are upper case)"));
+    }
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| HttpError::bad_request("malformed method"))?;
     let version = match request.version {
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
@@ -347,6 +352,13 @@ mod tests {
         assert_eq!(h.headers[header::HOST], "b.example:8080");
         assert_eq!(status("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET http://u@b.example/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn lowercase_methods_are_unknown() {
+        assert_eq!(status("get / HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(status("Post / HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(head("M-SEARCH / HTTP/1.1\r\nHost: a\r\n\r\n").method.as_str(), "M-SEARCH");
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub use ops::control::{stats, StatsArgs};
 /// not give come from the environment and the config file (see [`config::layers`]).
 /// Runs `headway serve` with what clap matched. `python`: the interpreter that runs this code
 /// (when headway was started from Python), the worker's interpreter unless another is set.
-pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+/// `give_back_memory`: has the allocator return to the system what it has held free for a while
+/// (the front calls it every second; see [`server::run`]).
+pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>, give_back_memory: fn()) -> anyhow::Result<ExitCode> {
     let (mut args, sources) = config::layers::resolve(given)?;
     args.python = args.python.or(python);
     let print_config = args.print_config;
@@ -51,7 +53,7 @@ pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>) -> anyhow::Resul
     // Both change the environment, which is sound only while this is the only thread.
     let from_systemd =
         server::FromSystemd { notifier: ops::systemd::Notifier::from_env(), sockets: listener::take_listen_fds()? };
-    front_runtime(config.front_threads).build()?.block_on(server::run(config, from_systemd))
+    front_runtime(config.front_threads).build()?.block_on(server::run(config, from_systemd, give_back_memory))
 }
 
 /// The runtime the front runs on, with `threads` threads.

@@ -19,6 +19,11 @@ impl<S> ReadAhead<S> {
     pub fn new(inner: S, ahead: Bytes) -> ReadAhead<S> {
         ReadAhead { inner, ahead }
     }
+
+    /// The bytes read ahead and not read again yet, taken.
+    pub fn take_ahead(&mut self) -> Bytes {
+        std::mem::take(&mut self.ahead)
+    }
 }
 
 impl<S: AsyncRead + Unpin> ReadAhead<S> {

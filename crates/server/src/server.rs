@@ -45,14 +45,30 @@ pub struct FromSystemd {
 }
 
 /// Runs the server until it is told to stop, and stops it.
-pub async fn run(config: Config, from_systemd: FromSystemd) -> anyhow::Result<ExitCode> {
+pub async fn run(config: Config, from_systemd: FromSystemd, give_back_memory: fn()) -> anyhow::Result<ExitCode> {
     // Signals are caught from here on, so a stop during a slow boot is orderly too.
     let mut signals = Signals::catch()?;
+    tokio::spawn(give_memory_back(give_back_memory));
     if let Some(server) = Server::start(config, from_systemd, &mut signals).await? {
         server.serve(&mut signals).await;
         server.shut_down(&mut signals).await;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often the allocator is asked for the memory it has held free a while.
+const GIVE_BACK_EVERY: Duration = Duration::from_secs(1);
+
+/// Asks the allocator, every second, to give back to the system what it has held free for a
+/// while. mimalloc does so by itself only when it is next used: a front gone quiet after a
+/// burst (thousands of connections closed at once) would keep their memory for good.
+async fn give_memory_back(give_back: fn()) {
+    let mut every = tokio::time::interval(GIVE_BACK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        every.tick().await;
+        give_back();
+    }
 }
 
 /// The signals the server acts on.
@@ -130,6 +146,7 @@ impl Server {
             threads,
             readiness: readiness.clone(),
             access_log: access_log.clone(),
+            temp_files: config.slots.response_spool.disk.clone(),
         });
         if let Some(listener) = control_listener {
             info!("stats on {}/stats and /metrics, health on /health/live and /health/ready", listener.local_bind()?);

@@ -1,12 +1,22 @@
-//! A response body on its way from a slot to a client, held so the slot never waits for the
-//! client.
+//! A body on its way between the front and a worker, held so neither side waits for the other
+//! more than it must: a response from a slot to a slow client, a request body from a client to
+//! the queue.
 //!
 //! A slot must be free as soon as its worker has finished a response, however slowly the
 //! client reads: otherwise one slow reader holds a slot, and everyone queued behind it waits.
 //! So the slot writes the body here as fast as the worker produces it, and the client's
-//! connection reads it out at the client's pace. Memory is bounded per response: past the
-//! limit, the rest of the body goes to an unlinked temporary file (what nginx does with
-//! `proxy_buffering`), so a thousand slow readers of large responses cost disk, not RAM.
+//! connection reads it out at the client's pace. Memory is bounded per body: past the limit,
+//! the rest goes to an unlinked temporary file (what nginx does with `proxy_buffering`), so a
+//! thousand slow readers of large responses cost disk, not RAM.
+//!
+//! Disk is bounded too, as nginx bounds it with `proxy_max_temp_file_size`: a response's file
+//! holds at most `--max-temp-file-size`, and every spool's file together at most
+//! `--max-temp-disk` ([`DiskBudget`]). A response that reaches either is held back: the slot stops
+//! reading the worker until its client has caught up (back-pressure, which then holds the slot,
+//! the price of a client that far behind), rather than spooling without end. A file read to its
+//! end is emptied, and its disk given back, so a client reading along costs no more than how far
+//! it is behind. A request body that finds no room is refused (`front::read`): it cannot queue
+//! half-read.
 //!
 //! File writes and reads are plain positioned I/O on a page-cache-backed file; they take
 //! microseconds, so they run inline rather than on a blocking thread.
@@ -15,6 +25,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
@@ -28,8 +39,75 @@ const FILE_READ_CHUNK: usize = 64 * 1024;
 #[error("response body was cut short")]
 pub struct Truncated;
 
-/// Makes a spool that keeps at most `memory_limit` bytes of body in memory.
-pub fn channel(memory_limit: usize) -> (Writer, Reader) {
+/// `--max-temp-disk`: the disk the temporary files of every spool, request and response, may take
+/// together.
+#[derive(Debug)]
+pub struct DiskBudget {
+    limit: u64,
+    used: AtomicU64,
+    /// Times a spool's writer had to wait for room.
+    held_back: AtomicU64,
+    /// Notified whenever disk is given back.
+    freed: Notify,
+}
+
+impl DiskBudget {
+    pub fn new(limit: u64) -> Arc<DiskBudget> {
+        Arc::new(DiskBudget { limit, used: AtomicU64::new(0), held_back: AtomicU64::new(0), freed: Notify::new() })
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes the spools' files hold now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn held_back(&self) -> u64 {
+        self.held_back.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` if they fit, or if nothing is taken (a piece larger than the whole budget
+    /// must still go somewhere, once; a budget of 0 takes nothing ever).
+    fn take(&self, bytes: u64) -> bool {
+        let fits = |used: u64| {
+            let total = used.checked_add(bytes)?;
+            (total <= self.limit || (used == 0 && self.limit > 0)).then_some(total)
+        };
+        self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fits).is_ok()
+    }
+
+    fn give_back(&self, bytes: u64) {
+        if bytes > 0 {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            self.freed.notify_waiters();
+        }
+    }
+}
+
+/// Where a spool may hold a body, and how much.
+#[derive(Debug, Clone)]
+pub struct SpoolLimits {
+    /// Bytes held in memory before the rest goes to a file.
+    pub memory: usize,
+    /// The most its file holds at once; 0: no file, the memory alone. (A single piece larger
+    /// than either still goes where it is alone.)
+    pub file: u64,
+    pub disk: Arc<DiskBudget>,
+}
+
+#[cfg(test)]
+impl SpoolLimits {
+    /// `memory` bytes in memory, and any file on any disk.
+    pub fn unbounded(memory: usize) -> SpoolLimits {
+        SpoolLimits { memory, file: u64::MAX, disk: DiskBudget::new(u64::MAX) }
+    }
+}
+
+/// Makes a spool within `limits`.
+pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             memory: VecDeque::new(),
@@ -37,10 +115,12 @@ pub fn channel(memory_limit: usize) -> (Writer, Reader) {
             spill: None,
             end: None,
             reader_gone: false,
+            writer_waits: false,
         }),
         readable: Notify::new(),
         left: Notify::new(),
-        memory_limit,
+        room: Notify::new(),
+        limits: limits.clone(),
     });
     (Writer { shared: shared.clone() }, Reader { shared, file: None })
 }
@@ -50,21 +130,26 @@ struct Shared {
     readable: Notify,
     /// Notified when the reader is dropped (its client has gone).
     left: Notify,
-    memory_limit: usize,
+    /// Notified when the reader makes room a waiting writer may use, or leaves.
+    room: Notify,
+    limits: SpoolLimits,
 }
 
 struct State {
     memory: VecDeque<Bytes>,
     memory_bytes: usize,
-    /// Once a body spills, everything after goes to the file, so order is kept: memory first,
+    /// Bytes go to the file while it holds any not yet read, so order is kept: memory first,
     /// then the file.
     spill: Option<Spill>,
     end: Option<End>,
     reader_gone: bool,
+    /// The writer found no room and waits for the reader to make some.
+    writer_waits: bool,
 }
 
 struct Spill {
     file: File,
+    /// The file's length: what it takes of the disk budget.
     written: u64,
     read: u64,
 }
@@ -81,32 +166,79 @@ impl Shared {
     }
 }
 
-/// The slot's end. Dropping it without [`Writer::finish`] marks the body as cut short.
+/// Why a piece was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// No room within the limits now; the piece, back.
+    #[error("no room to buffer the body")]
+    Full(Bytes),
+    /// The file failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The producer's end. Dropping it without [`Writer::finish`] marks the body as cut short.
 pub struct Writer {
     shared: Arc<Shared>,
 }
 
 impl Writer {
-    /// Appends body bytes. Never waits: past the memory limit the bytes go to disk.
-    pub fn write(&self, data: Bytes) -> io::Result<()> {
+    /// Appends body bytes if there is room for them now.
+    pub fn try_write(&self, data: Bytes) -> Result<(), WriteError> {
+        let limits = &self.shared.limits;
         let mut state = self.shared.lock();
         if state.reader_gone || data.is_empty() {
             return Ok(());
         }
-        if state.spill.is_none() && state.memory_bytes + data.len() <= self.shared.memory_limit {
-            state.memory_bytes += data.len();
+        let len = data.len();
+        let unread_in_file = state.spill.as_ref().is_some_and(|spill| spill.read < spill.written);
+        let no_file = limits.file == 0 || limits.disk.limit == 0;
+        let in_memory = state.memory_bytes + len <= limits.memory || (no_file && state.memory_bytes == 0);
+        if !unread_in_file && in_memory {
+            state.memory_bytes += len;
             state.memory.push_back(data);
         } else {
-            if state.spill.is_none() {
-                state.spill = Some(Spill { file: tempfile::tempfile()?, written: 0, read: 0 });
+            let written = state.spill.as_ref().map_or(0, |spill| spill.written);
+            let over_cap = no_file || (written > 0 && written + len as u64 > limits.file);
+            if over_cap || !limits.disk.take(len as u64) {
+                state.writer_waits = true;
+                return Err(WriteError::Full(data));
             }
-            let spill = state.spill.as_mut().expect("just created");
-            spill.file.write_all_at(&data, spill.written)?;
-            spill.written += data.len() as u64;
+            if let Err(err) = append(&mut state.spill, &data) {
+                limits.disk.give_back(len as u64);
+                return Err(err.into());
+            }
         }
         drop(state);
         self.shared.readable.notify_one();
         Ok(())
+    }
+
+    /// Appends body bytes, waiting while there is no room (the reader is too far behind, or
+    /// the disk budget is spent). Returns at once, taking nothing, once the reader is gone.
+    pub async fn write(&self, mut data: Bytes) -> io::Result<()> {
+        let disk = &self.shared.limits.disk;
+        let mut counted = false;
+        loop {
+            let room = self.shared.room.notified();
+            let freed = disk.freed.notified();
+            tokio::pin!(room, freed);
+            // Registered before the try, so room made in between is not missed.
+            room.as_mut().enable();
+            freed.as_mut().enable();
+            match self.try_write(data) {
+                Ok(()) => return Ok(()),
+                Err(WriteError::Io(err)) => return Err(err),
+                Err(WriteError::Full(back)) => data = back,
+            }
+            if !std::mem::replace(&mut counted, true) {
+                disk.held_back.fetch_add(1, Ordering::Relaxed);
+            }
+            tokio::select! {
+                () = room => {}
+                () = freed => {}
+            }
+        }
     }
 
     /// Marks the body complete.
@@ -137,13 +269,24 @@ impl Writer {
     }
 }
 
+/// Writes `data` at the end of the spill file, making the file first if there is none.
+fn append(spill: &mut Option<Spill>, data: &[u8]) -> io::Result<()> {
+    if spill.is_none() {
+        *spill = Some(Spill { file: tempfile::tempfile()?, written: 0, read: 0 });
+    }
+    let spill = spill.as_mut().expect("just made");
+    spill.file.write_all_at(data, spill.written)?;
+    spill.written += data.len() as u64;
+    Ok(())
+}
+
 impl Drop for Writer {
     fn drop(&mut self) {
         self.end(End::Truncated);
     }
 }
 
-/// The client connection's end.
+/// The consumer's end.
 pub struct Reader {
     shared: Arc<Shared>,
     /// Our own handle on the spill file, so reads happen outside the lock.
@@ -152,7 +295,7 @@ pub struct Reader {
 
 impl Reader {
     /// The next piece of body: `None` once the body is complete, `Some(Err)` if it was cut
-    /// short. Waits while the slot has nothing new.
+    /// short. Waits while the writer has nothing new.
     pub async fn next(&mut self) -> Option<Result<Bytes, Truncated>> {
         loop {
             if let Some(next) = self.try_next() {
@@ -165,9 +308,26 @@ impl Reader {
     /// Like [`Reader::next`] but never waits: `None` means nothing is available right now.
     pub fn try_next(&mut self) -> Option<Option<Result<Bytes, Truncated>>> {
         let mut state = self.shared.lock();
+        // The last read of the file is done (reads come one at a time): a file read to its end
+        // is emptied, under the lock the writer writes under.
+        let emptied = match state.spill.as_mut() {
+            Some(spill) if spill.read == spill.written && spill.written > 0 => {
+                if spill.file.set_len(0).is_err() {
+                    return Some(Some(Err(Truncated)));
+                }
+                spill.read = 0;
+                std::mem::take(&mut spill.written)
+            }
+            _ => 0,
+        };
+        self.shared.limits.disk.give_back(emptied);
         if let Some(data) = state.memory.pop_front() {
             state.memory_bytes -= data.len();
+            wake_writer(&self.shared, &mut state);
             return Some(Some(Ok(data)));
+        }
+        if emptied > 0 {
+            wake_writer(&self.shared, &mut state);
         }
         if let Some(spill) = state.spill.as_mut() {
             if spill.read < spill.written {
@@ -198,21 +358,41 @@ impl Reader {
     }
 }
 
+/// Tells a writer waiting for room that the reader made some.
+fn wake_writer(shared: &Shared, state: &mut State) {
+    if std::mem::take(&mut state.writer_waits) {
+        shared.room.notify_waiters();
+    }
+}
+
 impl Drop for Reader {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.reader_gone = true;
         state.memory.clear();
         state.memory_bytes = 0;
-        state.spill = None;
+        let held = state.spill.take().map_or(0, |spill| spill.written);
         drop(state);
+        self.shared.limits.disk.give_back(held);
         self.shared.left.notify_one();
+        self.shared.room.notify_waiters();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// A spool of `memory` bytes in memory and a file of up to `file`, within a budget of its own
+    /// (`disk` bytes).
+    fn spool(memory: usize, file: u64, disk: u64) -> (Writer, Reader) {
+        channel(&SpoolLimits { memory, file, disk: DiskBudget::new(disk) })
+    }
+
+    fn unbounded(memory: usize) -> (Writer, Reader) {
+        channel(&SpoolLimits::unbounded(memory))
+    }
 
     async fn read_all(reader: &mut Reader) -> Result<Vec<u8>, Truncated> {
         let mut body = Vec::new();
@@ -224,9 +404,9 @@ mod tests {
 
     #[tokio::test]
     async fn small_body_stays_in_memory() {
-        let (writer, mut reader) = channel(100);
-        writer.write(Bytes::from_static(b"hello ")).unwrap();
-        writer.write(Bytes::from_static(b"world")).unwrap();
+        let (writer, mut reader) = unbounded(100);
+        writer.try_write(Bytes::from_static(b"hello ")).unwrap();
+        writer.try_write(Bytes::from_static(b"world")).unwrap();
         assert!(writer.shared.lock().spill.is_none());
         writer.finish();
         assert_eq!(read_all(&mut reader).await.unwrap(), b"hello world");
@@ -234,10 +414,10 @@ mod tests {
 
     #[tokio::test]
     async fn large_body_spills_to_disk_in_order() {
-        let (writer, mut reader) = channel(10);
+        let (writer, mut reader) = unbounded(10);
         let pieces: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 1000 + i as usize]).collect();
         for piece in &pieces {
-            writer.write(Bytes::from(piece.clone())).unwrap();
+            writer.try_write(Bytes::from(piece.clone())).unwrap();
         }
         {
             let state = writer.shared.lock();
@@ -250,10 +430,10 @@ mod tests {
 
     #[tokio::test]
     async fn reader_waits_for_writer_across_tasks() {
-        let (writer, mut reader) = channel(4);
+        let (writer, mut reader) = unbounded(4);
         let producer = tokio::spawn(async move {
             for i in 0..20u8 {
-                writer.write(Bytes::from(vec![i; 3])).unwrap();
+                writer.write(Bytes::from(vec![i; 3])).await.unwrap();
                 tokio::task::yield_now().await;
             }
             writer.finish();
@@ -266,8 +446,8 @@ mod tests {
 
     #[tokio::test]
     async fn writer_dropped_early_truncates() {
-        let (writer, mut reader) = channel(100);
-        writer.write(Bytes::from_static(b"partial")).unwrap();
+        let (writer, mut reader) = unbounded(100);
+        writer.try_write(Bytes::from_static(b"partial")).unwrap();
         drop(writer);
         assert_eq!(reader.next().await.unwrap().unwrap(), "partial");
         assert!(reader.next().await.unwrap().is_err());
@@ -275,20 +455,84 @@ mod tests {
 
     #[tokio::test]
     async fn the_writer_hears_the_reader_leave() {
-        let (writer, reader) = channel(100);
+        let (writer, reader) = unbounded(100);
         let left = tokio::spawn(async move { writer.reader_left().await });
         tokio::task::yield_now().await;
         assert!(!left.is_finished());
         drop(reader);
-        tokio::time::timeout(std::time::Duration::from_secs(10), left).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(10), left).await.unwrap().unwrap();
     }
 
     #[tokio::test]
     async fn writes_after_reader_left_are_dropped() {
-        let (writer, reader) = channel(1);
+        let (writer, reader) = unbounded(1);
         drop(reader);
         assert!(writer.reader_gone());
-        writer.write(Bytes::from(vec![0; 1000])).unwrap();
+        writer.try_write(Bytes::from(vec![0; 1000])).unwrap();
         assert!(writer.shared.lock().spill.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_full_file_holds_the_writer_back_until_the_reader_has_read_it() {
+        let (writer, mut reader) = spool(10, 3000, u64::MAX);
+        let disk = writer.shared.limits.disk.clone();
+        for i in 0..3u8 {
+            writer.try_write(Bytes::from(vec![i; 1000])).unwrap();
+        }
+        assert_eq!(disk.used(), 3000);
+        assert!(matches!(writer.try_write(Bytes::from(vec![3; 1000])), Err(WriteError::Full(_))));
+        let writer = tokio::spawn(async move {
+            writer.write(Bytes::from(vec![3; 1000])).await.unwrap();
+            writer.finish();
+        });
+        tokio::task::yield_now().await;
+        assert!(!writer.is_finished(), "held back");
+        assert_eq!(disk.held_back(), 1);
+        let body = read_all(&mut reader).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(body, (0..4u8).flat_map(|i| [i; 1000]).collect::<Vec<u8>>());
+        assert_eq!(disk.used(), 0, "a file read to its end is emptied");
+    }
+
+    #[tokio::test]
+    async fn spools_share_the_disk_budget_and_a_reader_leaving_gives_its_share_back() {
+        let disk = DiskBudget::new(2000);
+        let limits = SpoolLimits { memory: 0, file: u64::MAX, disk: disk.clone() };
+        let (first, first_reader) = channel(&limits);
+        let (second, _second_reader) = channel(&limits);
+        first.try_write(Bytes::from(vec![1; 1500])).unwrap();
+        assert!(matches!(second.try_write(Bytes::from(vec![2; 1000])), Err(WriteError::Full(_))));
+        let waiting = tokio::spawn(async move { second.write(Bytes::from(vec![2; 1000])).await });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(first_reader); // its client left
+        tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+        assert_eq!(disk.used(), 1000);
+        drop(first);
+    }
+
+    #[tokio::test]
+    async fn without_a_file_the_writer_waits_for_the_reader_to_take_from_memory() {
+        let (writer, mut reader) = spool(4, 0, u64::MAX);
+        writer.try_write(Bytes::from_static(b"abcd")).unwrap();
+        assert!(matches!(writer.try_write(Bytes::from_static(b"efgh")), Err(WriteError::Full(_))));
+        let writer = tokio::spawn(async move {
+            writer.write(Bytes::from_static(b"efgh")).await.unwrap();
+            writer.finish();
+        });
+        assert_eq!(read_all(&mut reader).await.unwrap(), b"abcdefgh");
+        writer.await.unwrap();
+        assert_eq!(reader.shared.limits.disk.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_piece_bigger_than_its_room_goes_whole_where_it_is_alone() {
+        for (file, disk) in [(0, u64::MAX), (u64::MAX, 0), (4, 4)] {
+            let (writer, mut reader) = spool(4, file, disk);
+            writer.try_write(Bytes::from_static(b"a piece larger than memory")).unwrap();
+            writer.try_write(Bytes::from_static(b"!")).unwrap_err();
+            writer.finish();
+            assert_eq!(read_all(&mut reader).await.unwrap(), b"a piece larger than memory", "{file} {disk}");
+        }
     }
 }

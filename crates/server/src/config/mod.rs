@@ -20,6 +20,7 @@ use crate::front::FrontSettings;
 use crate::listener::Bind;
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{LanePattern, LaneSettings, QueueSettings, Target, MAX_DECLARED};
+use crate::spool::{DiskBudget, SpoolLimits};
 use crate::workers::affinity::{CpuAffinity, WorkerCpus};
 use crate::workers::launch::{Interface, Launch, PythonApp, TakesWebSockets};
 use crate::workers::lifetime::RecyclePolicy;
@@ -177,6 +178,17 @@ pub struct ServeArgs {
     /// a slow client goes to a temporary file, so the worker's slot is free at once
     #[arg(long, default_value = "256KiB", value_name = "BYTES", value_parser = parse_size)]
     pub response_buffer: u64,
+
+    /// The most of one response held in a temporary file for a slow client; a client that far
+    /// behind holds its slot, which stops reading the worker until it catches up. 0: no file,
+    /// only --response-buffer. As nginx proxy_max_temp_file_size
+    #[arg(long, default_value = "1GiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_temp_file_size: u64,
+
+    /// The most disk the temporary files of every request and response take together; a
+    /// response beyond it waits as at --max-temp-file-size, a request body gets 503
+    #[arg(long, default_value = "2GiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_temp_disk: u64,
 
     /// Most WebSockets open (or in their handshake) at once; a handshake beyond it gets 503.
     /// Each holds a connection to its worker, never a slot
@@ -428,6 +440,9 @@ impl Config {
         if args.lane.len() > MAX_DECLARED {
             bail!("--lane may be given at most {MAX_DECLARED} times");
         }
+        if args.max_temp_disk != 0 && args.max_temp_disk < 1 << 20 {
+            bail!("--max-temp-disk must be 0 (no temporary files) or at least 1MiB");
+        }
         if args.max_header_size < 1024 {
             bail!("--max-header-size must be at least 1KiB");
         }
@@ -512,6 +527,9 @@ impl Config {
         };
         let reload = if args.reload { Some(reload_settings(args.reload_dir, args.reload_include)?) } else { None };
         let takes_websockets = TakesWebSockets::new(launch.takes_websockets());
+        let disk = DiskBudget::new(args.max_temp_disk);
+        let request_spool = SpoolLimits { memory: args.request_buffer as usize, file: u64::MAX, disk: disk.clone() };
+        let response_spool = SpoolLimits { memory: args.response_buffer as usize, file: args.max_temp_file_size, disk };
         Ok(Config {
             front_threads: args.front_threads,
             binds,
@@ -539,7 +557,7 @@ impl Config {
                 keep_alive: !args.no_keep_alive,
                 max_requests_per_connection: args.max_requests_per_connection,
                 io_timeout: args.io_timeout,
-                request_buffer: args.request_buffer as usize,
+                request_spool,
                 trusted_proxies: args.forwarded_allow_ips,
                 proxy_protocol: args.proxy_protocol,
                 health_path: args.health_path,
@@ -552,7 +570,7 @@ impl Config {
                 },
                 http2,
             },
-            slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
+            slots: SlotSettings { request_timeout: args.timeout, response_spool },
             queue: QueueSettings {
                 max_len: args.max_queue,
                 timeout: args.queue_timeout,

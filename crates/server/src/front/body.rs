@@ -1,25 +1,27 @@
 //! A request body as the front collects it before the request may queue, whichever protocol
 //! carried it (HTTP/1.1 in [`super::read`], HTTP/2 in [`super::h2`]): in memory up to the request
-//! buffer size, then in a spool (a temporary file past that), so a thousand waiting uploads do
-//! not cost a thousand bodies of memory.
+//! buffer size, then in a spool (a temporary file past that, within the disk budget), so a
+//! thousand waiting uploads do not cost a thousand bodies of memory. A body the budget has no room
+//! for is refused with 503: it cannot queue half-read, and waiting for room would hold every
+//! upload while none can finish.
 
 use bytes::Bytes;
+use headway_http1::HttpError;
 use http::StatusCode;
 
 use crate::queue::job::RequestBody;
-use crate::spool;
-use headway_http1::HttpError;
+use crate::spool::{self, SpoolLimits, WriteError};
 
-pub(super) struct BodySink {
+pub(super) struct BodySink<'a> {
     pieces: Vec<Bytes>,
     len: u64,
-    memory_limit: usize,
+    limits: &'a SpoolLimits,
     spool: Option<(spool::Writer, spool::Reader)>,
 }
 
-impl BodySink {
-    pub(super) fn new(memory_limit: usize) -> Self {
-        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
+impl<'a> BodySink<'a> {
+    pub(super) fn new(limits: &'a SpoolLimits) -> Self {
+        BodySink { pieces: Vec::new(), len: 0, limits, spool: None }
     }
 
     /// Body bytes so far.
@@ -27,18 +29,24 @@ impl BodySink {
         self.len
     }
 
-    /// Adds the next piece. Fails only when the spool's file cannot be written (500).
+    /// Adds the next piece. Fails when the disk budget has no room for it (503) or the spool's
+    /// file cannot be written (500).
     pub(super) fn push(&mut self, data: Bytes) -> Result<(), HttpError> {
         self.len += data.len() as u64;
-        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
+        if self.spool.is_none() && self.len <= self.limits.memory as u64 {
             self.pieces.push(data);
             return Ok(());
         }
-        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
-        spooled.map_err(|err| {
-            tracing::warn!("cannot buffer a request body: {err}");
-            HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body")
+        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.limits));
+        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.try_write(piece));
+        spooled.map_err(|err| match err {
+            WriteError::Full(_) => {
+                HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy: no room to buffer the request body")
+            }
+            WriteError::Io(err) => {
+                tracing::warn!("cannot buffer a request body: {err}");
+                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body")
+            }
         })
     }
 

@@ -18,6 +18,12 @@
 //! `X-Forwarded-Client-Cert` (the client's certificate, as Envoy and service meshes send it) is
 //! one of those headers, with one more rule: on a connection whose TLS the front terminated
 //! itself, only the front can know the certificate, so the field is always its own (or absent).
+//!
+//! Which fields count is what the frameworks behind us read ([`FORWARDING_FIELDS`]; the survey
+//! is in docs/design/forwarding-fields.md), in any spelling: CGI-style servers (Rack under Puma,
+//! Django's ASGI handler) name a field `HTTP_` and its name with `-` turned into `_`, so
+//! `X_Forwarded_Host` lands where `X-Forwarded-Host` would. No router writes a forwarding field
+//! with `_`, so such a spelling is a client's, and is dropped whoever the peer is.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -26,17 +32,80 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
 use crate::queue::job::Client;
-use headway_http1::fields::remove_fields;
 
 pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 const X_FORWARDED_CLIENT_CERT: HeaderName = HeaderName::from_static("x-forwarded-client-cert");
-/// The fields that say who the client is and how it came, dropped when an untrusted peer sends them.
-const FORWARDING_FIELDS: [HeaderName; 6] =
-    [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST, X_FORWARDED_PORT, FORWARDED, X_FORWARDED_CLIENT_CERT];
+
+/// The fields that say who the client is and how it came, as routers spell them: dropped when
+/// an untrusted peer sends them, and in any other spelling from every peer. Who reads which:
+/// Rack (`-Host`, `-Port`, `-Proto`, `-Scheme`, `-Ssl`, `-For`), Werkzeug's `ProxyFix` (`-For`,
+/// `-Proto`, `-Host`, `-Port`, `-Prefix`), Django (`-Host`, `-Port`, and the scheme field its
+/// settings name), uvicorn (`-For`, `-Proto`), gunicorn (`-Proto`, `-Protocol`, `-Ssl`), Rails
+/// (`Client-Ip`, `-For`), nginx setups (`X-Real-Ip`), CDNs (`True-Client-Ip`), IIS
+/// (`Front-End-Https`), Rack 3 and RFC 7239 (`Forwarded`), meshes (`-Client-Cert`).
+const FORWARDING_FIELDS: [&str; 15] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-ssl",
+    "x-forwarded-scheme",
+    "x-forwarded-protocol",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-forwarded-client-cert",
+    "x-real-ip",
+    "client-ip",
+    "true-client-ip",
+    "front-end-https",
+];
+
+/// How a field's name stands to [`FORWARDING_FIELDS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    /// A forwarding field as routers write it.
+    Router,
+    /// A forwarding field with `_` for some `-`: the same field to a CGI-style server.
+    Underscored,
+}
+
+/// Whether `name` is a forwarding field, and in which spelling. Names arrive lower-cased.
+fn forwarding_spelling(name: &str) -> Option<Spelling> {
+    // Most fields of a request start with none of the forwarding fields' first letters.
+    if !matches!(name.as_bytes().first(), Some(b'x' | b'f' | b'c' | b't')) {
+        return None;
+    }
+    let same = |field: &str| {
+        field.len() == name.len() && field.bytes().zip(name.bytes()).all(|(f, n)| f == n || (f == b'-' && n == b'_'))
+    };
+    FORWARDING_FIELDS.iter().find(|field| same(field)).map(|field| {
+        if field.len() == name.len() && **field == *name {
+            Spelling::Router
+        } else {
+            Spelling::Underscored
+        }
+    })
+}
+
+/// Removes the forwarding fields `peer` may not send: every underscored spelling, and, from an
+/// untrusted peer, the router spellings too.
+fn remove_forwarding_fields(headers: &mut HeaderMap, peer: &Peer) {
+    let refused = |name: &&HeaderName| match forwarding_spelling(name.as_str()) {
+        Some(Spelling::Router) => !peer.trusted,
+        Some(Spelling::Underscored) => true,
+        None => false,
+    };
+    // Collected first: rare, and a map cannot lose fields while its names are being read.
+    if headers.keys().any(|name| refused(&name)) {
+        let names: Vec<HeaderName> = headers.keys().filter(refused).cloned().collect();
+        for name in names {
+            headers.remove(name);
+        }
+    }
+}
 
 /// `--forwarded-allow-ips`: the peers whose forwarding headers are believed.
 #[derive(Clone, PartialEq, Eq)]
@@ -124,9 +193,7 @@ impl Peer {
 /// Makes the forwarding headers of a request say what is true for `peer`; see the module
 /// comment.
 pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
-    if !peer.trusted {
-        remove_fields(headers, &FORWARDING_FIELDS);
-    }
+    remove_forwarding_fields(headers, peer);
     if let ClientCert::Handshake(ours) = &peer.client_cert {
         headers.remove(X_FORWARDED_CLIENT_CERT);
         if let Some(field) = ours {
@@ -248,8 +315,56 @@ mod tests {
         set_forwarding_headers(&mut forwarded, &Peer::new(Some("192.0.2.66".parse().unwrap()), false, false));
         assert_eq!(forwarded[&X_FORWARDED_FOR], "192.0.2.66");
         assert_eq!(forwarded[&X_FORWARDED_PROTO], "http");
-        for gone in [&X_FORWARDED_HOST, &X_FORWARDED_PORT, &FORWARDED] {
+        for gone in ["x-forwarded-host", "x-forwarded-port", "forwarded"] {
             assert!(!forwarded.contains_key(gone), "{gone}");
+        }
+    }
+
+    /// What Rack, Werkzeug, Django and gunicorn would believe, in the spellings a CGI-style
+    /// environ makes one: none of it from a stranger, only the router's spelling from a router.
+    const CLAIMS: [(&str, &str); 10] = [
+        ("x-forwarded-ssl", "on"),
+        ("x-forwarded-scheme", "https"),
+        ("x-forwarded-prefix", "/admin"),
+        ("x-real-ip", "10.0.0.1"),
+        ("x_forwarded_host", "evil.example"),
+        ("x_forwarded_proto", "https"),
+        ("x-forwarded_port", "443"),
+        ("x_real_ip", "10.0.0.1"),
+        ("front_end_https", "on"),
+        ("client_ip", "10.0.0.1"),
+    ];
+
+    #[test]
+    fn no_spelling_of_a_forwarding_field_gets_past_an_untrusted_peer() {
+        let mut claimed = headers(&CLAIMS);
+        claimed.insert("x-app_token", HeaderValue::from_static("kept"));
+        set_forwarding_headers(&mut claimed, &Peer::new(Some("192.0.2.66".parse().unwrap()), false, false));
+        let left: Vec<&str> = claimed.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-app_token", "x-forwarded-for", "x-forwarded-proto"]);
+        assert_eq!(claimed[&X_FORWARDED_PROTO], "http");
+    }
+
+    #[test]
+    fn a_router_keeps_its_spelling_and_loses_the_underscored_ones() {
+        let mut claimed = headers(&CLAIMS);
+        set_forwarding_headers(&mut claimed, &Peer::local());
+        let mut left: Vec<&str> = claimed.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(
+            left,
+            ["x-forwarded-prefix", "x-forwarded-proto", "x-forwarded-scheme", "x-forwarded-ssl", "x-real-ip"]
+        );
+        assert_eq!(claimed[&X_FORWARDED_PROTO], "http", "the underscored proto was not the router's word");
+    }
+
+    #[test]
+    fn spellings() {
+        assert_eq!(forwarding_spelling("x-forwarded-host"), Some(Spelling::Router));
+        assert_eq!(forwarding_spelling("x_forwarded_host"), Some(Spelling::Underscored));
+        assert_eq!(forwarding_spelling("forwarded"), Some(Spelling::Router));
+        for other in ["x-forwarded", "x-forwarded-hosts", "xforwarded-host", "x-request-start", "host", "forwarde_"] {
+            assert_eq!(forwarding_spelling(other), None, "{other}");
         }
     }
 

@@ -38,6 +38,7 @@ use crate::ops::access_log::AccessLog;
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::Queue;
+use crate::spool::SpoolLimits;
 use conn::{Arrival, Connection};
 use forwarded::{ClientCert, Peer, TrustedProxies};
 use headway_http1::request::Limits;
@@ -59,8 +60,9 @@ pub struct FrontSettings {
     pub max_requests_per_connection: u64,
     /// How long a client may stall while sending a body or receiving a response.
     pub io_timeout: Duration,
-    /// Request body bytes held in memory per request; the rest goes to a temporary file.
-    pub request_buffer: usize,
+    /// Where a request body waits: `--request-buffer` bytes in memory, the rest in a temporary
+    /// file within the disk budget.
+    pub request_spool: SpoolLimits,
     /// Peers whose forwarding headers are believed (`--forwarded-allow-ips`).
     pub trusted_proxies: TrustedProxies,
     /// TCP connections open with a PROXY protocol header (`--proxy-protocol`).
@@ -130,21 +132,36 @@ impl Front {
     async fn serve<S: ClientStream + Send + 'static>(
         self: Arc<Self>,
         mut stream: S,
-        mut peer: Peer,
+        peer: Peer,
         arrival: Arrival,
         mut read: BytesMut,
     ) {
-        let Some(tls) = self.tls.clone() else {
-            if self.settings.http2.is_none() {
-                return Connection::new(stream, peer, self, arrival, read).serve().await;
-            }
-            let deadline = arrival.deadline(&self.settings);
-            return match timeout_at(deadline, h2::opens_with_preface(&mut stream, &mut read)).await {
-                Ok(Ok(Some(true))) => h2::serve(self, ReadAhead::new(stream, read.freeze()), peer, arrival).await,
-                Ok(Ok(Some(false))) => Connection::new(stream, peer, self, arrival, read).serve().await,
-                _ => {} // closed, broken or silent before a first request
-            };
-        };
+        if let Some(tls) = self.tls.clone() {
+            // On the heap: a handshake's state is kilobytes, and every connection's task would be
+            // as large as its largest state, TLS or not (an idle connection should cost a few).
+            return Box::pin(self.serve_tls(tls, stream, peer, arrival, read)).await;
+        }
+        if self.settings.http2.is_none() {
+            return Connection::new(stream, peer, self, arrival, read).serve().await;
+        }
+        let deadline = arrival.deadline(&self.settings);
+        match timeout_at(deadline, h2::opens_with_preface(&mut stream, &mut read)).await {
+            Ok(Ok(Some(true))) => h2::serve(self, ReadAhead::new(stream, read.freeze()), peer, arrival).await,
+            Ok(Ok(Some(false))) => Connection::new(stream, peer, self, arrival, read).serve().await,
+            _ => {} // closed, broken or silent before a first request
+        }
+    }
+
+    /// Serves a connection in TLS: the handshake, then requests over it, in HTTP/2 when ALPN
+    /// chose it.
+    async fn serve_tls<S: ClientStream + Send + 'static>(
+        self: Arc<Self>,
+        tls: Arc<Tls>,
+        stream: S,
+        mut peer: Peer,
+        arrival: Arrival,
+        read: BytesMut,
+    ) {
         let deadline = arrival.deadline(&self.settings);
         let mut stream = ReadAhead::new(stream, read.freeze());
         match timeout_at(deadline, stream.peek()).await {

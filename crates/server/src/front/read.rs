@@ -44,13 +44,8 @@ impl<S: ClientStream> Connection<S> {
             let _idle = self.front.stats.connection_idle();
             let (io, buf) = (&mut self.io, &mut self.buf);
             let (idle_timer, stopping) = (self.idle_timer.as_mut(), self.stopping.as_mut());
-            let next_bytes = async {
-                io.readable().await?;
-                buf.reserve(READ_CHUNK);
-                io.read_buf(buf).await
-            };
             tokio::select! {
-                read = next_bytes => if read? == 0 { return Ok(None) },
+                read = read_when_ready(io, buf) => if read? == 0 { return Ok(None) },
                 () = idle_timer => return Ok(None),
                 () = stopping, if !first => return Ok(None),
             }
@@ -89,7 +84,8 @@ impl<S: ClientStream> Connection<S> {
 
     /// Reads the whole body. Only then may the request queue.
     pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
-        let mut sink = BodySink::new(self.front.settings.request_buffer);
+        let front = self.front.clone();
+        let mut sink = BodySink::new(&front.settings.request_spool);
         if head.body == BodyKind::Empty {
             return Ok(sink.finish());
         }
@@ -139,6 +135,26 @@ impl<S: ClientStream> Connection<S> {
             self.write(CONTINUE).await?;
         }
         Ok(())
+    }
+}
+
+/// Reads what the client sends next into `buf`, holding no more of it than it holds already
+/// while the client is silent: room is made only once the socket says it has bytes, and given back
+/// when it had none after all (a socket says so when it is new, and after spurious wakes), so a
+/// thousand silent connections hold no read buffers.
+pub(super) async fn read_when_ready<S: ClientStream>(io: &mut S, buf: &mut BytesMut) -> std::io::Result<usize> {
+    loop {
+        io.readable().await?;
+        let had = buf.len();
+        buf.reserve(READ_CHUNK);
+        match io.try_read_buf(buf) {
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                if had == 0 {
+                    *buf = BytesMut::new();
+                }
+            }
+            read => return read,
+        }
     }
 }
 

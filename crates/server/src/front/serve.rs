@@ -16,10 +16,10 @@
 //! connection carries the socket until it closes ([`super::websocket`]).
 
 use http::Version;
-use tokio::io::AsyncReadExt;
 
-use super::conn::{Connection, End, READ_CHUNK};
-use super::forward::worker_request;
+use super::conn::{Connection, End};
+use super::forward::{settle_target, worker_request};
+use super::read::read_when_ready;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
@@ -39,7 +39,8 @@ impl<S: ClientStream> Connection<S> {
                 // Counted as a WebSocket from here on, not as an HTTP connection: a graceful
                 // shutdown drains the requests first, then closes the sockets.
                 self.open = None;
-                self.carry(websocket).await;
+                // On the heap, as a TLS handshake: an HTTP connection's task is not sized for it.
+                Box::pin(self.carry(websocket)).await;
             }
         }
     }
@@ -47,8 +48,9 @@ impl<S: ClientStream> Connection<S> {
     /// Serves requests until the connection closes or becomes a WebSocket (returned, to be carried).
     async fn run(&mut self) -> Result<Option<WebSocket>, End> {
         loop {
-            let Some(head) = self.read_head().await? else { return Ok(None) };
+            let Some(mut head) = self.read_head().await? else { return Ok(None) };
             let (method, version) = (head.method.clone(), head.version);
+            let uri = settle_target(&mut head.target).map_err(|error| End::Refuse(error, version))?;
             let websocket = self.admit_websocket(&head)?;
             let body = self.read_body(&head).await.map_err(|end| match end {
                 End::Refuse(error, _) => End::Refuse(error, version),
@@ -66,10 +68,9 @@ impl<S: ClientStream> Connection<S> {
                 continue;
             }
             let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let RequestHead { method: request_method, target, headers, .. } = head;
             let trusted = &self.front.settings.trusted_proxies;
             let mut request =
-                worker_request(request_method, &target, Version::HTTP_11, headers, body, &self.peer, trusted);
+                worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
             if websocket.is_some() {
                 ask_worker_to_upgrade(&mut request);
             }
@@ -107,17 +108,14 @@ impl<S: ClientStream> Connection<S> {
 
     /// Waits for the request's outcome while watching the client: bytes it sends meanwhile
     /// (pipelined requests, up to one head's worth) are kept for later; if it goes away, the
-    /// wait is dropped, which withdraws the request.
+    /// wait is dropped, which withdraws the request. A silent client costs no read buffer.
     async fn wait(&mut self, mut wait: Wait) -> Result<Outcome, End> {
         loop {
             let read_ahead = self.buf.len() < self.front.settings.limits.max_head;
-            if read_ahead {
-                self.buf.reserve(READ_CHUNK);
-            }
             tokio::select! {
                 biased;
                 outcome = wait.outcome() => return Ok(outcome),
-                read = self.io.read_buf(&mut self.buf), if read_ahead => {
+                read = read_when_ready(&mut self.io, &mut self.buf), if read_ahead => {
                     if !matches!(read, Ok(n) if n > 0) {
                         return Err(End::Gone);
                     }

@@ -7,20 +7,29 @@
 
 use std::io;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use crate::read_ahead::ReadAhead;
 
 /// A stream a [`super::conn::Connection`] can serve.
 pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
-    /// Resolves when the stream has bytes (or an end) to read, without consuming them.
-    /// (`&mut`: a layered stream can only tell by reading ahead.)
+    /// Resolves when the stream may have bytes (or an end) to read, without consuming them.
+    /// (`&mut`: a layered stream can only tell by reading ahead.) A socket may say so when it
+    /// has none, as a fresh one does: [`ClientStream::try_read_buf`] tells.
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>>;
+
+    /// Reads what is there now, without waiting: `WouldBlock` if nothing is.
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
 }
 
 impl ClientStream for tokio::net::TcpStream {
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
         tokio::net::TcpStream::readable(self)
+    }
+
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        tokio::net::TcpStream::try_read_buf(self, buf)
     }
 }
 
@@ -28,11 +37,22 @@ impl ClientStream for tokio::net::UnixStream {
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
         tokio::net::UnixStream::readable(self)
     }
+
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        tokio::net::UnixStream::try_read_buf(self, buf)
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> ClientStream for ReadAhead<S> {
     async fn readable(&mut self) -> io::Result<()> {
         self.peek().await.map(drop)
+    }
+
+    /// What was read ahead; after [`ClientStream::readable`], nothing left means the end.
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        let ahead = self.take_ahead();
+        buf.extend_from_slice(&ahead);
+        Ok(ahead.len())
     }
 }
 

@@ -18,6 +18,7 @@ use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::{Queue, Reader, Routing};
+use crate::spool::SpoolLimits;
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
 use headway_http1::request::Limits;
@@ -47,7 +48,7 @@ impl Harness {
             keep_alive: true,
             max_requests_per_connection: 0,
             io_timeout: Duration::from_secs(60),
-            request_buffer: 64 * 1024,
+            request_spool: SpoolLimits::unbounded(64 * 1024),
             trusted_proxies: TrustedProxies::parse("127.0.0.1").unwrap(),
             proxy_protocol: false,
             health_path: None,
@@ -242,4 +243,23 @@ async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
     let head = &responses[0].0;
     assert!(head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{head}");
     assert!(head.contains("\r\nretry-after: 13\r\n"), "{head}");
+}
+
+#[tokio::test]
+async fn a_silent_connection_holds_no_read_buffer() {
+    let harness = Harness::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    let (stream, _) = listener.accept().await.unwrap();
+    let arrival = Arrival::now(&harness.front.stats);
+    let mut connection = Connection::new(stream, Peer::local(), harness.front.clone(), arrival, BytesMut::new());
+    // A fresh socket says it is readable before a byte has come: the wait must not keep a buffer.
+    let silent = Duration::from_millis(100);
+    assert!(tokio::time::timeout(silent, connection.read_head()).await.is_err());
+    assert_eq!(connection.buf.capacity(), 0, "waiting for a first request");
+    client.write_all(b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    let head = connection.read_head().await.ok().flatten().expect("a request");
+    assert_eq!(head.target, "/a");
+    assert!(tokio::time::timeout(silent, connection.read_head()).await.is_err());
+    assert_eq!(connection.buf.capacity(), 0, "idle between requests");
 }

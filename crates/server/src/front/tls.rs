@@ -13,10 +13,19 @@
 //! between a mesh's sidecars or a balancer and its origin), and the app learns which in
 //! `X-Forwarded-Client-Cert`, in the format Envoy made common, since WSGI and ASGI servers have
 //! no shared way to say it and a header reaches `--cmd` workers too.
+//!
+//! A refused client certificate is logged at warn, with why (expired, unknown issuer, ...), once
+//! per certificate ([`Refusals`]): an operator whose client stopped getting in sees the reason
+//! the first time without a line per retry. Scanners that show a fresh certificate each time are
+//! held to one such line a second, the ones between counted in the next; clients that show no
+//! certificate where one is required are named once, then only counted, as every failed
+//! handshake is (`handshakes_failed`).
 
+use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use base64::Engine as _;
@@ -24,10 +33,13 @@ use headway_common::pem;
 use http::HeaderValue;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::client::danger::HandshakeSignatureValid;
 use tokio_rustls::rustls::crypto::{ring, CryptoProvider};
-use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_rustls::rustls::pki_types::{CertificateDer, UnixTime};
+use tokio_rustls::rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
@@ -98,19 +110,21 @@ pub struct Tls {
     /// Whether ALPN offers `h2`.
     http2: bool,
     acceptor: RwLock<TlsAcceptor>,
+    refusals: Arc<Refusals>,
 }
 
 impl Tls {
     /// `http2`: offer HTTP/2 by ALPN, before HTTP/1.1.
     pub fn load(files: TlsFiles, http2: bool) -> anyhow::Result<Tls> {
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(&files, http2)?));
-        Ok(Tls { files, http2, acceptor: RwLock::new(acceptor) })
+        let refusals = Arc::new(Refusals::default());
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(&files, http2, &refusals)?));
+        Ok(Tls { files, http2, acceptor: RwLock::new(acceptor), refusals })
     }
 
     /// Reads the certificate and key again (SIGHUP). On failure the ones in use stay.
     pub async fn reload(self: Arc<Self>) {
         let tls = self.clone();
-        let loaded = tokio::task::spawn_blocking(move || server_config(&tls.files, tls.http2)).await;
+        let loaded = tokio::task::spawn_blocking(move || server_config(&tls.files, tls.http2, &tls.refusals)).await;
         match loaded {
             Ok(Ok(config)) => {
                 *self.acceptor.write().unwrap_or_else(|poisoned| poisoned.into_inner()) =
@@ -125,8 +139,137 @@ impl Tls {
     /// The handshake over a client's stream.
     pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(&self, stream: S) -> io::Result<TlsStream<S>> {
         let acceptor = self.acceptor.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        acceptor.accept(stream).await
+        acceptor.accept(stream).await.inspect_err(|err| {
+            let rustls_error = err.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
+            if matches!(rustls_error, Some(rustls::Error::NoCertificatesPresented)) {
+                self.refusals.no_certificate();
+            }
+        })
     }
+}
+
+/// How many refused certificates are remembered, so that each is logged once; past it the memory
+/// starts again (a certificate may then be logged a second time).
+const REMEMBERED_REFUSALS: usize = 4096;
+/// The least time between two warnings of a refused certificate.
+const REFUSAL_WARNING_GAP: Duration = Duration::from_secs(1);
+
+/// The client certificates refused so far; see the module comment.
+#[derive(Debug, Default)]
+struct Refusals(Mutex<RefusalsSeen>);
+
+#[derive(Debug, Default)]
+struct RefusalsSeen {
+    /// SHA-256 of each certificate refused and logged.
+    certificates: HashSet<[u8; 32]>,
+    no_certificate: bool,
+    last_warning: Option<Instant>,
+    /// Refusals of new certificates not logged since the last warning, for being too close to it.
+    unlogged: u64,
+}
+
+impl Refusals {
+    fn seen(&self) -> std::sync::MutexGuard<'_, RefusalsSeen> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `certificate` was refused for `why`.
+    fn certificate(&self, certificate: &CertificateDer<'_>, why: &rustls::Error) {
+        let fingerprint = sha256(certificate.as_ref());
+        let mut seen = self.seen();
+        if seen.certificates.contains(&fingerprint) {
+            return;
+        }
+        let now = Instant::now();
+        if seen.last_warning.is_some_and(|last| now.duration_since(last) < REFUSAL_WARNING_GAP) {
+            seen.unlogged += 1;
+            return;
+        }
+        if seen.certificates.len() >= REMEMBERED_REFUSALS {
+            seen.certificates.clear();
+        }
+        seen.certificates.insert(fingerprint);
+        seen.last_warning = Some(now);
+        let unlogged = std::mem::take(&mut seen.unlogged);
+        drop(seen);
+        let hash = hex(&fingerprint);
+        let also =
+            if unlogged > 0 { format!(" ({unlogged} other refused certificates not logged)") } else { String::new() };
+        warn!("TLS: refused the client certificate with SHA-256 {hash}: {why}; logged once per certificate{also}");
+    }
+
+    /// A client showed no certificate where one is required.
+    fn no_certificate(&self) {
+        if !std::mem::replace(&mut self.seen().no_certificate, true) {
+            warn!(
+                "TLS: refused a client that showed no certificate (--cert-reqs required); logged once, further \
+                 ones are counted with the failed handshakes"
+            );
+        }
+    }
+}
+
+/// Checks client certificates with `inner`, and logs the ones refused.
+#[derive(Debug)]
+struct LoggedVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    refusals: Arc<Refusals>,
+}
+
+impl ClientCertVerifier for LoggedVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now);
+        verified.inspect_err(|why| self.refusals.certificate(end_entity, why))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let valid = self.inner.verify_tls12_signature(message, cert, dss);
+        valid.inspect_err(|why| self.refusals.certificate(cert, why))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let valid = self.inner.verify_tls13_signature(message, cert, dss);
+        valid.inspect_err(|why| self.refusals.certificate(cert, why))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    ::ring::digest::digest(&::ring::digest::SHA256, data).as_ref().try_into().expect("SHA-256 is 32 bytes")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `X-Forwarded-Client-Cert` for the certificate a client showed in `stream`'s handshake, in
@@ -136,11 +279,7 @@ pub fn client_cert_field<S>(stream: &TlsStream<S>) -> Option<HeaderValue> {
     // What stays as it is in a URL-encoded value; everything else is %XX, the PEM's newlines too.
     const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
     let der = stream.get_ref().1.peer_certificates()?.first()?.as_ref();
-    let hash: String = ::ring::digest::digest(&::ring::digest::SHA256, der)
-        .as_ref()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let hash = hex(&sha256(der));
     let body = base64::engine::general_purpose::STANDARD.encode(der);
     let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
     for start in (0..body.len()).step_by(64) {
@@ -163,7 +302,7 @@ pub fn negotiated_h2<S>(stream: &TlsStream<S>) -> bool {
     stream.get_ref().1.alpn_protocol() == Some(b"h2")
 }
 
-fn server_config(files: &TlsFiles, http2: bool) -> anyhow::Result<ServerConfig> {
+fn server_config(files: &TlsFiles, http2: bool, refusals: &Arc<Refusals>) -> anyhow::Result<ServerConfig> {
     let chain = pem::certificates(&files.cert, "--certfile")?;
     let key =
         pem::private_key(&files.key, "--keyfile", files.key_password.as_ref().map(|password| password.0.as_str()))?;
@@ -172,7 +311,10 @@ fn server_config(files: &TlsFiles, http2: bool) -> anyhow::Result<ServerConfig> 
         ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
     let builder = match &files.client_cas {
         None => builder.with_no_client_auth(),
-        Some(cas) => builder.with_client_cert_verifier(client_verifier(cas, provider)?),
+        Some(cas) => builder.with_client_cert_verifier(Arc::new(LoggedVerifier {
+            inner: client_verifier(cas, provider)?,
+            refusals: refusals.clone(),
+        })),
     };
     let mut config = builder.with_single_cert(chain, key).with_context(|| {
         format!("--keyfile {} does not fit --certfile {}", files.key.display(), files.cert.display())

@@ -15,7 +15,9 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use bytes::Bytes;
 use headway_common::client;
-use headway_common::stats::{LaneKind, LaneSnapshot, RecyclesSnapshot, Snapshot, WaitPercentiles, WorkerSnapshot};
+use headway_common::stats::{
+    LaneKind, LaneSnapshot, RecyclesSnapshot, Snapshot, TempFilesSnapshot, WaitPercentiles, WorkerSnapshot,
+};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -26,6 +28,7 @@ use crate::ops::access_log::AccessLog;
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
+use crate::spool::DiskBudget;
 use crate::workers::worker::Worker;
 
 /// What the control endpoint reads from.
@@ -37,6 +40,8 @@ pub struct Sources {
     pub threads: usize,
     pub readiness: Arc<Readiness>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// The temporary files of request and response bodies.
+    pub temp_files: Arc<DiskBudget>,
 }
 
 impl Sources {
@@ -44,6 +49,9 @@ impl Sources {
         let workers = self.workers.get().map_or(&[][..], Vec::as_slice);
         let mut snapshot = self.stats.snapshot(&self.queue, workers, self.threads, reader);
         snapshot.access_log_dropped = self.access_log.as_ref().map_or(0, |log| log.dropped());
+        let disk = &self.temp_files;
+        snapshot.temp_files =
+            TempFilesSnapshot { bytes: disk.used(), limit: disk.limit(), held_back: disk.held_back() };
         snapshot
     }
 }
@@ -311,6 +319,18 @@ fn prometheus(s: &Snapshot) -> String {
         "counter",
         "Access log lines dropped because the writer fell behind.",
         &one(s.access_log_dropped as f64),
+    );
+    metric(
+        "temp_file_bytes",
+        "gauge",
+        "Bytes in the temporary files of request and response bodies.",
+        &one(s.temp_files.bytes as f64),
+    );
+    metric(
+        "temp_file_held_back_total",
+        "counter",
+        "Times a body waited for room in its temporary file (a response held back from its worker).",
+        &one(s.temp_files.held_back as f64),
     );
     metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
     out

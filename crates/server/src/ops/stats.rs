@@ -165,6 +165,7 @@ impl Stats {
                 opened: load(&self.websockets_opened),
                 refused: load(&self.websockets_refused),
             },
+            temp_files: Default::default(), // the spools' own count; the control endpoint adds it
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }

@@ -216,10 +216,10 @@ mod tests {
 
     #[tokio::test]
     async fn spooled_body_reads_back_whole() {
-        let (writer, reader) = spool::channel(16);
+        let (writer, reader) = spool::channel(&spool::SpoolLimits::unbounded(16));
         let pieces_written: Vec<Bytes> = (0..10u8).map(|i| Bytes::from(vec![i; 100])).collect();
         for piece in &pieces_written {
-            writer.write(piece.clone()).unwrap();
+            writer.try_write(piece.clone()).unwrap();
         }
         writer.finish();
         let body = RequestBody::Spooled { reader, len: 1000 };

@@ -28,6 +28,11 @@ pub enum Cause {
 impl Cause {
     const ALL: [Cause; 5] = [Cause::MaxRequests, Cause::Memory, Cause::Timeout, Cause::Crash, Cause::Reload];
 
+    /// Whether the process failed (crashed or hung), which counts as a restart too.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Cause::Timeout | Cause::Crash)
+    }
+
     /// As `/metrics` labels it.
     pub fn label(self) -> &'static str {
         match self {

@@ -8,16 +8,17 @@
 //! instead ([`Transport`]). How a process is started is in [`super::launch`], the running
 //! process in [`super::process`].
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use super::lifetime::{Lifetime, Recycles};
 use super::region::HopLink;
-use crate::tally::Tally;
+use crate::tally::{Hold, Tally};
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -47,8 +48,8 @@ pub enum Transport {
 pub struct Worker {
     /// 1-based, stable across restarts.
     pub index: usize,
-    /// The unix socket an HTTP worker listens on.
-    pub socket: PathBuf,
+    /// The unix sockets its processes listen on, in turn; as a path, the one serving now.
+    pub socket: Sockets,
     pub transport: Transport,
     /// Slots of this worker that are running a request now. The queue reads it to pick the
     /// least busy worker; a drain waits for it to reach zero.
@@ -69,15 +70,17 @@ pub struct Worker {
     websockets_closing: watch::Sender<u64>,
     pid: AtomicU32,
     phase: watch::Sender<Phase>,
-    /// A slot saw a request run past the request timeout.
-    hung: Notify,
+    /// The latest generation whose process a slot found stuck (0: none). A generation rather
+    /// than a signal, so that reports about a process already being replaced (its other stuck
+    /// requests timing out in turn) can never be taken for reports about the next one.
+    hung: watch::Sender<u64>,
 }
 
 impl Worker {
     pub fn new(index: usize, socket: PathBuf, transport: Transport) -> Self {
         Worker {
             index,
-            socket,
+            socket: Sockets::new(socket),
             transport,
             busy: Arc::new(Tally::default()),
             served: AtomicU64::new(0),
@@ -89,7 +92,7 @@ impl Worker {
             websockets_closing: watch::Sender::new(0),
             pid: AtomicU32::new(0),
             phase: watch::Sender::new(Phase::Starting),
-            hung: Notify::new(),
+            hung: watch::Sender::new(0),
         }
     }
 
@@ -108,10 +111,17 @@ impl Worker {
     /// The process has exited: exchanges still waiting on it over the hop fail (a socket
     /// connection sees its end by itself).
     pub fn process_gone(&self) {
-        if let Transport::Hop(link) = &self.transport {
-            if let Some(link) = link.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
-                link.mark_gone();
-            }
+        if let Some(link) = self.install_link(None) {
+            link.mark_gone();
+        }
+    }
+
+    /// Makes `link` the hop region slots find from now on (none for an HTTP worker); returns
+    /// the one it replaces.
+    pub fn install_link(&self, link: Option<Arc<HopLink>>) -> Option<Arc<HopLink>> {
+        match &self.transport {
+            Transport::Hop(current) => std::mem::replace(&mut *current.lock().unwrap_or_else(|p| p.into_inner()), link),
+            Transport::Http => None,
         }
     }
 
@@ -124,14 +134,22 @@ impl Worker {
         self.pid.store(pid, Ordering::Relaxed);
     }
 
-    /// Called by a slot whose request outlived the request timeout, or that the worker broke
-    /// the hop's rules: the process can no longer be trusted to serve and will be replaced.
-    pub fn report_hung(&self) {
-        self.hung.notify_one();
+    /// Called by a slot whose request to the process of `generation` outlived the request
+    /// timeout, or that broke the hop's rules: that process can no longer be trusted to serve
+    /// and will be replaced. A report about an earlier process changes nothing.
+    pub fn report_hung_of(&self, generation: u64) {
+        self.hung.send_if_modified(|hung| {
+            let later = generation > *hung;
+            if later {
+                *hung = generation;
+            }
+            later
+        });
     }
 
-    pub async fn hung(&self) {
-        self.hung.notified().await
+    /// Resolves once the process of `generation` has been reported stuck.
+    pub async fn hung(&self, generation: u64) {
+        let _ = self.hung.subscribe().wait_for(|hung| *hung >= generation).await;
     }
 
     /// What an open WebSocket watches to learn that it must close.
@@ -143,5 +161,64 @@ impl Worker {
     /// `front::websocket`); `websockets` reaches zero once they are gone.
     pub fn close_websockets(&self) {
         self.websockets_closing.send_modify(|closings| *closings += 1);
+    }
+}
+
+/// The two unix socket paths a worker's processes take in turn, one generation after the other,
+/// so that a replacement listens while the process it replaces still serves (a server cannot
+/// bind a path in use, and some remove their socket file as they stop); and a count of the slots
+/// linked to each, so the replaced process is stopped only once none is. As a path it is the
+/// socket of the process serving now (a WebSocket handshake goes there).
+pub struct Sockets {
+    paths: [PathBuf; 2],
+    linked: [Arc<Tally>; 2],
+    /// Which of `paths` new connections go to.
+    serving: AtomicUsize,
+}
+
+impl Sockets {
+    /// `first` is generation 1's; the next one's is beside it, `.next` added to its name.
+    fn new(first: PathBuf) -> Sockets {
+        let mut next = first.clone().into_os_string();
+        next.push(".next");
+        Sockets { paths: [first, next.into()], linked: Default::default(), serving: AtomicUsize::new(0) }
+    }
+
+    fn place(generation: u64) -> usize {
+        (generation.wrapping_sub(1) % 2) as usize
+    }
+
+    /// Where the process of `generation` listens.
+    pub fn of(&self, generation: u64) -> &Path {
+        &self.paths[Sockets::place(generation)]
+    }
+
+    /// Has new connections go to the process of `generation`.
+    pub fn serve_from(&self, generation: u64) {
+        self.serving.store(Sockets::place(generation), Ordering::Relaxed);
+    }
+
+    /// Counts a slot as linked to the process of `generation` while the hold lives.
+    pub fn link(&self, generation: u64) -> Hold {
+        Hold::new(self.linked[Sockets::place(generation)].clone())
+    }
+
+    /// Resolves once no slot is linked to the process of `generation`.
+    pub async fn unlinked(&self, generation: u64) {
+        self.linked[Sockets::place(generation)].zero().await
+    }
+}
+
+impl Deref for Sockets {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.paths[self.serving.load(Ordering::Relaxed)]
+    }
+}
+
+impl AsRef<Path> for Sockets {
+    fn as_ref(&self) -> &Path {
+        self
     }
 }

@@ -24,7 +24,7 @@ use tracing::debug;
 use super::request::Head;
 use super::Shared;
 use crate::front::body::BodySink;
-use crate::front::forward::worker_request;
+use crate::front::forward::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Wait;
@@ -76,7 +76,8 @@ struct Stream {
 impl Stream {
     async fn run(&mut self, parts: http::request::Parts, body: RecvStream) -> Result<(), End> {
         let front = self.shared.front.clone();
-        let head = Head::of(parts).map_err(End::Refuse)?;
+        let mut head = Head::of(parts).map_err(End::Refuse)?;
+        let uri = settle_target(&mut head.target).map_err(End::Refuse)?;
         if let Some((status, message)) = front.health_probe(&head.method, &head.target) {
             front.stats.response_sent(status);
             let body = (head.method != Method::HEAD).then_some(message);
@@ -98,10 +99,9 @@ impl Stream {
             .access_log
             .is_some()
             .then(|| RequestFields::new(&head.method, &head.target, Version::HTTP_2, &head.headers));
-        let Head { method, target, headers } = head;
+        let Head { method, headers, .. } = head;
         let trusted = &front.settings.trusted_proxies;
-        let request =
-            worker_request(method.clone(), &target, Version::HTTP_2, headers, body, &self.shared.peer, trusted);
+        let request = worker_request(method.clone(), uri, Version::HTTP_2, headers, body, &self.shared.peer, trusted);
         let wait = front.queue.enqueue(request);
         if let Some(fields) = logged.as_mut() {
             fields.took_lane(wait.lane());
@@ -118,7 +118,7 @@ impl Stream {
     /// send the next piece while the earlier ones are spooled.
     async fn read_body(&mut self, mut body: RecvStream) -> Result<RequestBody, End> {
         let settings = &self.shared.front.settings;
-        let mut sink = BodySink::new(settings.request_buffer);
+        let mut sink = BodySink::new(&settings.request_spool);
         while !body.is_end_stream() {
             let piece = match timeout(settings.io_timeout, body.data()).await {
                 Ok(Some(piece)) => piece?,

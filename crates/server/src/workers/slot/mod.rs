@@ -19,7 +19,7 @@ mod upgrade;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -33,7 +33,7 @@ use hop::ClientGoneSignal;
 
 use crate::queue::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
-use crate::spool;
+use crate::spool::{self, SpoolLimits};
 use crate::workers::worker::{Phase, Transport, Worker};
 
 /// Pause before reconnecting when a worker that says it is ready refuses a connection; and the
@@ -46,8 +46,9 @@ pub struct SlotSettings {
     /// How long a worker may be silent (before the head, or between body pieces) before the
     /// request fails with 504 and the worker is replaced.
     pub request_timeout: Duration,
-    /// Response bytes held in memory per response before spilling to disk.
-    pub response_buffer: usize,
+    /// Where a response waits for its client: `--response-buffer` bytes in memory, then up to
+    /// `--max-temp-file-size` in a temporary file, within the disk budget.
+    pub response_spool: SpoolLimits,
 }
 
 pub struct Slot {
@@ -56,6 +57,8 @@ pub struct Slot {
     pub index: usize,
     pub queue: Arc<Queue>,
     pub settings: Arc<SlotSettings>,
+    /// The generation of the process the slot's link goes to, which a stuck request is blamed on.
+    generation: AtomicU64,
 }
 
 /// A slot's line to one worker process.
@@ -65,13 +68,20 @@ enum Link {
 }
 
 impl Slot {
+    pub fn new(worker: Arc<Worker>, index: usize, queue: Arc<Queue>, settings: Arc<SlotSettings>) -> Slot {
+        Slot { worker, index, queue, settings, generation: AtomicU64::new(0) }
+    }
+
     /// Serves requests for as long as the worker exists, connecting again whenever the worker
     /// is restarted or closes the connection.
     pub async fn run(self) {
         let mut phase = self.worker.watch_phase();
         while let Some(generation) = ready_generation(&mut phase).await {
+            self.generation.store(generation, Ordering::Relaxed);
             let link = match &self.worker.transport {
-                Transport::Http => connection::Connection::open(&self.worker.socket).await.map(Link::Http),
+                Transport::Http => {
+                    connection::Connection::open(self.worker.socket.of(generation)).await.map(Link::Http)
+                }
                 Transport::Hop(links) => hop::SlotLine::of(links, generation, self.index).map(Link::Hop),
             };
             match link {
@@ -109,6 +119,8 @@ impl Slot {
     /// generation `generation`.
     async fn serve(&self, link: &mut Link, generation: u64, phase: &watch::Receiver<Phase>) -> Ended {
         let busy = &self.worker.busy;
+        // A process being replaced is stopped once no slot is linked to it any more.
+        let _linked = self.worker.socket.link(generation);
         // The request timeout's timer, one for the link and moved on for each request: moving
         // a registered timer later is one atomic write, where a timer per request was set up
         // in the runtime's timer wheel and taken out again every time.
@@ -146,7 +158,7 @@ impl Slot {
                     After::Reuse
                 }
                 Link::Http(connection) => {
-                    let socket = &self.worker.socket;
+                    let socket = self.worker.socket.of(generation);
                     self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
                 }
                 Link::Hop(line) => {
@@ -220,7 +232,7 @@ impl Slot {
             None => {
                 warn!(worker = self.worker.index, "no response within {timeout:?}; replacing the worker");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
-                self.worker.report_hung();
+                self.report_hung();
                 return After::Broken;
             }
         };
@@ -235,10 +247,12 @@ impl Slot {
     }
 
     /// Passes a response to the client's connection: whole, with the body that is already
-    /// there, when that is all of it (the client then gets a `Content-Length` and one write);
-    /// otherwise through a spool the slot goes on filling until the body ends, so the slot is
-    /// free as soon as the worker is done, however slowly the client reads. If the client leaves
-    /// before the body ends, the worker is told as in [`Slot::forward`].
+    /// there, when that is all of it and fits the response buffer (the client then gets a
+    /// `Content-Length` and one write); otherwise through a spool the slot goes on filling until
+    /// the body ends, so the slot is free as soon as the worker is done, however slowly the client
+    /// reads, unless the client falls so far behind that the spool is full: then the slot stops
+    /// reading the worker until the client catches up. If the client leaves before the body ends,
+    /// the worker is told as in [`Slot::forward`].
     async fn deliver(
         &self,
         reply: oneshot::Sender<Outcome>,
@@ -247,10 +261,17 @@ impl Slot {
         timing: Timing,
         client_gone: Option<&ClientGoneSignal>,
     ) -> After {
-        let mut pieces = Vec::new();
+        let limits = &self.settings.response_spool;
+        let (mut pieces, mut gathered) = (Vec::new(), 0);
         let stalled = loop {
+            if gathered > limits.memory {
+                break pieces; // a worker faster than us: on through the spool and its limits
+            }
             match body.now().await {
-                Poll::Ready(Some(Ok(piece))) => pieces.push(piece),
+                Poll::Ready(Some(Ok(piece))) => {
+                    gathered += piece.len();
+                    pieces.push(piece);
+                }
                 Poll::Ready(None) => {
                     let body = ResponseBody::Complete(concat(pieces));
                     let _ = reply.send(Outcome::Response(WorkerResponse { head, body, timing }));
@@ -267,20 +288,21 @@ impl Slot {
             }
         };
 
-        let (writer, reader) = spool::channel(self.settings.response_buffer);
-        for piece in stalled {
-            if let Err(err) = writer.write(piece) {
-                warn!("cannot buffer response: {err}");
-                return After::Broken;
-            }
-        }
+        let (writer, reader) = spool::channel(limits);
         let streaming = ResponseBody::Streaming(reader);
         let _ = reply.send(Outcome::Response(WorkerResponse { head, body: streaming, timing }));
+        let mut stalled = stalled.into_iter();
         let timeout = self.settings.request_timeout;
         let mut told = false;
         loop {
+            let gathered = async {
+                match stalled.next() {
+                    Some(piece) => Ok(Some(Ok(piece))),
+                    None => tokio::time::timeout(timeout, body.next()).await,
+                }
+            };
             let next = tokio::select! {
-                next = tokio::time::timeout(timeout, body.next()) => next,
+                next = gathered => next,
                 // An app streaming without end would otherwise hold the slot for good, pumping
                 // its response into a spool nobody reads.
                 () = writer.reader_left(), if !told => {
@@ -293,7 +315,8 @@ impl Slot {
             };
             match next {
                 Ok(Some(Ok(piece))) => {
-                    if let Err(err) = writer.write(piece) {
+                    // Waits while the client is too far behind (the spool is full): back-pressure.
+                    if let Err(err) = writer.write(piece).await {
                         warn!("cannot buffer response: {err}");
                         return After::Broken;
                     }
@@ -312,7 +335,7 @@ impl Slot {
                 }
                 Err(_) => {
                     warn!(worker = self.worker.index, "response body stalled for {timeout:?}; replacing the worker");
-                    self.worker.report_hung();
+                    self.report_hung();
                     return After::Broken;
                 }
             }
@@ -325,8 +348,13 @@ impl Slot {
     fn replace_if_broken(&self, err: &LinkError) {
         if matches!(err, LinkError::Hop(_)) {
             warn!(worker = self.worker.index, "the worker broke the hop's rules; replacing it");
-            self.worker.report_hung();
+            self.report_hung();
         }
+    }
+
+    /// Has the process this slot's link goes to replaced: it is stuck, or broke the rules.
+    pub(super) fn report_hung(&self) {
+        self.worker.report_hung_of(self.generation.load(Ordering::Relaxed));
     }
 }
 

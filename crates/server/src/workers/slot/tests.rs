@@ -28,8 +28,9 @@ impl FakeWorker {
         let worker = Arc::new(Worker::new(1, socket, transport));
         worker.set_phase(Phase::Ready { generation: 1 });
         let queue = Queue::new(10, Duration::from_secs(30), 1);
-        let settings = Arc::new(SlotSettings { request_timeout, response_buffer: 64 * 1024 });
-        tokio::spawn(Slot { worker: worker.clone(), index: 0, queue: queue.clone(), settings }.run());
+        let settings =
+            Arc::new(SlotSettings { request_timeout, response_spool: crate::spool::SpoolLimits::unbounded(64 * 1024) });
+        tokio::spawn(Slot::new(worker.clone(), 0, queue.clone(), settings).run());
         FakeWorker { worker, queue, _dir: dir }
     }
 
@@ -129,7 +130,7 @@ async fn a_worker_silent_past_the_request_timeout_gets_504_and_is_reported_hung(
         std::future::pending::<()>().await; // stuck
     });
     let hung = fake.worker.clone();
-    let reported = tokio::spawn(async move { hung.hung().await });
+    let reported = tokio::spawn(async move { hung.hung(1).await });
     assert!(matches!(fake.request("/stuck").outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
     reported.await.unwrap();
 }

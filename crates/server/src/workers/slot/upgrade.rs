@@ -46,7 +46,7 @@ impl Slot {
             Err(_) => {
                 warn!(worker = self.worker.index, "no handshake answer within {timeout:?}; replacing the worker");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
-                self.worker.report_hung();
+                self.report_hung();
                 return;
             }
         };

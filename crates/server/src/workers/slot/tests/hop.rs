@@ -213,7 +213,7 @@ async fn a_worker_that_never_takes_its_request_gets_504_and_is_reported() {
     let mut process = hop_worker(Duration::from_millis(300), echo).await;
     process.halt(); // the request is published and never claimed
     let hung = process.fake.worker.clone();
-    let reported = tokio::spawn(async move { hung.hung().await });
+    let reported = tokio::spawn(async move { hung.hung(1).await });
     assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerTimeout)));
     reported.await.unwrap();
 }
@@ -245,7 +245,7 @@ async fn a_worker_that_writes_garbage_fails_its_request_with_502_and_is_reported
     }
     let process = hop_worker(Duration::from_secs(30), garbage).await;
     let hung = process.fake.worker.clone();
-    let reported = tokio::spawn(async move { hung.hung().await });
+    let reported = tokio::spawn(async move { hung.hung(1).await });
     assert!(matches!(process.fake.request("/").outcome().await, Outcome::Failed(Failure::WorkerFailed)));
     reported.await.unwrap();
 }
