@@ -10,7 +10,8 @@
 # The whole sweep runs ROUNDS times, servers interleaved, and the table shows the median
 # of each figure over the rounds. Each server is started fresh per round, polled until it
 # answers, measured with keep-alive on then off, and stopped with its whole session.
-# Raw hey outputs and server logs go to bench/out/keepalive-tail/.
+# Raw hey outputs and server logs go to bench/out/keepalive-tail/; the medians, with each
+# round's p99, to bench/results/keepalive-tail.json for docs/benchmarks.md.
 #
 # Usage: bench/keepalive-tail.sh
 # Env:   ROUNDS=3  SERVERS="headway headway-puma puma gunicorn granian"  (a subset, in order)
@@ -22,8 +23,9 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
+ALL_SERVERS="headway headway-puma puma gunicorn granian"
 ROUNDS="${ROUNDS:-3}"
-SERVERS="${SERVERS:-headway headway-puma puma gunicorn granian}"
+SERVERS="${SERVERS:-$ALL_SERVERS}"
 REQUESTS=200
 CLIENTS=10
 SLOTS=5
@@ -44,10 +46,19 @@ label() {
     case "$1" in
         headway) echo "headway -w 1 -t 5" ;;
         headway-puma) echo "headway --cmd puma -t 5:5" ;;
-        puma) echo "puma 5.6 -t 5:5 (single)" ;;
+        puma) echo "puma -t 5:5 (single)" ;;
         gunicorn) echo "gunicorn gthread 1x5" ;;
         granian) echo "granian wsgi 1x5" ;;
-        *) bench_die "unknown server $1 (known: headway headway-puma puma gunicorn granian)" ;;
+        *) bench_die "unknown server $1 (known: $ALL_SERVERS)" ;;
+    esac
+}
+
+# The server as the result's summary names it.
+short_name() {
+    case "$1" in
+        headway-puma) echo "headway running Puma" ;;
+        puma) echo "Puma alone" ;;
+        *) echo "$1" ;;
     esac
 }
 
@@ -121,6 +132,11 @@ done
 
 column_median() { awk -F'\t' -v n="$1" -v k="$2" -v c="$3" '$2 == n && $3 == k {print $c}' "$results" | bench_median; }
 column_sum() { awk -F'\t' -v n="$1" -v k="$2" -v c="$3" '$2 == n && $3 == k {s += $c} END {print s + 0}' "$results"; }
+# column_rounds NAME KEEPALIVE COLUMN SCALE: every round's figure times SCALE, rounded, in order.
+column_rounds() {
+    awk -F'\t' -v n="$1" -v k="$2" -v c="$3" -v x="$4" '$2 == n && $3 == k {printf "%s%.0f", sep, $c * x; sep = " "}' "$results"
+}
+ms() { awk -v s="$1" 'BEGIN {printf "%.0f", s * 1000}'; }
 
 echo
 echo "medians of $ROUNDS rounds, each column on its own (seconds; ideal p99 $(printf '%.2f' "$IDEAL_P99") s, ideal $(printf '%.0f' "$IDEAL_RPS") req/s);"
@@ -129,14 +145,27 @@ echo "machine's CPU used by neither the server nor hey (other tenants, steal)"
 printf '| %-28s | %-10s | %6s | %5s | %5s | %5s | %5s | %10s | %9s | %9s |\n' \
     server keep-alive "req/s" p50 p95 p99 max "p99/ideal" "non-200" "other CPU"
 echo "|------------------------------|------------|-------:|------:|------:|------:|------:|-----------:|----------:|----------:|"
+# The same medians for the result, latencies in milliseconds, with every round's p99 and other CPU.
+medians="$BENCH_OUT/medians.tsv"
+printf 'server\tkeep-alive\treq/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\tp99 / ideal\tp99 ms, each round\tnon-200\tother CPU %%, each round\n' >"$medians"
+declare -A ratio
+non_200=0
 for name in $SERVERS; do
     for keepalive in on off; do
+        rps="$(column_median "$name" "$keepalive" 4)"
+        p50="$(column_median "$name" "$keepalive" 5)"
+        p95="$(column_median "$name" "$keepalive" 6)"
         p99="$(column_median "$name" "$keepalive" 7)"
+        max="$(column_median "$name" "$keepalive" 8)"
+        failed="$(column_sum "$name" "$keepalive" 10)"
+        ratio[$name/$keepalive]="$(printf '%.2f' "$(echo "$p99 / $IDEAL_P99" | bc -l)")"
+        non_200=$((non_200 + failed))
         printf '| %-28s | %-10s | %6.1f | %5.3f | %5.3f | %5.3f | %5.3f | %9.2fx | %9s | %8s%% |\n' \
-            "$(label "$name")" "$keepalive" "$(column_median "$name" "$keepalive" 4)" \
-            "$(column_median "$name" "$keepalive" 5)" "$(column_median "$name" "$keepalive" 6)" "$p99" \
-            "$(column_median "$name" "$keepalive" 8)" "$(echo "$p99 / $IDEAL_P99" | bc -l)" \
-            "$(column_sum "$name" "$keepalive" 10)" "$(column_median "$name" "$keepalive" 11)"
+            "$(label "$name")" "$keepalive" "$rps" "$p50" "$p95" "$p99" "$max" "${ratio[$name/$keepalive]}" \
+            "$failed" "$(column_median "$name" "$keepalive" 11)"
+        printf '%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(label "$name")" "$keepalive" "$rps" \
+            "$(ms "$p50")" "$(ms "$p95")" "$(ms "$p99")" "$(ms "$max")" "${ratio[$name/$keepalive]}" \
+            "$(column_rounds "$name" "$keepalive" 7 1000)" "$failed" "$(column_rounds "$name" "$keepalive" 11 1)" >>"$medians"
     done
 done
 
@@ -160,3 +189,30 @@ if [[ " $SERVERS " == *" headway-puma "* && " $SERVERS " == *" puma "* ]]; then
         "$SERVICE_S" "$with" "$(echo "$with / $IDEAL_P99" | bc -l)" "$alone" "$(echo "$alone / $IDEAL_P99" | bc -l)" "$verdict"
 fi
 echo "raw hey outputs and server logs: $BENCH_OUT"
+
+# The result: the summary says each server's keep-alive p99 against the ideal, and the range
+# without keep-alive.
+on_ratios=()
+off_ratios=()
+for name in $SERVERS; do
+    on_ratios+=("$(short_name "$name") ${ratio[$name/on]}x")
+    off_ratios+=("${ratio[$name/off]}")
+done
+read -r low high < <(printf '%s\n' "${off_ratios[@]}" | sort -g | sed -n '1p;$p' | paste -sd' ')
+ideal="$(printf '%.2f' "$IDEAL_P99")"
+answered="every response was a 200"
+((non_200 == 0)) || answered="$non_200 responses were not 200 or failed"
+printf -v on_text '%s, ' "${on_ratios[@]}"
+summary="With keep-alive, p99 against the ideal $ideal s (medians of $ROUNDS rounds): ${on_text%, }. Without keep-alive, ${low}x to ${high}x; $answered."
+tools="headway hey"
+[[ "$SERVERS" != *puma* ]] || tools+=" puma ruby"
+for peer in gunicorn granian; do [[ " $SERVERS " != *" $peer "* ]] || tools+=" $peer"; done
+[[ " $SERVERS " != *" gunicorn "* && " $SERVERS " != *" granian "* ]] || tools+=" python"
+service_ms="$(ms "$SERVICE_S")"
+bench_result keepalive-tail "$tools" \
+    --title "Seed 000 with the public tools: the keep-alive tail" --order 10 \
+    --command "$(bench_command ROUNDS=3 "SERVERS=$ALL_SERVERS")" --summary "$summary" \
+    --table "Medians of $ROUNDS rounds, servers interleaved (ideal p99 $(ms "$IDEAL_P99") ms)" "$medians" \
+    --note "1 worker x $SLOTS slots serving the demo app's \`$ENDPOINT\` (sleeps $service_ms ms; Puma serves its Rack twin, \`python/headway/twins/demo.ru\`), \`hey -n $REQUESTS -c $CLIENTS\` with keep-alive, then with \`-disable-keepalive\`. The ideal, one FIFO queue for the $CLIENTS closed-loop clients: every request answered in S x C/B = $ideal s, $(printf '%.0f' "$IDEAL_RPS") requests/s." \
+    --note "The servers, started fresh for each round: \`headway serve -w 1 -t $SLOTS\`; \`headway serve -w 1 -t $SLOTS --cmd 'puma -t $SLOTS:$SLOTS -b unix://{socket} demo.ru'\`; \`puma -t $SLOTS:$SLOTS\` (single mode); \`gunicorn -w 1 -k gthread --threads $SLOTS\`; \`granian --interface wsgi --workers 1 --blocking-threads $SLOTS\`." \
+    --note "Each figure is its column's median on its own. Non-200: responses that were not 200 plus errors, summed over the rounds. Other CPU: the share of the machine's CPU used by neither the server nor hey (other tenants, steal); a round with a high figure measured a busy machine."

@@ -71,8 +71,24 @@ bench_python_peers() {
 
 bench_pip_version() { "$BENCH_VENV/bin/python" -m pip show "$1" 2>/dev/null | awk '/^Version:/ {print $2}'; }
 
+# bench_version TOOL: the version of headway ($HEADWAY --version, without the name), of a peer
+# or of a load tool, as the tool or its package says; "?" when it is not installed.
+bench_version() {
+    local version=""
+    case "$1" in
+        headway) version="$("$HEADWAY" --version 2>/dev/null | sed 's/^headway //')" ;;
+        puma) version="$(puma --version 2>/dev/null | awk '{print $NF}')" ;;
+        ruby) version="$(ruby -e 'print RUBY_VERSION' 2>/dev/null)" ;;
+        gunicorn | granian | uvicorn | httptools | uvloop) version="$(bench_pip_version "$1")" ;;
+        python) version="$("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())' 2>/dev/null)" ;;
+        nginx) version="$(/usr/sbin/nginx -v 2>&1 | sed -n 's/^nginx version: [^/]*\///p')" ;;
+        *) version="$(dpkg-query -W -f='${Version}' "$1" 2>/dev/null)" ;;
+    esac
+    echo "${version:-?}"
+}
+
 # Header lines of a run's output: the headway measured, and the machine.
-bench_headway_line() { echo "# headway $("$HEADWAY" --version 2>/dev/null | awk '{print $NF}') ($HEADWAY)"; }
+bench_headway_line() { echo "# headway $(bench_version headway) ($HEADWAY)"; }
 bench_machine_line() {
     echo "# machine: $(lscpu | awk -F: '/^Model name/ {gsub(/^ +/, "", $2); print $2}'), $(nproc) CPUs, $(uname -r)"
 }
@@ -80,13 +96,38 @@ bench_machine_line() {
 # One line per peer with its version, for the header of a run's output.
 bench_versions() {
     bench_headway_line
-    echo "# puma $(puma --version 2>/dev/null | awk '{print $NF}') ($(command -v puma)), ruby $(ruby -e 'print RUBY_VERSION' 2>/dev/null)"
-    echo "# gunicorn $(bench_pip_version gunicorn), granian $(bench_pip_version granian)," \
-        "uvicorn $(bench_pip_version uvicorn) (httptools $(bench_pip_version httptools), uvloop $(bench_pip_version uvloop))," \
-        "python $("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())')"
-    echo "# hey $(dpkg-query -W -f='${Version}' hey 2>/dev/null || echo '?'), wrk $(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')"
+    echo "# puma $(bench_version puma) ($(command -v puma)), ruby $(bench_version ruby)"
+    echo "# gunicorn $(bench_version gunicorn), granian $(bench_version granian)," \
+        "uvicorn $(bench_version uvicorn) (httptools $(bench_version httptools), uvloop $(bench_version uvloop))," \
+        "python $(bench_version python)"
+    echo "# hey $(bench_version hey), wrk $(bench_version wrk)"
     bench_autogroup_line
     bench_machine_line
+}
+
+# bench_result NAME TOOLS OPTION...: writes the run's result, bench/results/NAME.json, for
+# docs/benchmarks.md: bench/results.py with the OPTIONs (--title, --order, --command, --summary,
+# --table TITLE FILE.tsv, --note) and the version of each of the space-separated TOOLS.
+bench_result() {
+    local name="$1" tools="$2" tool versions=()
+    shift 2
+    for tool in $tools; do versions+=(--version "$tool" "$(bench_version "$tool")"); done
+    python3 "$BENCH_REPO/bench/results.py" "$name" "${versions[@]}" "$@"
+}
+
+# bench_command VAR=DEFAULT...: the command that runs this script again with this run's
+# settings, for its result: each VAR whose value is not its DEFAULT, then the script.
+bench_command() {
+    local setting name value words=()
+    for setting in "$@"; do
+        name="${setting%%=*}"
+        value="${!name}"
+        [[ "$value" == "${setting#*=}" ]] && continue
+        [[ "$value" == *" "* ]] && value="\"$value\""
+        words+=("$name=$value")
+    done
+    words+=("bench/$(basename "$0")")
+    echo "${words[*]}"
 }
 
 bench_free_port() {

@@ -5,6 +5,7 @@ Usage: python3 bench/page.py          writes docs/benchmarks.md
        python3 bench/page.py --check  fails if docs/benchmarks.md is not what the results make
 """
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -33,11 +34,24 @@ def anchor(title):
     return kept.replace(" ", "-")
 
 
-def cell(value):
-    if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) < 100 else f"{value:,.0f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}" if abs(value) >= 10000 else str(value)
+def decimals(value):
+    """How many decimals the result gave a float (1.0 and 1.23 as 1 and 2)."""
+    text = repr(value)
+    return len(text) - text.index(".") - 1 if "." in text and "e" not in text else 0
+
+
+def number_format(column):
+    """How a column's numbers are written, alike down the column: its floats to the most decimals
+    any of them has (1.00 above 1.23, 158.8 above 81.1), thousands grouped when one reaches
+    10,000 (9,984 above 20,000)."""
+    numbers = [value for value in column if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    places = max((decimals(value) for value in numbers if isinstance(value, float)), default=0)
+    return ("," if any(abs(value) >= 10000 for value in numbers) else "") + f".{places}f"
+
+
+def cell(value, spec):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, spec)
     return str(value).replace("|", "\\|")
 
 
@@ -47,7 +61,9 @@ def table(spec):
         lines += [f"*{spec['title']}*", ""]
     lines.append("| " + " | ".join(spec["columns"]) + " |")
     lines.append("|" + "|".join("---" for _ in spec["columns"]) + "|")
-    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in spec["rows"]]
+    formats = [number_format(column) for column in itertools.zip_longest(*spec["rows"])]
+    lines += ["| " + " | ".join(cell(value, each) for value, each in zip(row, formats)) + " |"
+              for row in spec["rows"]]
     return lines + [""]
 
 

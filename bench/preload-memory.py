@@ -9,10 +9,13 @@ Each server is started alone, bound to 127.0.0.1, warmed with 50 requests, then 
 proportional set size (PSS, /proc/PID/smaps_rollup: a shared page counts 1/N to each of its N
 processes, so the sum is what the server really costs) of every process of its session is
 summed: the front or master, the preloaded parent if any, and the workers. Memory does not
-depend on CPU timing, so one quiet round is enough; ROUNDS > 1 reports the median.
+depend on CPU timing, so one quiet round is enough; ROUNDS > 1 reports the median. The table is
+printed and written to bench/results/preload-memory.json for docs/benchmarks.md.
 """
 
+import importlib.metadata
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -21,11 +24,27 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
+
+import results  # bench/results.py, next to this script
 
 REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "tests" / "apps"
 VENV_BIN = Path(sys.executable).parent
 WORKERS = 4
+
+
+class Server(NamedTuple):
+    """A server to measure: its command ({port} filled in on each start), the path it is warmed
+    on, the folder it runs in, how many processes it has once every worker is up, and the name of
+    the same server without --preload, which its memory is compared with."""
+
+    name: str
+    command: list
+    path: str
+    cwd: Path
+    processes: int
+    without_preload: str = ""
 
 
 def free_port():
@@ -67,23 +86,27 @@ def pss(pid):
     return 0
 
 
-def measure(name, command, path, cwd, expected_processes):
+def measure(server):
+    """Starts `server` alone on a free port, warms it and returns its PSS in bytes (all its
+    processes summed), how many processes it had and the statuses it answered."""
+    port = free_port()
+    command = [part.format(port=port) for part in server.command]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(APPS), str(REPO / "python")]))
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(command, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                status = get(PORT, path)
+                status = get(port, server.path)
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit(f"{name} did not start") from None
+                    raise SystemExit(f"{server.name} did not start") from None
                 time.sleep(0.1)
-        statuses = {get(PORT, path) for _ in range(50)} | {status}
+        statuses = {get(port, server.path) for _ in range(50)} | {status}
         # Every worker process up (Puma and gunicorn fork theirs after they listen).
-        while len(session_processes(process.pid)) < expected_processes and time.monotonic() < deadline:
+        while len(session_processes(process.pid)) < server.processes and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)
         pids = session_processes(process.pid)
@@ -97,37 +120,88 @@ def measure(name, command, path, cwd, expected_processes):
             process.wait()
 
 
+def version_of(command):
+    """What `command` prints as its version, without the tool's name; "?" when it cannot run."""
+    try:
+        text = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return text.split(" ", 1)[1].removeprefix("version ") if " " in text else text
+
+
+def summary(servers, mib, rounds, failed):
+    """The result's summary from its figures: what --preload saved each server that has both
+    modes, and the others' memory for scale."""
+    paired = {server.without_preload for server in servers}
+    saved = [f"of {server.without_preload.split(' (')[0]} from {mib[server.without_preload]:.1f} to "
+             f"{mib[server.name]:.1f} MiB ({mib[server.name] / mib[server.without_preload]:.2f}x)"
+             for server in servers if server.without_preload]
+    alone = [f"{server.name} used {mib[server.name]:.1f} MiB" for server in servers
+             if not server.without_preload and server.name not in paired]
+    text = f"With {WORKERS} Django workers, --preload took the memory (PSS, all processes summed) "
+    text += " and ".join(saved)
+    text += "".join(f"; {each}" for each in alone)
+    text += f" (medians of {rounds} rounds)." if rounds > 1 else "."
+    if failed:
+        text += f" Not every answer was a 200: {', '.join(failed)}."
+    return text
+
+
 def main():
-    global PORT
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     headway = shutil.which("headway", path=str(VENV_BIN)) or "headway"
     django = "django_site:application"
+    serve = [headway, "serve", "-w", str(WORKERS), "-t", "1", "-b", "127.0.0.1:{port}"]
+    gunicorn = [str(VENV_BIN / "gunicorn"), "-w", str(WORKERS), "-b", "127.0.0.1:{port}"]
+    puma = ["puma", "-w", str(WORKERS), "-t", "1:1", "--preload", "-b", "tcp://127.0.0.1:{port}",
+            str(REPO / "python/headway/twins/demo.ru")]
     servers = [
-        ("headway (Django)", [headway, "serve", "-w", "4", "-t", "1", "-b", "127.0.0.1:{port}", django], "/whoami",
-         APPS, 1 + WORKERS),
-        ("headway --preload (Django)", [headway, "serve", "-w", "4", "-t", "1", "-b", "127.0.0.1:{port}",
-                                        "--preload", django], "/whoami", APPS, 2 + WORKERS),
-        ("gunicorn (Django)", [str(VENV_BIN / "gunicorn"), "-w", "4", "-b", "127.0.0.1:{port}", django], "/whoami",
-         APPS, 1 + WORKERS),
-        ("gunicorn --preload (Django)", [str(VENV_BIN / "gunicorn"), "-w", "4", "-b", "127.0.0.1:{port}",
-                                         "--preload", django], "/whoami", APPS, 1 + WORKERS),
-        ("Puma -w 4 --preload (Rack twin)", ["puma", "-w", "4", "-t", "1:1", "--preload", "-b",
-                                             "tcp://127.0.0.1:{port}", str(REPO / "python/headway/twins/demo.ru")],
-         "/hello", REPO, 1 + WORKERS),
+        Server("headway (Django)", [*serve, django], "/whoami", APPS, 1 + WORKERS),
+        Server("headway --preload (Django)", [*serve, "--preload", django], "/whoami", APPS, 2 + WORKERS,
+               "headway (Django)"),
+        Server("gunicorn (Django)", [*gunicorn, django], "/whoami", APPS, 1 + WORKERS),
+        Server("gunicorn --preload (Django)", [*gunicorn, "--preload", django], "/whoami", APPS, 1 + WORKERS,
+               "gunicorn (Django)"),
+        Server(f"Puma -w {WORKERS} --preload (Rack twin)", puma, "/hello", REPO, 1 + WORKERS),
     ]
-    print("| server | processes | PSS, all processes (MiB) | statuses |")
-    print("|---|---|---|---|")
-    for name, command, path, cwd, expected in servers:
-        results = []
-        for _ in range(rounds):
-            PORT = free_port()
-            results.append(measure(name, [part.format(port=PORT) for part in command], path, cwd, expected))
-        total = statistics.median(result[0] for result in results)
-        processes, statuses = results[-1][1], sorted(results[-1][2])
-        print(f"| {name} | {processes} | {total / 2**20:.1f} | {statuses} |", flush=True)
+    print("| server | processes | PSS, all processes (MiB) | vs without --preload | statuses |")
+    print("|---|---|---|---|---|")
+    mib = {}
+    rows = []
+    failed = []
+    for server in servers:
+        measured = [measure(server) for _ in range(rounds)]
+        mib[server.name] = statistics.median(pss for pss, _, _ in measured) / 2**20
+        processes, statuses = measured[-1][1], sorted(set().union(*(answered for _, _, answered in measured)))
+        ratio = round(mib[server.name] / mib[server.without_preload], 2) if server.without_preload else "-"
+        each_round = [" ".join(f"{pss / 2**20:.1f}" for pss, _, _ in measured)] if rounds > 1 else []
+        rows.append([server.name, processes, round(mib[server.name], 1), *each_round, ratio,
+                     " ".join(map(str, statuses))])
+        if statuses != [200]:
+            failed.append(server.name)
+        print(f"| {server.name} | {processes} | {mib[server.name]:.1f} | {ratio} | {statuses} |", flush=True)
 
+    versions = {"headway": version_of([headway, "--version"]),
+                "Django": importlib.metadata.version("Django"),
+                "gunicorn": importlib.metadata.version("gunicorn"),
+                "puma": version_of(["puma", "--version"]),
+                "python": platform.python_version()}
+    columns = ["server", "processes", "PSS MiB", *(["PSS MiB, each round"] if rounds > 1 else []),
+               "vs without --preload", "statuses"]
+    print(results.write(
+        "preload-memory", title=f"Memory of {WORKERS} workers with and without --preload", order=85,
+        command=".venv/bin/python bench/preload-memory.py" + (f" {rounds}" if rounds > 1 else ""),
+        summary=summary(servers, mib, rounds, failed), versions=versions,
+        tables=[{"title": f"Median of {rounds} rounds" if rounds > 1 else "One round",
+                 "columns": columns, "rows": rows}],
+        notes=[f"Each server runs {WORKERS} workers of one thread of the one-module Django project of the tests "
+               "(`tests/apps/django_site.py`), warmed with 50 requests. Puma cannot run Django: it runs the Rack "
+               "twin of the demo app (`python/headway/twins/demo.ru`, a far smaller app) as clustered Puma with "
+               "`preload_app!`, for scale only.",
+               "PSS (`/proc/PID/smaps_rollup`) counts a page shared by N processes 1/N to each, so the sum over "
+               "the server's session (front or master, preloaded parent, workers) is what the server costs. "
+               "Memory does not depend on CPU timing: one quiet round is enough."]))
 
-PORT = 0
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,67 @@
+"""The bench scripts' results (bench/results.py, bench/lib.sh) and the page built from them
+(bench/page.py): a script's TSV becomes a table of numbers and text, a malformed one is refused,
+the command a result names is the one that reruns it, and the page writes a column's numbers
+alike."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def bench_module(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_result(monkeypatch, tmp_path, *options):
+    results = bench_module("results")
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(sys, "argv", ["results.py", "probe", *options])
+    results.main()
+    return json.loads((tmp_path / "results" / "probe.json").read_text())
+
+
+def test_a_tsv_table_becomes_a_result_with_its_numbers_as_numbers(monkeypatch, tmp_path):
+    tsv = tmp_path / "medians.tsv"
+    tsv.write_text("server\treq/s\tp99 ms\tp99 ms, each round\tratio\n"
+                   "headway -w 1 -t 5\t24.9\t404\t404 407\tnan\n")
+    result = write_result(monkeypatch, tmp_path, "--title", "Seed 000", "--order", "10",
+                          "--command", "bench/keepalive-tail.sh", "--summary", "headway 1.01x",
+                          "--version", "headway", "0.1.0 (commit abc)", "--version", "hey", "0.1.4",
+                          "--table", "Medians of 3 rounds", str(tsv), "--note", "one", "--note", "two")
+    assert result["tables"] == [{"title": "Medians of 3 rounds",
+                                 "columns": ["server", "req/s", "p99 ms", "p99 ms, each round", "ratio"],
+                                 "rows": [["headway -w 1 -t 5", 24.9, 404, "404 407", "nan"]]}]
+    assert result["versions"] == {"headway": "0.1.0 (commit abc)", "hey": "0.1.4"}
+    assert (result["name"], result["order"], result["notes"]) == ("probe", 10, ["one", "two"])
+    assert result["machine"]["cpus"] >= 1
+
+
+def test_a_row_of_another_width_than_the_columns_is_refused(monkeypatch, tmp_path):
+    tsv = tmp_path / "rounds.tsv"
+    tsv.write_text("round\twrk\they\n1\t90000\n")
+    with pytest.raises(SystemExit, match=r"rounds.tsv:2: 2 cells for 3 columns"):
+        write_result(monkeypatch, tmp_path, "--title", "t", "--order", "1", "--command", "c", "--summary", "s",
+                     "--table", "rounds", str(tsv))
+    assert not (tmp_path / "results" / "probe.json").exists()
+
+
+def test_the_command_names_the_settings_that_are_not_the_defaults():
+    script = ('source bench/lib.sh; ROUNDS=1 SERVERS="headway puma" DURATION=10s; '
+              'bench_command ROUNDS=3 "SERVERS=headway headway-puma puma" DURATION=10s')
+    result = subprocess.run(["bash", "-c", script, "bench/keepalive-tail.sh"], cwd=REPO, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout == 'ROUNDS=1 SERVERS="headway puma" bench/keepalive-tail.sh\n'
+
+
+def test_the_page_writes_a_columns_numbers_alike():
+    lines = bench_module("page").table({"title": "", "columns": ["tool", "req/s", "vs wrk", "MiB"],
+                                        "rows": [["wrk", 9984, 1.0, 158.8], ["headway load", 113260, 1.23, 81.1]]})
+    assert lines[2:4] == ["| wrk | 9,984 | 1.00 | 158.8 |", "| headway load | 113,260 | 1.23 | 81.1 |"]
