@@ -130,7 +130,8 @@ fn request_line(buf: &[u8]) -> Option<&[u8]> {
 /// Whether the request line (when it is all there) ends in something that says HTTP: a line
 /// that does not cannot be answered in a protocol its sender speaks.
 fn names_http(buf: &[u8]) -> bool {
-    request_line(buf).is_none_or(|line| line.rsplit(|&b| b == b' ').next().is_some_and(|last| last.starts_with(b"HTTP/")))
+    request_line(buf)
+        .is_none_or(|line| line.rsplit(|&b| b == b' ').next().is_some_and(|last| last.starts_with(b"HTTP/")))
 }
 
 /// Whether the request line ends in a well-formed version other than HTTP/1.x (`HTTP/2.0`):
