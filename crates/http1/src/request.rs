@@ -17,9 +17,9 @@ use crate::HttpError;
 /// How many header fields a request may have. Real browsers send well under 50.
 pub const MAX_HEADERS: usize = 100;
 
-/// The refusal of bytes whose first line names no HTTP version at all (a scanner's probe, an
-/// HTTP/2 client whose preface is broken): the sender does not speak HTTP/1.x, so the front closes
-/// the connection without an answer it could not read.
+/// The refusal of bytes whose first line does not look like HTTP at all (a scanner's probe, an
+/// HTTP/2 client whose preface is broken): a sender that has not spoken HTTP/1.x on its connection
+/// is closed on without an answer it could not read.
 pub const NOT_HTTP: HttpError = HttpError::bad_request("not an HTTP/1.x request");
 
 /// Limits a request must keep to.
@@ -127,11 +127,20 @@ fn request_line(buf: &[u8]) -> Option<&[u8]> {
     Some(line.strip_suffix(b"\r").unwrap_or(line))
 }
 
-/// Whether the request line (when it is all there) ends in something that says HTTP: a line
-/// that does not cannot be answered in a protocol its sender speaks.
+/// Whether the request line (when it is all there) looks like HTTP at all: it names an HTTP version
+/// somewhere (`HTTP/1.1 ` with a space after, `http/1.1`: malformed, but HTTP), or it starts like
+/// an HTTP/0.9 request (`GET /path`). A line that does neither cannot be answered in a protocol
+/// its sender speaks.
 fn names_http(buf: &[u8]) -> bool {
-    request_line(buf)
-        .is_none_or(|line| line.rsplit(|&b| b == b' ').next().is_some_and(|last| last.starts_with(b"HTTP/")))
+    request_line(buf).is_none_or(|line| {
+        let names_version = line.windows(5).any(|five| five.eq_ignore_ascii_case(b"HTTP/"));
+        let mut words = line.splitn(2, |&b| b == b' ');
+        let method = words.next().unwrap_or_default();
+        let starts_like_a_request = !method.is_empty()
+            && method.iter().all(|&b| b.is_ascii_uppercase() || b == b'-')
+            && words.next().is_some_and(|rest| rest.starts_with(b"/"));
+        names_version || starts_like_a_request
+    })
 }
 
 /// Whether the request line ends in a well-formed version other than HTTP/1.x (`HTTP/2.0`):
@@ -331,6 +340,12 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.12\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
         for not_http in ["INVALID CONNECTION PREFACE\r\n\r\n", "GARBAGE\r\n\r\n", "\x16\x03\x01 x\r\n\r\n"] {
             assert_eq!(parse(not_http).unwrap_err(), NOT_HTTP, "{not_http:?}");
+        }
+        for malformed_http in
+            ["GET / HTTP/1.1 \r\nHost: a\r\n\r\n", "GET / http/1.1\r\nHost: a\r\n\r\n", "GET /\r\n\r\n"]
+        {
+            assert_eq!(status(malformed_http), StatusCode::BAD_REQUEST, "{malformed_http:?}");
+            assert_ne!(parse(malformed_http).unwrap_err(), NOT_HTTP, "{malformed_http:?}");
         }
         assert_ne!(parse("G(T / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap_err(), NOT_HTTP);
     }

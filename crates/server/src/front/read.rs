@@ -62,7 +62,8 @@ impl<S: ClientStream> Connection<S> {
                         return Ok(Some(head));
                     }
                     Ok(None) => {}
-                    Err(error) if error == NOT_HTTP => return Err(End::Gone),
+                    // A connection that never spoke HTTP/1.x is closed on; one that did is told.
+                    Err(error) if error == NOT_HTTP && first => return Err(End::Gone),
                     Err(error) => return Err(End::Refuse(error, Version::HTTP_11)),
                 }
             }
