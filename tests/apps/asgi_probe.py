@@ -21,6 +21,8 @@ Run with one worker (`-w 1`) so every request sees the same process state:
                FILE as the body, through the `http.response.pathsend` extension when the scope
                offers it (else a 501)
 - /paths       the scope's path, raw_path (as text) and root_path, as JSON
+- /target/...  the scope's path, and its raw_path and query_string with each byte as the character
+               of that number (latin-1), as JSON: the bytes of the request's target exactly
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
 It routes on the path below the scope's root_path, as an app mounted under a prefix must.
 """
@@ -45,6 +47,10 @@ async def app(scope, receive, send):
     if route == "/paths":
         paths = {"path": scope["path"], "raw_path": scope["raw_path"].decode(), "root_path": scope["root_path"]}
         await _reply(send, json.dumps(paths).encode())
+    elif route.startswith("/target/"):
+        target = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1"),
+                  "query_string": scope["query_string"].decode("latin-1")}
+        await _reply(send, json.dumps(target).encode())
     elif scope["path"] == "/slow":
         _inside += 1
         _most = max(_most, _inside)

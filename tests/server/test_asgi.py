@@ -67,6 +67,23 @@ def test_form_upload(serve, framework_app):
                                   "sha256": hashlib.sha256(payload).hexdigest()}
 
 
+def test_a_raw_utf8_target_reaches_the_scope_as_sent(serve):
+    """A target with raw UTF-8 bytes (as browsers never send, and some clients do): raw_path and
+    query_string are those bytes exactly, and path the characters they spell, as ASGI has it
+    (percent-escapes and UTF-8 decoded), once, not the UTF-8 of their latin-1 reading."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    with server.connect() as sock:
+        sock.sendall(b"GET /target/caf\xc3\xa9/%C3%A9t%C3%A9?q=\xc3\xa9&r=%C3%A9 HTTP/1.1\r\n"
+                     b"Host: localhost\r\nConnection: close\r\n\r\n")
+        status, _, body = read_response(sock.makefile("rb"))
+    assert status == 200, body
+    assert json.loads(body) == {
+        "path": "/target/caf\u00e9/\u00e9t\u00e9",
+        "raw_path": b"/target/caf\xc3\xa9/%C3%A9t%C3%A9".decode("latin-1"),
+        "query_string": b"q=\xc3\xa9&r=%C3%A9".decode("latin-1"),
+    }
+
+
 def test_lifespan_startup_before_ready_and_shutdown_on_drain(serve, framework_app, tmp_path):
     log = tmp_path / "lifespan"
     server = serve("-w", "2", "-t", "1", framework_app, env={"LIFESPAN_LOG": str(log)})

@@ -8,7 +8,7 @@ request or took it off."""
 
 import functools
 import http
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 ASGI_VERSION = {"version": "3.0", "spec_version": "2.4"}
 
@@ -18,7 +18,7 @@ def connection_scope(kind, head, state, root_path):
     method, raw_path, query, version, headers, scheme, client, _ = head
     if kind == "websocket":
         scheme = "wss" if scheme == "https" else "ws"
-    path = unquote(raw_path.decode("latin-1"))
+    path = unquote_to_bytes(raw_path).decode("utf-8", "replace")
     if root_path and path != root_path and not path.startswith(root_path + "/"):
         path, raw_path = root_path + path, root_path.encode() + raw_path
     return {

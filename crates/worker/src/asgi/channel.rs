@@ -14,6 +14,7 @@ use crate::http::reader::RECV_BYTES;
 use crate::http::request::{parse_request, Request};
 use crate::http::HttpError;
 use crate::transport::{Next, Transport};
+use crate::wsgi::environ::bytes_of_latin1;
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::validate;
 
@@ -218,15 +219,14 @@ pub fn parse_head<'py>(py: Python<'py>, head: &[u8]) -> PyResult<Head<'py>> {
 fn scope_head(py: Python<'_>, request: Request, has_body: bool) -> PyResult<Head<'_>> {
     let headers = PyList::empty(py);
     for (key, value) in &request.headers {
-        let value: Vec<u8> = value.chars().map(|c| c as u32 as u8).collect(); // read as latin-1
-        headers.append((PyBytes::new(py, &header_name(key)), PyBytes::new(py, &value)))?;
+        headers.append((PyBytes::new(py, &header_name(key)), PyBytes::new(py, &bytes_of_latin1(value))))?;
     }
     let scheme = if request.is_https() { "https" } else { "http" };
     let client = request.client().map(str::to_owned);
     Ok((
         request.method,
-        PyBytes::new(py, request.path.as_bytes()),
-        PyBytes::new(py, request.query.as_bytes()),
+        PyBytes::new(py, &bytes_of_latin1(&request.path)),
+        PyBytes::new(py, &bytes_of_latin1(&request.query)),
         request.version.as_str().trim_start_matches("HTTP/"),
         headers,
         scheme,

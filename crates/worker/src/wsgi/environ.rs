@@ -101,9 +101,10 @@ pub fn path_info(path: &str) -> String {
     if !path.contains('%') {
         return path.to_owned();
     }
-    // Like Python's unquote_to_bytes, which decodes the UTF-8 encoding of the str.
-    let mut decoded = Vec::with_capacity(path.len());
-    let mut rest = path.as_bytes();
+    // The path's bytes as sent (it was read as latin-1), percent-escapes decoded.
+    let bytes = bytes_of_latin1(path);
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut rest = &bytes[..];
     while let Some((&byte, tail)) = rest.split_first() {
         let hex = |b: u8| (b as char).to_digit(16);
         match tail {
@@ -118,6 +119,11 @@ pub fn path_info(path: &str) -> String {
         }
     }
     latin1(&decoded)
+}
+
+/// The bytes a head's text was read from (as latin-1: one character a byte).
+pub fn bytes_of_latin1(text: &str) -> Vec<u8> {
+    text.chars().map(|c| c as u32 as u8).collect()
 }
 
 /// The part of `path` below `root_path`: all of it if it is not there.
@@ -151,6 +157,8 @@ mod tests {
         assert_eq!(path_info("/envir%6Fn"), "/environ");
         assert_eq!(path_info("/caf%C3%A9"), "/caf\u{c3}\u{a9}");
         assert_eq!(path_info("/100%/%zz/%4"), "/100%/%zz/%4");
+        // Raw bytes beside an escape stay the bytes they were (the path is read as latin-1).
+        assert_eq!(path_info("/caf\u{c3}\u{a9}%20"), "/caf\u{c3}\u{a9} ");
     }
 
     #[test]
