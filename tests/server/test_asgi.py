@@ -174,8 +174,9 @@ def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
 
 
 # The loop's slow paths over the hop: a request body that is not on the ring when the loop reads
-# it (then an executor thread waits for it), a response that does not fit the ring (then output
-# is kept back and flushed from an executor thread), and a client that leaves mid-response. The
+# it, a response that does not fit the ring (then output is kept back), an upload left unread
+# (taken off the ring before the slot is given back): each waits for the front to ring the loop
+# when the ring has moved; and a client that leaves mid-response. The
 # hop's rings hold 64 KiB (twice the 32 KiB --max-header-size, rounded to a power of two); the
 # bodies here are many times that.
 
@@ -197,9 +198,8 @@ def test_a_chunked_upload_sent_in_pauses_reaches_the_app_exactly(serve):
 
 
 def test_an_app_reading_its_upload_while_it_streams_gets_both_through(serve):
-    """One task of the app reads a body many rings long (reads that wait, on an executor thread)
-    while another sends piece after piece: the channel takes one operation at a time, so the
-    two must take turns, not fail."""
+    """One task of the app reads a body many rings long (reads that wait for the ring) while
+    another sends piece after piece: both get through, neither fails."""
     server = serve("-w", "1", "-t", "1", "asgi_probe:app")
     body = os.urandom(8 << 20)
     with server.connect(timeout=60) as sock:
@@ -211,6 +211,20 @@ def test_an_app_reading_its_upload_while_it_streams_gets_both_through(serve):
     assert json.loads(digest) == digest_of(body)
     status, _, answer = server.get("/hello")
     assert (status, answer) == (200, b"hello"), "the one slot is free again"
+
+
+def test_an_upload_the_app_never_reads_is_taken_off_the_ring_before_the_slot_serves_again(serve):
+    """The app answers before reading a body many rings long: the rest still comes onto the ring
+    as the front writes it, and the worker takes it off (woken each time the front has written
+    more) before it gives the slot back, so the next request on it starts clean."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    body = os.urandom(6 << 20)
+    with server.connect(timeout=60) as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, "POST", "/hello", body=body)
+        assert read_response(stream)[::2] == (200, b"hello")
+        send_request(sock, "GET", "/hello", close=True)
+        assert read_response(stream)[::2] == (200, b"hello"), "the one slot serves the next request"
 
 
 @pytest.mark.parametrize("pieces", [1, 97], ids=["one-message", "many-messages"])

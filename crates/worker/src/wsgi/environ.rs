@@ -5,6 +5,7 @@
 //! the rest of the path when the path starts with it; a path without it (a router that took it
 //! off) is PATH_INFO whole.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -102,9 +103,17 @@ pub fn path_info(path: &str) -> String {
         return path.to_owned();
     }
     // The path's bytes as sent (it was read as latin-1), percent-escapes decoded.
-    let bytes = bytes_of_latin1(path);
+    latin1(&percent_decoded(&bytes_of_latin1(path)))
+}
+
+/// `bytes` with each `%` and two hex digits replaced by the byte they name (what is not such an
+/// escape stays as it is, as Python's `unquote_to_bytes` has it).
+pub fn percent_decoded(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if !bytes.contains(&b'%') {
+        return Cow::Borrowed(bytes);
+    }
     let mut decoded = Vec::with_capacity(bytes.len());
-    let mut rest = &bytes[..];
+    let mut rest = bytes;
     while let Some((&byte, tail)) = rest.split_first() {
         let hex = |b: u8| (b as char).to_digit(16);
         match tail {
@@ -118,7 +127,7 @@ pub fn path_info(path: &str) -> String {
             }
         }
     }
-    latin1(&decoded)
+    Cow::Owned(decoded)
 }
 
 /// The bytes a head's text was read from (as latin-1: one character a byte).
