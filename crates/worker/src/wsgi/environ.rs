@@ -44,8 +44,24 @@ thread_local! {
     static KEYS: RefCell<HashMap<String, Py<PyString>>> = RefCell::new(HashMap::new());
 }
 
-/// The interned str of an environ key.
+/// The interned str of an environ key: those of the fields nearly every request has without a
+/// lookup, the others from a cache per thread.
 fn key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
+    let common = match name {
+        "HTTP_HOST" => intern!(py, "HTTP_HOST"),
+        "HTTP_X_FORWARDED_FOR" => intern!(py, "HTTP_X_FORWARDED_FOR"),
+        "HTTP_X_FORWARDED_PROTO" => intern!(py, "HTTP_X_FORWARDED_PROTO"),
+        "HTTP_X_REQUEST_START" => intern!(py, "HTTP_X_REQUEST_START"),
+        "HTTP_USER_AGENT" => intern!(py, "HTTP_USER_AGENT"),
+        "HTTP_ACCEPT" => intern!(py, "HTTP_ACCEPT"),
+        "CONTENT_TYPE" => intern!(py, "CONTENT_TYPE"),
+        "CONTENT_LENGTH" => intern!(py, "CONTENT_LENGTH"),
+        _ => return cached_key(py, name),
+    };
+    common.clone()
+}
+
+fn cached_key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
     KEYS.with(|keys| {
         if let Some(key) = keys.borrow().get(name) {
             return key.bind(py).clone();
