@@ -183,7 +183,16 @@ impl FrontSlot<'_> {
     /// Takes the next response record, if one is there; frees its space for a worker thread
     /// that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        let kind = self.0.response.try_pop(payload)?;
+        self.pop_into(|len| {
+            payload.clear();
+            payload.resize(len, 0);
+            payload
+        })
+    }
+
+    /// [`FrontSlot::pop`], the payload copied into the buffer `buffer` gives for its length.
+    pub fn pop_into<'b>(&self, buffer: impl FnOnce(usize) -> &'b mut [u8]) -> Result<Option<u8>, HopError> {
+        let kind = self.0.response.try_pop_into(buffer)?;
         if kind.is_some() {
             fence(Ordering::SeqCst);
             let control = self.0.response.control;

@@ -10,18 +10,36 @@
 //!
 //! File writes and reads are plain positioned I/O on a page-cache-backed file; they take
 //! microseconds, so they run inline rather than on a blocking thread.
+//!
+//! A client that reads as fast as the worker writes should not pay for the disk: every byte past
+//! the memory limit would be written to the file and read back, two more copies and the page
+//! cache's churn for a body that never needed to wait. So the slot asks for room first
+//! ([`Writer::room`]): while the body is in memory and the memory is full, it waits for the
+//! client to take some, as long as the client keeps to the schedule of one reading at
+//! [`KEEPS_PACE`] since the slot first waited, give or take [`BEHIND`] (a client on a busy
+//! machine may not run for a while). A client that falls behind it is slow: the rest of its body
+//! goes to disk at once, and the slot never waits on it again. Either way the memory stays
+//! within the limit.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 
-/// How much the reader takes from the file at a time.
-const FILE_READ_CHUNK: usize = 64 * 1024;
+/// How much the reader takes from the file at a time: a record of the hop's ring.
+const FILE_READ_CHUNK: usize = 256 * 1024;
+
+/// A client that reads at least this fast (bytes a second) keeps pace with the worker: the slot
+/// waits for it to make room in memory rather than spilling its body to disk. Any client on the
+/// same host or a LAN does; one that does not is slow, and costs disk, not the slot's time.
+pub const KEEPS_PACE: u64 = 64 << 20;
+/// How far behind that schedule a client may fall before it counts as slow.
+pub const BEHIND: Duration = Duration::from_millis(50);
 
 /// The body could not be delivered whole: the worker failed mid-body, or the spill file failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,9 +55,12 @@ pub fn channel(memory_limit: usize) -> (Writer, Reader) {
             spill: None,
             end: None,
             reader_gone: false,
+            written: 0,
+            waiting_since: None,
         }),
         readable: Notify::new(),
         left: Notify::new(),
+        taken: Notify::new(),
         memory_limit,
     });
     (Writer { shared: shared.clone() }, Reader { shared, file: None })
@@ -50,6 +71,8 @@ struct Shared {
     readable: Notify,
     /// Notified when the reader is dropped (its client has gone).
     left: Notify,
+    /// Notified when the reader takes bytes from memory.
+    taken: Notify,
     memory_limit: usize,
 }
 
@@ -61,6 +84,11 @@ struct State {
     spill: Option<Spill>,
     end: Option<End>,
     reader_gone: bool,
+    /// Bytes written to memory so far.
+    written: u64,
+    /// When the slot first waited for room: the start of the schedule a client keeping pace
+    /// keeps.
+    waiting_since: Option<tokio::time::Instant>,
 }
 
 struct Spill {
@@ -95,6 +123,7 @@ impl Writer {
         }
         if state.spill.is_none() && state.memory_bytes + data.len() <= self.shared.memory_limit {
             state.memory_bytes += data.len();
+            state.written += data.len() as u64;
             state.memory.push_back(data);
         } else {
             if state.spill.is_none() {
@@ -107,6 +136,36 @@ impl Writer {
         drop(state);
         self.shared.readable.notify_one();
         Ok(())
+    }
+
+    /// Waits, if it must, until a piece of `len` bytes can go to memory: see the module's
+    /// comment. Returns at once when it fits, when the body has spilled already, or when the
+    /// reader is gone; otherwise when the reader has taken enough, or after the time a client
+    /// keeping pace would need, after which the piece (and the rest) spills.
+    pub async fn room(&self, len: usize) {
+        loop {
+            let taken = self.shared.taken.notified();
+            tokio::pin!(taken);
+            // Registered before the look, so a take in between is not missed.
+            taken.as_mut().enable();
+            let deadline = {
+                let mut state = self.shared.lock();
+                if state.reader_gone
+                    || state.spill.is_some()
+                    || state.memory_bytes + len <= self.shared.memory_limit
+                    || state.memory_bytes == 0
+                {
+                    return;
+                }
+                // By when a client keeping pace has taken what must go for this piece to fit.
+                let since = *state.waiting_since.get_or_insert_with(tokio::time::Instant::now);
+                let due = state.written + len as u64 - self.shared.memory_limit as u64;
+                since + Duration::from_secs_f64(due as f64 / KEEPS_PACE as f64) + BEHIND
+            };
+            if tokio::time::timeout_at(deadline, taken).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Marks the body complete.
@@ -167,6 +226,8 @@ impl Reader {
         let mut state = self.shared.lock();
         if let Some(data) = state.memory.pop_front() {
             state.memory_bytes -= data.len();
+            drop(state);
+            self.shared.taken.notify_one();
             return Some(Some(Ok(data)));
         }
         if let Some(spill) = state.spill.as_mut() {
@@ -207,6 +268,7 @@ impl Drop for Reader {
         state.spill = None;
         drop(state);
         self.shared.left.notify_one();
+        self.shared.taken.notify_one();
     }
 }
 
@@ -281,6 +343,40 @@ mod tests {
         assert!(!left.is_finished());
         drop(reader);
         tokio::time::timeout(std::time::Duration::from_secs(10), left).await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_keeps_pace_gets_the_body_from_memory_alone() {
+        let (writer, mut reader) = channel(100);
+        let producer = tokio::spawn(async move {
+            for i in 0..50u8 {
+                writer.room(60).await;
+                writer.write(Bytes::from(vec![i; 60])).unwrap();
+            }
+            let spilled = writer.shared.lock().spill.is_some();
+            writer.finish();
+            spilled
+        });
+        let body = read_all(&mut reader).await.unwrap();
+        assert!(!producer.await.unwrap(), "nothing spilled for a reader that kept up");
+        assert_eq!(body, (0..50u8).flat_map(|i| [i; 60]).collect::<Vec<u8>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_does_not_read_costs_disk_not_waiting() {
+        let (writer, mut reader) = channel(2500);
+        let started = tokio::time::Instant::now();
+        for i in 0..20u8 {
+            writer.room(1000).await;
+            writer.write(Bytes::from(vec![i; 1000])).unwrap();
+        }
+        let waited = started.elapsed();
+        assert!(writer.shared.lock().spill.is_some());
+        // Two pieces fit; then one wait, until the client was too far behind a reader keeping
+        // pace; then the rest went to disk without waiting.
+        assert!(waited >= BEHIND && waited <= BEHIND + Duration::from_millis(1), "{waited:?}");
+        writer.finish();
+        assert_eq!(read_all(&mut reader).await.unwrap(), (0..20u8).flat_map(|i| [i; 1000]).collect::<Vec<u8>>());
     }
 
     #[tokio::test]

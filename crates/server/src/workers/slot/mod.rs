@@ -292,6 +292,8 @@ impl Slot {
             };
             match next {
                 Ok(Some(Ok(piece))) => {
+                    // A client keeping pace gets the body from memory, not through the disk.
+                    writer.room(piece.len()).await;
                     if let Err(err) = writer.write(piece) {
                         warn!("cannot buffer response: {err}");
                         return After::Broken;
