@@ -126,14 +126,7 @@ wrk_pin=()
 # wrk_figures FILE: "rps p50_ms p99_ms errors requests" from one `wrk --latency` output
 # (errors = non-2xx/3xx responses plus socket errors).
 wrk_figures() {
-    awk '
-        function ms(text) {
-            if (text ~ /us$/) return text * 0.001
-            if (text ~ /ms$/) return text + 0
-            if (text ~ /m$/) return text * 60000
-            if (text ~ /s$/) return text * 1000
-            return "nan"
-        }
+    awk "$BENCH_AWK_MS"'
         BEGIN {rps = p50 = p99 = "nan"}
         / requests in / {requests = $1}
         /^Requests\/sec:/ {rps = $2}
@@ -174,8 +167,8 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-column_median() { awk -F'\t' -v n="$1" -v c="$2" '$2 == n {print $c}' "$results" | bench_median; }
-column_all() { awk -F'\t' -v n="$1" -v c="$2" '$2 == n {printf "%s%.0f", sep, $c; sep = " "}' "$results"; }
+column_median() { bench_column_median "$results" "$@"; }
+column_all() { bench_column_all "$results" "$@"; }
 
 reference="$(column_median granian-wsgi 3)"
 echo

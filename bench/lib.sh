@@ -256,3 +256,18 @@ bench_autogroup_line() {
 bench_median() {
     sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print v[int((NR + 1) / 2)]}'
 }
+
+# bench_column_median FILE NAME COLUMN: the median of COLUMN over the rows of the tab-separated
+# FILE whose second column (the server) is NAME; bench_column_all: every one, rounded, in order.
+bench_column_median() { awk -F'\t' -v n="$2" -v c="$3" '$2 == n {print $c}' "$1" | bench_median; }
+bench_column_all() { awk -F'\t' -v n="$2" -v c="$3" '$2 == n {printf "%s%.0f", sep, $c; sep = " "}' "$1"; }
+
+# ms(TEXT) for the scripts' awk programs (awk "$BENCH_AWK_MS"'...'): a duration as wrk and h2load
+# print it (250us, 1.50ms, 2.00s, 1.2m), in milliseconds; "nan" for anything else.
+BENCH_AWK_MS='function ms(text) {
+    if (text ~ /us$/) return text * 0.001
+    if (text ~ /ms$/) return text + 0
+    if (text ~ /m$/) return text * 60000
+    if (text ~ /s$/) return text * 1000
+    return "nan"
+}'

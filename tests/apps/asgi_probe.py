@@ -7,6 +7,7 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /until-gone  reads its request, then waits for the next message without answering: the client
                is expected to leave, and the message type is kept
 - /seen        the message types /until-gone got, as JSON
+- /http-version  the scope's http_version
 - /digest      the request body's length and SHA-256, as JSON, read message by message
 - /digest-streaming
                the same JSON, last in a streamed response: one task reads the request body
@@ -78,6 +79,8 @@ async def app(scope, receive, send):
         await _reply(send, json.dumps(_seen).encode())
     elif scope["path"] == "/most":
         await _reply(send, str(_most).encode())
+    elif scope["path"] == "/http-version":
+        await _reply(send, scope["http_version"].encode())
     else:
         await _reply(send, b"hello")
 

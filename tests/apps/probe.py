@@ -6,13 +6,16 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /busy?ms=N         counts requests running at once, sleeps N ms; /max_busy reads the peak
 - /bytes?n=N         a body of N bytes, sent in one piece (the server can give a length)
 - /stream?n=N&k=K    N bytes in K pieces with no Content-Length (chunked on the wire)
-- /echo              the request body, and what the environ said about it, as JSON
+- /echo              the request body, and what the environ said about it (SERVER_PROTOCOL too),
+                     as JSON
 - /digest            the request body's length and SHA-256, read from wsgi.input in pieces
 - /environ           every environ key with the type of its value, as JSON
 - /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
                      recorded; /closed lists the recorded ids
 - /endless?id=X      a piece every 20 ms for a minute, then close() recorded as above
 - /crash             raises before start_response
+- /bodiless?status=S answers status S with no body and no Content-Length (204, 304, or any
+                     status for HEAD, as frameworks answer HEAD: the fields, an empty body)
 """
 
 import hashlib
@@ -89,6 +92,7 @@ def echo(environ, start_response):
         "body": data.decode("latin-1"),
         "content_length": environ.get("CONTENT_LENGTH", ""),
         "method": environ["REQUEST_METHOD"],
+        "protocol": environ["SERVER_PROTOCOL"],
         "path": environ["PATH_INFO"],
         "script_name": environ["SCRIPT_NAME"],
         "query": environ["QUERY_STRING"],
@@ -147,6 +151,11 @@ def closing(environ, start_response):
     return _Closing(params["id"], int(params.get("ms", "0")) / 1000)
 
 
+def bodiless(environ, start_response):
+    start_response(_params(environ)["status"], [("Content-Type", "text/plain")])
+    return []
+
+
 def crash(environ, start_response):
     raise RuntimeError("probe crash")
 
@@ -165,6 +174,7 @@ ROUTES = {
     "/closed": lambda env, sr: _json(sr, list(_closed)),
     "/endless": endless,
     "/crash": crash,
+    "/bodiless": bodiless,
 }
 
 

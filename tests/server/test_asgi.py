@@ -16,14 +16,14 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import APPS, REPO, headway_binary, parallel_gets, read_response, send_request, wait_until
+from conftest import APPS, REPO, headway_binary, parallel_gets, read_response, require_module, send_request, wait_until
 
 FRAMEWORKS = {"fastapi": "fastapi_site:app", "starlette": "starlette_site:app"}
 
 
 @pytest.fixture(params=FRAMEWORKS)
 def framework_app(request):
-    pytest.importorskip(request.param)
+    require_module(request.param)
     return FRAMEWORKS[request.param]
 
 
@@ -49,7 +49,7 @@ def test_streamed_response_arrives_whole_and_in_order(serve, framework_app):
 
 
 def test_form_upload(serve, framework_app):
-    pytest.importorskip("multipart")
+    require_module("multipart")
     server = serve("-w", "1", "-t", "2", framework_app)
     payload = bytes(range(256)) * 4096  # 1 MiB, over several hop records
     boundary = "headwayboundary"
@@ -124,7 +124,7 @@ def test_slots_bound_the_requests_in_the_app(serve):
 
 
 def test_starlette_websocket_echo_through_the_front(serve):
-    pytest.importorskip("starlette")
+    require_module("starlette")
     from websockets.sync.client import connect
 
     server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
@@ -139,7 +139,7 @@ def test_starlette_websocket_echo_through_the_front(serve):
 def test_a_websocket_denied_with_the_apps_own_response(serve):
     """The `websocket.http.response` extension: Starlette's `send_denial_response` reaches the
     client as the app made it, where a server without the extension would make the app fail."""
-    pytest.importorskip("starlette")
+    require_module("starlette")
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
 
@@ -177,7 +177,7 @@ def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
 # it, a response that does not fit the ring (then output is kept back), an upload left unread
 # (taken off the ring before the slot is given back): each waits for the front to ring the loop
 # when the ring has moved; and a client that leaves mid-response. The
-# hop's rings hold 64 KiB (twice the 32 KiB --max-header-size, rounded to a power of two); the
+# hop's rings hold 256 KiB (crates/server/src/workers/region.rs, RING_BYTES); the
 # bodies here are many times that.
 
 def test_an_upload_sent_in_pauses_reaches_the_app_exactly(serve):
@@ -295,7 +295,7 @@ def test_a_file_sent_by_path(serve, tmp_path, size):
 
 
 def test_a_starlette_file_response(serve):
-    pytest.importorskip("starlette")
+    require_module("starlette")
     server = serve("-w", "1", "-t", "1", "--interface", "asgi", "starlette_site:app")
     status, headers, body = server.get("/source")
     assert (status, body) == (200, (APPS / "starlette_site.py").read_bytes())

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from netclient import exchange, request_bytes
+from conftest import require_module
+from netclient import exact_request, exchange
 
 # framework: (the module it needs, the app, its /whoami path). The ASGI ones run on the bundled
 # worker's ASGI side, found by `--interface auto`.
@@ -26,10 +27,10 @@ ROUTER_SAYS = {"Host": "app.example", "X-Forwarded-Proto": "https", "X-Forwarded
 @pytest.mark.parametrize("framework", APPS)
 def test_behind_a_trusted_router_the_app_sees_https_and_the_client(serve, framework, tmp_path):
     module, app, whoami = APPS[framework]
-    pytest.importorskip(module)
+    require_module(module)
     router_socket = tmp_path / "router.sock"
     serve("-w", "1", "-t", "2", "-b", f"unix:{router_socket}", app)
-    status, _, body = exchange(router_socket, request_bytes(whoami, ROUTER_SAYS))
+    status, _, body = exchange(router_socket, exact_request(whoami, ROUTER_SAYS))
     assert status == 200, body
     assert json.loads(body) == {"secure": True, "client": "203.0.113.9", "url": f"https://app.example{whoami}"}
 
@@ -38,11 +39,11 @@ def test_behind_a_trusted_router_the_app_sees_https_and_the_client(serve, framew
 @pytest.mark.parametrize("router", ["keeps-the-prefix", "takes-it-off"])
 def test_under_a_root_path_the_app_routes_below_it_and_links_with_it(serve, framework, router, tmp_path):
     module, app, whoami = APPS[framework]
-    pytest.importorskip(module)
+    require_module(module)
     router_socket = tmp_path / "router.sock"
     serve("-w", "1", "-t", "2", "-b", f"unix:{router_socket}", "--root-path", "/shop", app)
     path = f"/shop{whoami}" if router == "keeps-the-prefix" else whoami
-    status, _, body = exchange(router_socket, request_bytes(path, ROUTER_SAYS))
+    status, _, body = exchange(router_socket, exact_request(path, ROUTER_SAYS))
     assert status == 200, body
     assert json.loads(body)["url"] == f"https://app.example/shop{whoami}"
 
@@ -50,9 +51,9 @@ def test_under_a_root_path_the_app_routes_below_it_and_links_with_it(serve, fram
 @pytest.mark.parametrize("framework", APPS)
 def test_an_untrusted_peer_claims_nothing(serve, framework):
     module, app, whoami = APPS[framework]
-    pytest.importorskip(module)
+    require_module(module)
     server = serve("-w", "1", "-t", "2", "--forwarded-allow-ips", "192.0.2.10", app)
-    status, headers, body = exchange(("127.0.0.1", server.port), request_bytes(whoami, ROUTER_SAYS))
+    status, headers, body = exchange(("127.0.0.1", server.port), exact_request(whoami, ROUTER_SAYS))
     if module == "django":
         # SECURE_SSL_REDIRECT: a plain-http request goes to https, as it should from this peer.
         assert (status, headers["location"]) == (301, f"https://app.example{whoami}")

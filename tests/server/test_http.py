@@ -191,6 +191,22 @@ def test_head_request_has_length_but_no_body(server):
         assert read_response(stream)[2] == b"bb", "the connection is still in step"
 
 
+@pytest.mark.parametrize("method, status", [("GET", "204 No Content"), ("GET", "304 Not Modified"),
+                                            ("HEAD", "200 OK")])
+def test_a_response_without_a_body_claims_no_length_the_app_did_not_give(server, method, status):
+    """A 204 or 304 must not carry a Content-Length that says the resource is empty (RFC 9110
+    8.6), and a HEAD response's length, when given, is the GET's: an app that sent none (a
+    framework's empty HEAD body) gets none added."""
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, method, "/bodiless?status=" + status.replace(" ", "+"))
+        code, headers, body = read_response(stream, method="HEAD" if method == "HEAD" else "GET")
+        assert (code, body) == (int(status[:3]), b"")
+        assert "content-length" not in headers and "transfer-encoding" not in headers, headers
+        send_request(sock, "GET", "/bytes?n=2")
+        assert read_response(stream)[2] == b"bb", "the connection is still in step"
+
+
 def test_pipelined_requests_are_answered_in_order(server):
     paths = [f"/record?id=p{n}&ms={(5 - n) * 20}" for n in range(6)]
     with server.connect() as sock:

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from conftest import APPS, REPO, free_port, headway_binary, read_response, send_request, wait_until
-from netclient import exchange, proxy_v1, proxy_v2, request_bytes
+from conftest import APPS, REPO, free_port, headway_binary, read_response, require, send_request, wait_until
+from netclient import exact_request, exchange, proxy_v1, proxy_v2
 
 ROUTER_SAYS = {"Host": "app.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9",
                "X-Forwarded-Host": "app.example", "X-Forwarded-Port": "443",
@@ -50,7 +50,7 @@ def get_status(url, timeout=10):
 def test_a_local_router_on_a_unix_socket_is_believed(serve, tmp_path):
     router = tmp_path / "router.sock"
     serve("-w", "1", "-b", f"unix:{router}", "probe:app")
-    seen = echo(exchange(router, request_bytes("/echo", ROUTER_SAYS)))
+    seen = echo(exchange(router, exact_request("/echo", ROUTER_SAYS)))
     assert (seen["url_scheme"], seen["remote_addr"]) == ("https", "203.0.113.9")
     assert seen["server"] == ["app.example", "443"]
     kept = {name: seen["headers"].get(f"HTTP_{name.upper().replace('-', '_')}") for name in ROUTER_SAYS}
@@ -59,7 +59,7 @@ def test_a_local_router_on_a_unix_socket_is_believed(serve, tmp_path):
 
 def test_a_spoofed_forwarded_for_from_an_untrusted_peer_never_reaches_the_app(serve):
     server = serve("-w", "1", "--forwarded-allow-ips", "192.0.2.10,10.0.0.0/8", "probe:app")
-    seen = echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", ROUTER_SAYS)))
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/echo", ROUTER_SAYS)))
     assert (seen["url_scheme"], seen["remote_addr"]) == ("http", "127.0.0.1")
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "127.0.0.1"
     assert seen["headers"]["HTTP_X_FORWARDED_PROTO"] == "http"
@@ -69,7 +69,7 @@ def test_a_spoofed_forwarded_for_from_an_untrusted_peer_never_reaches_the_app(se
 
 def test_a_trusted_tcp_peer_keeps_its_claims_and_is_appended(serve):
     server = serve("-w", "1", "probe:app")  # the default trusts 127.0.0.1
-    seen = echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", ROUTER_SAYS)))
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/echo", ROUTER_SAYS)))
     assert seen["url_scheme"] == "https"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 127.0.0.1"
     assert seen["remote_addr"] == "203.0.113.9"  # the client the router named
@@ -80,19 +80,19 @@ def test_the_client_is_the_last_address_no_trusted_proxy_vouches_for(serve):
     CDN received from, not a proxy's and not what the client claimed about itself."""
     server = serve("-w", "1", "--forwarded-allow-ips", "127.0.0.1,10.0.0.0/8", "probe:app")
     chain = {"Host": "a", "X-Forwarded-For": "198.51.100.1, 203.0.113.9, 10.1.2.3"}
-    seen = echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", chain)))
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/echo", chain)))
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "198.51.100.1, 203.0.113.9, 10.1.2.3, 127.0.0.1"
     assert seen["remote_addr"] == "203.0.113.9"
     # Nothing but trusted proxies: the first of them is as far as anyone can tell.
     proxies = {"Host": "a", "X-Forwarded-For": "10.9.9.9"}
-    assert echo(exchange(("127.0.0.1", server.port), request_bytes("/echo", proxies)))["remote_addr"] == "10.9.9.9"
+    assert echo(exchange(("127.0.0.1", server.port), exact_request("/echo", proxies)))["remote_addr"] == "10.9.9.9"
 
 
 def test_rfc_7239_alone_gives_the_scheme(serve, tmp_path):
     router = tmp_path / "router.sock"
     serve("-w", "1", "-b", f"unix:{router}", "probe:app")
     headers = {"Host": "app.example", "Forwarded": 'for="[2001:db8::7]";proto=https'}
-    assert echo(exchange(router, request_bytes("/echo", headers)))["url_scheme"] == "https"
+    assert echo(exchange(router, exact_request("/echo", headers)))["url_scheme"] == "https"
 
 
 # PROXY protocol
@@ -102,21 +102,21 @@ def test_proxy_protocol_headers_name_the_client(serve):
     address = ("127.0.0.1", server.port)
     # An untrusted client: its claims are dropped, its address is what the balancer saw.
     for header in (proxy_v1("203.0.113.9"), proxy_v2("203.0.113.9")):
-        seen = echo(exchange(address, header + request_bytes("/echo", ROUTER_SAYS)))
+        seen = echo(exchange(address, header + exact_request("/echo", ROUTER_SAYS)))
         assert (seen["remote_addr"], seen["url_scheme"]) == ("203.0.113.9", "http")
         assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9"
-    seen = echo(exchange(address, proxy_v1("2001:db8::9", "::1") + request_bytes("/echo", {"Host": "a"})))
+    seen = echo(exchange(address, proxy_v1("2001:db8::9", "::1") + exact_request("/echo", {"Host": "a"})))
     assert seen["remote_addr"] == "2001:db8::9"
     # A trusted one (a CDN in front of the balancer): its claims are kept.
-    seen = echo(exchange(address, proxy_v2("198.51.100.7") + request_bytes("/echo", ROUTER_SAYS)))
+    seen = echo(exchange(address, proxy_v2("198.51.100.7") + exact_request("/echo", ROUTER_SAYS)))
     assert seen["url_scheme"] == "https"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "203.0.113.9, 198.51.100.7"
     assert seen["remote_addr"] == "203.0.113.9"
     # A balancer that terminated TLS says so in the header itself (send-proxy-v2-ssl).
-    seen = echo(exchange(address, proxy_v2("203.0.113.9", tls=True) + request_bytes("/echo", {"Host": "a"})))
+    seen = echo(exchange(address, proxy_v2("203.0.113.9", tls=True) + exact_request("/echo", {"Host": "a"})))
     assert (seen["remote_addr"], seen["url_scheme"]) == ("203.0.113.9", "https")
     # The balancer's own health check (LOCAL): the connection's own address stays.
-    seen = echo(exchange(address, proxy_v2("198.51.100.7", local=True) + request_bytes("/echo", {"Host": "a"})))
+    seen = echo(exchange(address, proxy_v2("198.51.100.7", local=True) + exact_request("/echo", {"Host": "a"})))
     assert seen["remote_addr"] == "127.0.0.1"
 
 
@@ -130,10 +130,10 @@ def test_malformed_proxy_headers_are_refused_and_nothing_else_is_disturbed(serve
     send_request(steady, "GET", "/bytes?n=3")
     assert read_response(steady_stream)[0] == 200
     bad = [
-        request_bytes("/echo", {"Host": "a"}),  # no header at all
-        b"PROXY TCP4 203.0.113.9 127.0.0.1 56324\r\n" + request_bytes("/", {"Host": "a"}),
-        b"PROXY TCP4 not.an.ip 127.0.0.1 1 2\r\n" + request_bytes("/", {"Host": "a"}),
-        proxy_v2("203.0.113.9")[:12] + b"\x99\x11\x00\x0c" + bytes(12) + request_bytes("/", {"Host": "a"}),
+        exact_request("/echo", {"Host": "a"}),  # no header at all
+        b"PROXY TCP4 203.0.113.9 127.0.0.1 56324\r\n" + exact_request("/", {"Host": "a"}),
+        b"PROXY TCP4 not.an.ip 127.0.0.1 1 2\r\n" + exact_request("/", {"Host": "a"}),
+        proxy_v2("203.0.113.9")[:12] + b"\x99\x11\x00\x0c" + bytes(12) + exact_request("/", {"Host": "a"}),
         b"PROXY TCP4 203.0.113.9 127",  # then silence: the header timeout
     ]
     for data in bad:
@@ -161,9 +161,8 @@ def haproxy_config(tmp_path, listen_port, servers, extra_server="", backend_extr
 
 @pytest.fixture
 def haproxy():
-    binary = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
-    if not binary:
-        pytest.skip("haproxy is not installed (apt-get install haproxy; scripts/setup --test does it)")
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    require(binary, "apt-get install haproxy")
     started = []
 
     def start(config, port):
@@ -194,7 +193,7 @@ def test_debian_haproxy_send_proxy_v2_gives_the_real_client(serve, haproxy, tmp_
     port = free_port()
     haproxy(haproxy_config(tmp_path, port, [server.port], "send-proxy-v2"), port)
     # The client comes from 127.0.0.2; HAProxy itself connects from 127.0.0.1.
-    seen = echo(exchange(("127.0.0.1", port), request_bytes("/echo", {"Host": "a"}), source="127.0.0.2"))
+    seen = echo(exchange(("127.0.0.1", port), exact_request("/echo", {"Host": "a"}), source="127.0.0.2"))
     assert seen["remote_addr"] == "127.0.0.2"
     assert seen["headers"]["HTTP_X_FORWARDED_FOR"] == "127.0.0.2"
 
@@ -323,9 +322,8 @@ def test_sigterm_turns_readiness_off_before_accepting_stops_and_loses_nothing(se
 # HAProxy agent check and systemd
 
 def test_systemd_socket_activation_and_notifications(tmp_path):
+    require("systemd-socket-activate", "Debian's systemd package")
     activate = shutil.which("systemd-socket-activate")
-    if not activate:
-        pytest.skip("systemd-socket-activate is not installed (Debian's systemd package)")
     notify_path = tmp_path / "notify"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
@@ -342,7 +340,7 @@ def test_systemd_socket_activation_and_notifications(tmp_path):
     try:
         wait_until(lambda: _connectable(port), timeout=10, message="systemd-socket-activate to listen")
         # The first connection starts headway, waits in the passed socket's backlog, and is served.
-        seen = echo(exchange(("127.0.0.1", port), request_bytes("/echo", {"Host": "a"})))
+        seen = echo(exchange(("127.0.0.1", port), exact_request("/echo", {"Host": "a"})))
         assert seen["remote_addr"] == "127.0.0.1"
 
         def next_change():
@@ -460,7 +458,7 @@ def test_json_access_log_lines_parse_and_sigusr1_reopens_the_file(serve, tmp_pat
     server = serve("-w", "1", "--access-log", str(log), "--access-log-format", "json", "--log-format", "json",
                    "--proxy-protocol", "probe:app")
     address = ("127.0.0.1", server.port)
-    exchange(address, proxy_v1("203.0.113.9") + request_bytes("/bytes?n=5", {"Host": "a", "User-Agent": "t/1"}))
+    exchange(address, proxy_v1("203.0.113.9") + exact_request("/bytes?n=5", {"Host": "a", "User-Agent": "t/1"}))
     line = wait_until(lambda: log.read_text() if log.exists() and log.read_text().endswith("\n") else None,
                       message="an access log line")
     entry = json.loads(line)
@@ -473,7 +471,7 @@ def test_json_access_log_lines_parse_and_sigusr1_reopens_the_file(serve, tmp_pat
     server.signal(signal.SIGUSR1)
     wait_until(lambda: b"reopening the access log" in server.log(), message="the reopen")
     wait_until(lambda: log.exists(), message="the new file")
-    exchange(address, proxy_v1("203.0.113.9") + request_bytes("/bytes?n=6", {"Host": "a"}))
+    exchange(address, proxy_v1("203.0.113.9") + exact_request("/bytes?n=6", {"Host": "a"}))
     assert json.loads(wait_until(lambda: log.read_text(), message="a line in the new file"))["bytes"] == 6
     # The server's own log is JSON too, a line each (the worker's own lines share the stream).
     messages = [json.loads(raw)["message"] for raw in server.log().splitlines() if raw.startswith(b"{")]

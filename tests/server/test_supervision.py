@@ -3,7 +3,6 @@ any HTTP/1.1 server can be one (--cmd)."""
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO, headway_binary, parallel_gets, read_response, send_request, wait_until
+from conftest import REPO, headway_binary, parallel_gets, read_response, require, send_request, wait_until
 
 TWINS = REPO / "python" / "headway" / "twins"
 
@@ -191,8 +190,8 @@ def test_stats_command_reports_an_unreachable_server():
     assert result.stderr.startswith("headway: cannot read stats from http://127.0.0.1:9")
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
 def test_puma_in_single_mode_as_the_worker(serve):
+    require("puma", "apt-get install puma ruby-rack")
     server = serve("-w", "2", "-t", "5", "--cmd", f"puma -t 5:5 -b unix://{{socket}} {TWINS / 'demo.ru'}")
     pids = {str(w["pid"]) for w in server.stats()["workers"]}
     results = parallel_gets(server, ["/hello"] * 10 + ["/sleep/50"] * 10)
@@ -204,10 +203,10 @@ def test_puma_in_single_mode_as_the_worker(serve):
     assert groups <= pids
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
 def test_worker_closing_idle_slot_connections_costs_no_request(serve, tmp_path):
     """Puma closes keep-alive connections idle longer than its persistent_timeout (20 s by
     default, 1 s here). The slots must reconnect on their own: no request may fail for it."""
+    require("puma", "apt-get install puma ruby-rack")
     config = tmp_path / "puma.rb"
     config.write_text("persistent_timeout 1\n")
     server = serve("-w", "1", "-t", "3", "--cmd", f"puma -C {config} -t 3:3 -b unix://{{socket}} {TWINS / 'demo.ru'}")
@@ -251,8 +250,8 @@ def test_a_cmd_worker_shuts_down_gracefully_not_killed(serve, tmp_path):
     assert marker.read_text() == "stopped cleanly\n"
 
 
-@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
 def test_node_http_server_as_the_worker(serve):
+    require("node", "apt-get install nodejs")
     server = serve("-w", "2", "-t", "4", "--cmd", f"node {TWINS / 'demo.js'}")
     results = parallel_gets(server, ["/hello"] * 8 + ["/sleep/30"] * 8)
     assert [status for status, _, _ in results] == [200] * 16

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import signal
 import socket
 import struct
@@ -20,7 +19,7 @@ import websockets.asyncio.client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from conftest import APPS, parallel_gets, read_response, send_request, wait_until
+from conftest import APPS, parallel_gets, read_response, require, send_request, wait_until
 
 UVICORN = f"{sys.executable} -m uvicorn --uds {{socket}} --lifespan off --log-level warning ws_echo:app"
 # The same echo app on uvicorn as a --cmd worker, and on the bundled worker, which finds it is
@@ -66,10 +65,9 @@ def test_echo_holds_no_slot(serve, echo_worker):
     assert disconnects(server) == [1000]
 
 
-@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")
 def test_echo_through_node_and_the_ws_package(serve):
-    if not (APPS / "node" / "node_modules" / "ws").is_dir():
-        pytest.skip("the tests' Node packages are not installed (scripts/setup --test runs npm ci)")
+    require("node", "apt-get install nodejs")
+    require(str(APPS / "node" / "node_modules" / "ws"), "npm ci --prefix tests/apps/node")
     server = serve("-w", "2", "-t", "2", "--cmd", f"node {NODE_APP}")
     with connect(url(server)) as first, connect(url(server)) as second:
         for ws, message in ((first, "one"), (second, b"two")):
@@ -81,8 +79,8 @@ def test_echo_through_node_and_the_ws_package(serve):
     wait_until(lambda: open_websockets(server) == 0, message="the sockets to close")
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
 def test_echo_through_puma_with_a_rack_hijacking_app(serve):
+    require("puma", "apt-get install puma ruby-rack")
     server = serve("-w", "1", "-t", "2", "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'ws_echo.ru'}")
     with connect(url(server), compression=None) as ws:
         for message in ("hello", b"\0" * 70_000):

@@ -83,6 +83,16 @@ pub struct ConnectionsSnapshot {
     /// within `--header-timeout`.
     #[serde(default)]
     pub handshakes_failed: u64,
+    /// Of those accepted, the ones that spoke HTTP/2.
+    #[serde(default)]
+    pub http2: u64,
+    /// Requests that came as HTTP/2 streams.
+    #[serde(default)]
+    pub http2_streams: u64,
+    /// HTTP/2 connections closed with GOAWAY `ENHANCE_YOUR_CALM`: their client flooded (resets,
+    /// PING, SETTINGS, CONTINUATION or small DATA frames).
+    #[serde(default)]
+    pub http2_calmed: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -21,12 +21,20 @@ pub const ABORT: u8 = 5;
 /// Header fields as (name, value), borrowing a record's bytes.
 pub type Fields<'a> = Vec<(&'a [u8], &'a [u8])>;
 
+/// The HTTP version the client spoke, as the app is told it (WSGI's `SERVER_PROTOCOL`, ASGI's
+/// `http_version`). One byte: 0 and 1 are what a flag for HTTP/1.1 said before HTTP/2 came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10 = 0,
+    Http11 = 1,
+    Http2 = 2,
+}
+
 /// A request head as the worker reads it, borrowing the record's bytes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RequestHead<'a> {
     pub body_len: u64,
-    /// HTTP/1.1 when true, else HTTP/1.0.
-    pub http11: bool,
+    pub version: Version,
     pub method: &'a [u8],
     /// Origin form (`/path?query`) or `*`.
     pub target: &'a [u8],
@@ -40,14 +48,14 @@ pub struct RequestHead<'a> {
 pub fn encode_request_head<'a>(
     out: &mut Vec<u8>,
     body_len: u64,
-    http11: bool,
+    version: Version,
     method: &[u8],
     target: &[u8],
     client: &[u8],
     headers: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) {
     out.extend_from_slice(&body_len.to_le_bytes());
-    out.push(http11 as u8);
+    out.push(version as u8);
     put_short(out, method);
     put_long(out, target);
     put_short(out, client);
@@ -57,13 +65,18 @@ pub fn encode_request_head<'a>(
 pub fn decode_request_head(record: &[u8]) -> Result<RequestHead<'_>, HopError> {
     let mut reader = Reader(record);
     let body_len = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
-    let http11 = reader.take(1)?[0] != 0;
+    let version = match reader.take(1)?[0] {
+        0 => Version::Http10,
+        1 => Version::Http11,
+        2 => Version::Http2,
+        _ => return Err(HopError::Corrupt("a request head of no HTTP version")),
+    };
     let method = reader.short()?;
     let target = reader.long()?;
     let client = reader.short()?;
     let headers = reader.headers()?;
     reader.end()?;
-    Ok(RequestHead { body_len, http11, method, target, client, headers })
+    Ok(RequestHead { body_len, version, method, target, client, headers })
 }
 
 /// A response head as the front reads it.
@@ -167,13 +180,21 @@ mod tests {
     fn request_heads_round_trip() {
         let headers: Vec<(&[u8], &[u8])> = vec![(b"host", b"example.com"), (b"x-forwarded-for", b"192.0.2.1")];
         let mut record = Vec::new();
-        encode_request_head(&mut record, 42, true, b"POST", b"/p?q=1", b"203.0.113.9", headers.iter().copied());
+        encode_request_head(
+            &mut record,
+            42,
+            Version::Http2,
+            b"POST",
+            b"/p?q=1",
+            b"203.0.113.9",
+            headers.iter().copied(),
+        );
         let head = decode_request_head(&record).unwrap();
         assert_eq!(
             head,
             RequestHead {
                 body_len: 42,
-                http11: true,
+                version: Version::Http2,
                 method: b"POST",
                 target: b"/p?q=1",
                 client: b"203.0.113.9",

@@ -90,7 +90,7 @@ impl Front {
                     message::encode_request_head(
                         &mut head,
                         body.len() as u64,
-                        true,
+                        message::Version::Http11,
                         b"POST",
                         target.as_bytes(),
                         b"",

@@ -84,7 +84,7 @@ struct RunArgs {
     #[arg(required = true, value_name = "SCENARIO")]
     scenarios: Vec<String>,
 
-    /// Servers to compare, comma-separated: headway, headway+puma, puma, gunicorn, granian,
+    /// Servers to compare, comma-separated: headway, headway+puma, puma, gunicorn, granian, hypercorn,
     /// uvicorn, node [default: every one that is installed]
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     servers: Vec<String>,

@@ -46,12 +46,13 @@ pub enum ServerKind {
     Gunicorn,
     Granian,
     Uvicorn,
+    Hypercorn,
     Node,
 }
 
 /// Everything the lab knows about one server. Adding a peer is adding its [`ServerKind`] and
 /// its entry here.
-static PEERS: [PeerSpec; 7] = [
+static PEERS: [PeerSpec; 8] = [
     PeerSpec {
         kind: ServerKind::Headway,
         name: "headway",
@@ -107,6 +108,15 @@ static PEERS: [PeerSpec; 7] = [
         args: uvicorn_args,
     },
     PeerSpec {
+        kind: ServerKind::Hypercorn,
+        name: "hypercorn",
+        find: Find::PythonModule("hypercorn"),
+        install_hint: "pip install hypercorn",
+        configuration: "hypercorn --workers W headway.twins.demo_asgi:app (async: no slots; HTTP/2 as h2c)",
+        twin: Some("demo_asgi (ASGI)"),
+        args: hypercorn_args,
+    },
+    PeerSpec {
         kind: ServerKind::Node,
         name: "node",
         find: Find::Program { program: "node", version_prefix: "node " },
@@ -140,7 +150,8 @@ enum Find {
     /// A program on PATH whose `--version` names it (after `version_prefix`).
     Program { program: &'static str, version_prefix: &'static str },
     /// A Python module, run as `python -m MODULE` by the Python worker's interpreter when that
-    /// can import it (its `__version__` names it), else its script on PATH.
+    /// can import it (its `__version__`, or its distribution's version, names it), else its script on
+    /// PATH.
     PythonModule(&'static str),
 }
 
@@ -165,6 +176,12 @@ impl ServerKind {
     /// How this server is configured for W x T, for the tables' footnotes.
     pub fn configuration(self) -> &'static str {
         self.spec().configuration
+    }
+
+    /// Whether it serves HTTP/2 with prior knowledge (h2c) on a plain port, beside HTTP/1.1:
+    /// headway, granian and hypercorn do by default.
+    pub fn speaks_h2c(self) -> bool {
+        matches!(self, ServerKind::Headway | ServerKind::Granian | ServerKind::Hypercorn)
     }
 
     /// headway has a control address: the lab reads its stats there.
@@ -270,7 +287,11 @@ pub fn detect(kind: ServerKind, env: &Environment) -> Result<Peer, Skipped> {
         }
         Find::PythonModule(module) => {
             if let Some(python) = &env.python {
-                let probe = format!("import {module}; print({module}.__version__)");
+                // Hypercorn has no `__version__`: its distribution's metadata says it.
+                let probe = format!(
+                    "import importlib.metadata, {module}; \
+                     print(getattr({module}, '__version__', None) or importlib.metadata.version('{module}'))"
+                );
                 if let Some(version) = first_line_of(Command::new(python).args(["-c", &probe])) {
                     return Ok(Peer {
                         kind,
@@ -317,11 +338,13 @@ pub struct ServerConfig {
     pub app: Option<String>,
     /// More `headway serve` flags (for `scale-out`: the agent check, health path, shutdown delay).
     pub headway_flags: Vec<String>,
+    /// The cases speak HTTP/2 with prior knowledge: servers that do not serve it are skipped.
+    pub http2: bool,
 }
 
 impl ServerConfig {
     pub fn new(workers: usize, threads: usize) -> ServerConfig {
-        ServerConfig { workers, threads, queue_timeout: None, app: None, headway_flags: Vec::new() }
+        ServerConfig { workers, threads, queue_timeout: None, app: None, headway_flags: Vec::new(), http2: false }
     }
 }
 
@@ -502,6 +525,10 @@ fn granian_args(command: &mut Command, setup: &Setup) {
 fn uvicorn_args(command: &mut Command, setup: &Setup) {
     command.args(["--workers", &setup.workers(), "--host", "127.0.0.1", "--port", &setup.port.to_string()]);
     command.args(["--log-level", "warning", ASGI_APP]);
+}
+
+fn hypercorn_args(command: &mut Command, setup: &Setup) {
+    command.args(["--workers", &setup.workers(), "--bind", &setup.host_port(), "--log-level", "warning", ASGI_APP]);
 }
 
 fn node_args(command: &mut Command, setup: &Setup) {

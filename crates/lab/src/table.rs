@@ -114,7 +114,7 @@ pub const NORMALIZED_NOTES: [&str; 4] = [
     "rps % = requests/s as % of the ideal min(C, B)/S; latency columns = percentile / ideal FIFO latency S x max(1, C/B)",
     "tail = p100 / p10; errors = requests with no answer (+ answers that were not 2xx, marked x); MB = peak RSS of all the server's processes (shared pages counted in each)",
     "worker σ / dev = each worker's share of the requests as % deviation from a fair share, and its standard deviation (from X-Worker-Pid)",
-    "uvicorn and node run the demo's waits in an event loop with no slot limit: their ideal is computed from the same W x T slots as the others",
+    "uvicorn, hypercorn and node run the demo's waits in an event loop with no slot limit: their ideal is computed from the same W x T slots as the others",
 ];
 
 /// A column computed from a row: its header and its cell.

@@ -285,6 +285,28 @@ fn a_missing_peer_is_skipped_with_one_line() {
 }
 
 #[test]
+fn multiplexed_runs_over_one_http2_connection_and_skips_servers_without_h2c() {
+    let output = run(&mut lab(&["run", "multiplexed", "--quick", "--servers", "headway,gunicorn", "--json"]));
+    assert!(output.status.success(), "exit status {}", output.status);
+    let json: Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    let scenario = &json["scenarios"][0];
+    let rows = scenario["rows"].as_array().expect("rows");
+    let headway: Vec<&Value> = rows.iter().filter(|row| row["server"] == "headway").collect();
+    assert_eq!(headway.len(), 1, "8 streams on one connection");
+    let row = headway[0];
+    assert_eq!((row["requests"].as_u64(), row["errors"].as_u64()), (Some(40), Some(0)));
+    assert_eq!(row["status_codes"]["200"], 40);
+    let paths: Vec<&str> = row["paths"].as_array().unwrap().iter().filter_map(|p| p["path"].as_str()).collect();
+    assert_eq!(paths.len(), 2, "the fast and the slow requests, each with its percentiles: {paths:?}");
+    assert!(!rows.iter().any(|row| row["server"] == "gunicorn"));
+    assert_eq!(scenario["failures"].as_array().map(Vec::len), Some(0));
+    let installed = json["servers"].as_array().unwrap().iter().any(|server| server["name"] == "gunicorn");
+    let stderr = String::from_utf8(output.stderr).expect("utf-8");
+    let skipped = "multiplexed: skipping gunicorn: it serves no HTTP/2 with prior knowledge";
+    assert_eq!(stderr.lines().any(|line| line == skipped), installed, "{stderr}");
+}
+
+#[test]
 fn wrong_names_get_one_line_and_status_2() {
     for args in [["run", "no-such-scenario"].as_slice(), ["run", "keepalive-tail", "--servers", "apache"].as_slice()] {
         let output = run(&mut lab(args));

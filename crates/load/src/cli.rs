@@ -17,7 +17,7 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Generate HTTP/1.1 (or WebSocket) load and report latency percentiles.
+/// Generate HTTP/1.1, HTTP/2 or WebSocket load and report latency percentiles.
 ///
 /// Closed loop by default (like hey and ab: each connection sends when its previous answer
 /// arrived); `--rate` switches to an open loop that measures latency from each request's
@@ -37,6 +37,15 @@ pub struct LoadArgs {
     /// --message-size bytes and times each echo; -n, -z, --rate and -q count messages.
     #[arg(long)]
     pub websocket: bool,
+
+    /// HTTP/2: each connection (-c) carries --streams requests at once; h2 by ALPN for https://
+    /// URLs, with prior knowledge (h2c) for http://. Like h2load -c N -m M.
+    #[arg(long, conflicts_with = "websocket")]
+    pub http2: bool,
+
+    /// With --http2: requests in flight at once on each connection.
+    #[arg(long, value_name = "M", default_value_t = 1, requires = "http2")]
+    pub streams: usize,
 
     /// Bytes of each WebSocket message.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MESSAGE_SIZE, requires = "websocket")]
@@ -202,6 +211,8 @@ impl LoadArgs {
             seed: self.seed,
             websocket: self.websocket,
             message_size: self.message_size,
+            http2: self.http2,
+            streams: self.streams,
         })
     }
 }

@@ -143,8 +143,7 @@ enum Failure {
 impl Failure {
     fn kind(&self) -> ErrorKind {
         match self {
-            Failure::Connect(err) if err.kind() == io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-            Failure::Connect(_) => ErrorKind::Connect,
+            Failure::Connect(err) => connect_kind(err),
             Failure::Write(err) | Failure::Read(ReadError::Io { error: err, .. }) => io_kind(err),
             Failure::Read(ReadError::ClosedBeforeResponse | ReadError::Protocol(ProtocolError::Truncated)) => {
                 ErrorKind::ClosedEarly
@@ -183,6 +182,14 @@ impl Failure {
                 | Failure::Read(ReadError::ClosedBeforeResponse)
                 | Failure::Read(ReadError::Io { before_response: true, .. })
         )
+    }
+}
+
+/// A failed connect: refused (nothing listening), or otherwise.
+pub(crate) fn connect_kind(err: &io::Error) -> ErrorKind {
+    match err.kind() {
+        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+        _ => ErrorKind::Connect,
     }
 }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conn::{Endpoint, Stream};
 use crate::http1::encode_request;
+use crate::http2::Http2Target;
 use crate::record::PhaseAccum;
 use crate::tls::{self, TlsOptions, TlsOrigin};
 
@@ -85,6 +86,16 @@ pub struct LoadConfig {
     pub websocket: bool,
     #[serde(default = "default_message_size")]
     pub message_size: usize,
+    /// HTTP/2: each connection carries `streams` requests at once (h2 by ALPN for `https://`,
+    /// with prior knowledge for `http://`).
+    #[serde(default)]
+    pub http2: bool,
+    #[serde(default = "default_streams")]
+    pub streams: usize,
+}
+
+fn default_streams() -> usize {
+    1
 }
 
 fn default_message_size() -> usize {
@@ -116,6 +127,8 @@ impl LoadConfig {
             seed: 1,
             websocket: false,
             message_size: DEFAULT_MESSAGE_SIZE,
+            http2: false,
+            streams: 1,
         }
     }
 }
@@ -142,6 +155,8 @@ pub struct TargetPlan {
     pub url: String,
     pub weight: u32,
     pub request: Vec<u8>,
+    /// The same request over HTTP/2, with `--http2`.
+    pub http2: Option<Http2Target>,
 }
 
 /// One place connections go, and the targets served there.
@@ -218,7 +233,8 @@ impl Plan {
                         let connector = match &connector {
                             Some(connector) => connector,
                             None => {
-                                connector.insert(tls::connector(&config.tls).map_err(|err| usage(format!("{err:#}")))?)
+                                let connector_for = tls::connector(&config.tls, config.http2);
+                                connector.insert(connector_for.map_err(|err| usage(format!("{err:#}")))?)
                             }
                         };
                         Some(TlsOrigin::new(connector.clone(), host).map_err(|err| usage(format!("{err:#}")))?)
@@ -236,7 +252,14 @@ impl Plan {
             };
             let request =
                 encode_request(&config.method, &request_target, &authority, &headers, &config.body, config.keep_alive);
-            targets.push(TargetPlan { url: target.url.clone(), weight: target.weight, request });
+            let http2 = match config.http2 {
+                true => Some(
+                    Http2Target::new(&config.method, url.scheme(), &authority, &request_target, &headers, &config.body)
+                        .map_err(|err| usage(format!("{}: {err}", target.url)))?,
+                ),
+                false => None,
+            };
+            targets.push(TargetPlan { url: target.url.clone(), weight: target.weight, request, http2 });
         }
 
         let requests = match (config.requests, config.duration) {
@@ -335,6 +358,11 @@ fn check(config: &LoadConfig) -> anyhow::Result<()> {
     if config.websocket {
         check_websocket(config)?;
     }
+    if config.http2 {
+        check_http2(config)?;
+    } else if config.streams != 1 {
+        return Err(usage("--streams needs --http2"));
+    }
     for target in &config.targets {
         parse_url(&target.url, config.websocket)?;
     }
@@ -356,6 +384,21 @@ fn check_websocket(config: &LoadConfig) -> anyhow::Result<()> {
     ];
     match conflicts.iter().find(|(conflict, _)| *conflict) {
         Some((_, flag)) => Err(usage(format!("--websocket does not go with {flag}"))),
+        None => Ok(()),
+    }
+}
+
+fn check_http2(config: &LoadConfig) -> anyhow::Result<()> {
+    if config.streams == 0 {
+        return Err(usage("--streams must be at least 1"));
+    }
+    let conflicting = [
+        (config.websocket, "--websocket"),
+        (config.pipeline > 1, "--pipeline (HTTP/2 multiplexes: use --streams)"),
+        (!config.keep_alive, "--disable-keepalive"),
+    ];
+    match conflicting.iter().find(|(set, _)| *set) {
+        Some((_, flag)) => Err(usage(format!("--http2 does not go with {flag}"))),
         None => Ok(()),
     }
 }

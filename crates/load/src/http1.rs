@@ -1,19 +1,20 @@
-//! HTTP/1.1 on the wire, without I/O: the bytes of a request (serialized once, before the run)
-//! and an incremental response parser that is fed whatever the socket delivered.
+//! HTTP/1.1 as `headway load` speaks it: the bytes of a request (serialized once, before the
+//! run) and an incremental response reader fed whatever the socket delivered. The rules (what a
+//! response head may look like, where its body ends, chunked decoding) are `headway_http1`'s,
+//! the same the front holds its workers' responses to; this file only drives them.
 //!
-//! Keeping this sans-IO lets the connection loop stay a plain read/parse cycle, lets the unit
-//! tests cut responses at every byte, and leaves room for an HTTP/2 module beside it. Bodies are
-//! counted, never stored: memory per connection is the read buffer, whatever the response size.
+//! Keeping this sans-IO lets the connection loop stay a plain read/parse cycle, and lets the
+//! unit tests cut responses at every byte. Bodies are counted, never stored: memory per
+//! connection is the read buffer, whatever the response size.
 
-use std::mem::MaybeUninit;
-
-use httparse::Status;
+use bytes::BytesMut;
+use headway_http1::body::{BodyDecoder, BodyKind};
+use headway_http1::response::{self, Asked};
+use headway_http1::{request, HttpError};
 use thiserror::Error;
 
-/// Most header lines a response may carry; more is treated as malformed.
-const MAX_HEADERS: usize = 96;
-/// Longest chunk-size or trailer line accepted before the response counts as malformed.
-const MAX_LINE: usize = 8 * 1024;
+/// The largest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
 
 /// Serializes one request. Called once per target before the run, so the hot loop only copies
 /// bytes. `Host`, `User-Agent`, `Content-Length` and `Connection` are added unless `headers`
@@ -27,46 +28,44 @@ pub fn encode_request(
     keep_alive: bool,
 ) -> Vec<u8> {
     let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-    let mut out = Vec::with_capacity(128 + body.len());
-    out.extend_from_slice(format!("{method} {request_target} HTTP/1.1\r\n").as_bytes());
+    let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(headers.len() + 4);
     if !has("host") {
-        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+        fields.push((b"Host", host.as_bytes()));
     }
     if !has("user-agent") {
-        out.extend_from_slice(concat!("User-Agent: headway-load/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+        fields.push((b"User-Agent", concat!("headway-load/", env!("CARGO_PKG_VERSION")).as_bytes()));
     }
-    for (name, value) in headers {
-        out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
-    }
+    fields.extend(headers.iter().map(|(name, value)| (name.as_bytes(), value.as_bytes())));
     let method_sends_body = matches!(method, "POST" | "PUT" | "PATCH");
+    let length = body.len().to_string();
     if !has("content-length") && !has("transfer-encoding") && (!body.is_empty() || method_sends_body) {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        fields.push((b"Content-Length", length.as_bytes()));
     }
     if !keep_alive && !has("connection") {
-        out.extend_from_slice(b"Connection: close\r\n");
+        fields.push((b"Connection", b"close"));
     }
-    out.extend_from_slice(b"\r\n");
+    let mut out = BytesMut::with_capacity(128 + body.len());
+    request::write_head(&mut out, method, request_target, fields);
     out.extend_from_slice(body);
-    out
+    out.to_vec()
 }
 
-/// Why a response could not be parsed.
+/// Why a response could not be read.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ProtocolError {
-    #[error("bad response head: {0}")]
-    Head(httparse::Error),
-    #[error("bad Content-Length")]
-    ContentLength,
-    #[error("bad chunk size line")]
-    ChunkSize,
-    #[error("missing CRLF after chunk data")]
-    ChunkEnd,
-    #[error("chunk-size or trailer line longer than {MAX_LINE} bytes")]
-    LineTooLong,
+    /// It broke HTTP/1.1: the rule it broke.
+    #[error("{0}")]
+    Malformed(&'static str),
     #[error("connection closed in the middle of the response")]
     Truncated,
     #[error("response head larger than {0} bytes")]
     HeadTooLarge(usize),
+}
+
+impl From<HttpError> for ProtocolError {
+    fn from(error: HttpError) -> Self {
+        ProtocolError::Malformed(error.reason)
+    }
 }
 
 /// What the caller needs to know about a complete response.
@@ -80,26 +79,15 @@ pub struct ResponseDone {
     pub keep_alive: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Head,
-    Fixed { remaining: u64 },
-    ChunkSize,
-    ChunkData { remaining: u64 },
-    ChunkDataEnd,
-    Trailers,
-    UntilClose,
-}
-
-/// Incremental parser of one response at a time. Call [`ResponseParser::begin`] before each
-/// response, then [`ResponseParser::advance`] with the unread bytes until it reports the end.
+/// Reads one response at a time. Call [`ResponseParser::begin`] before each response, then
+/// [`ResponseParser::advance`] with the unread bytes until it reports the end.
 #[derive(Debug)]
 pub struct ResponseParser {
-    state: State,
+    /// The body being read, once the head has been; `None` while waiting for a head.
+    body: Option<BodyDecoder>,
     head_request: bool,
     status: u16,
     keep_alive: bool,
-    body_bytes: u64,
     tally_header: Option<String>,
     tally_value: Vec<u8>,
     tally_seen: bool,
@@ -109,11 +97,10 @@ impl ResponseParser {
     /// `tally_header` names a response header whose value the caller wants per response.
     pub fn new(tally_header: Option<String>) -> Self {
         ResponseParser {
-            state: State::Head,
+            body: None,
             head_request: false,
             status: 0,
             keep_alive: true,
-            body_bytes: 0,
             tally_header,
             tally_value: Vec::new(),
             tally_seen: false,
@@ -123,11 +110,10 @@ impl ResponseParser {
     /// Starts a new response. `head_request` is true when it answers a HEAD request, whose
     /// response has no body whatever its Content-Length says.
     pub fn begin(&mut self, head_request: bool) {
-        self.state = State::Head;
+        self.body = None;
         self.head_request = head_request;
         self.status = 0;
         self.keep_alive = true;
-        self.body_bytes = 0;
         self.tally_seen = false;
     }
 
@@ -138,7 +124,7 @@ impl ResponseParser {
 
     /// True once any byte of the current response has been accepted.
     pub fn started(&self) -> bool {
-        self.state != State::Head || self.status != 0
+        self.body.is_some() || self.status != 0
     }
 
     /// Consumes as much of `input` as it can. Returns the bytes consumed and, when the response
@@ -147,69 +133,20 @@ impl ResponseParser {
     pub fn advance(&mut self, input: &[u8]) -> Result<(usize, Option<ResponseDone>), ProtocolError> {
         let mut pos = 0;
         loop {
-            let rest = &input[pos..];
-            match self.state {
-                State::Head => match self.parse_head(rest)? {
+            let Some(body) = &mut self.body else {
+                match self.parse_head(&input[pos..])? {
                     None => return Ok((pos, None)),
                     Some(used) => pos += used,
-                },
-                State::Fixed { remaining } => {
-                    let take = remaining.min(rest.len() as u64);
-                    pos += take as usize;
-                    self.body_bytes += take;
-                    if take < remaining {
-                        self.state = State::Fixed { remaining: remaining - take };
-                        return Ok((pos, None));
-                    }
-                    return Ok((pos, Some(self.done())));
                 }
-                State::ChunkSize => match httparse::parse_chunk_size(rest) {
-                    Ok(Status::Complete((used, 0))) => {
-                        pos += used;
-                        self.state = State::Trailers;
-                    }
-                    Ok(Status::Complete((used, size))) => {
-                        pos += used;
-                        self.state = State::ChunkData { remaining: size };
-                    }
-                    Ok(Status::Partial) => return self.need_line(pos, rest),
-                    Err(_) => return Err(ProtocolError::ChunkSize),
-                },
-                State::ChunkData { remaining } => {
-                    let take = remaining.min(rest.len() as u64);
-                    pos += take as usize;
-                    self.body_bytes += take;
-                    if take < remaining {
-                        self.state = State::ChunkData { remaining: remaining - take };
-                        return Ok((pos, None));
-                    }
-                    self.state = State::ChunkDataEnd;
-                }
-                State::ChunkDataEnd => match rest {
-                    [b'\r', b'\n', ..] => {
-                        pos += 2;
-                        self.state = State::ChunkSize;
-                    }
-                    [b'\n', ..] => {
-                        pos += 1;
-                        self.state = State::ChunkSize;
-                    }
-                    [] | [b'\r'] => return Ok((pos, None)),
-                    _ => return Err(ProtocolError::ChunkEnd),
-                },
-                State::Trailers => match rest.iter().position(|&b| b == b'\n') {
-                    None => return self.need_line(pos, rest),
-                    Some(end) => {
-                        pos += end + 1;
-                        if end == 0 || (end == 1 && rest[0] == b'\r') {
-                            return Ok((pos, Some(self.done())));
-                        }
-                    }
-                },
-                State::UntilClose => {
-                    self.body_bytes += rest.len() as u64;
-                    return Ok((input.len(), None));
-                }
+                continue;
+            };
+            if body.is_done() {
+                return Ok((pos, Some(self.done())));
+            }
+            let decoded = body.decode(&input[pos..])?;
+            pos += decoded.consumed;
+            if decoded.consumed == 0 {
+                return Ok((pos, None));
             }
         }
     }
@@ -217,118 +154,49 @@ impl ResponseParser {
     /// The peer closed the connection. Completes a close-delimited body; anything else was cut
     /// short.
     pub fn finish_at_eof(&mut self) -> Result<ResponseDone, ProtocolError> {
-        match self.state {
-            State::UntilClose => Ok(self.done()),
+        match self.body.as_mut().map(BodyDecoder::finish_at_close) {
+            Some(Ok(())) => Ok(self.done()),
             _ => Err(ProtocolError::Truncated),
         }
     }
 
-    fn need_line(&self, pos: usize, rest: &[u8]) -> Result<(usize, Option<ResponseDone>), ProtocolError> {
-        if rest.len() > MAX_LINE {
-            return Err(ProtocolError::LineTooLong);
-        }
-        Ok((pos, None))
-    }
-
     fn done(&mut self) -> ResponseDone {
-        self.state = State::Head;
-        ResponseDone { status: self.status, body_bytes: self.body_bytes, keep_alive: self.keep_alive }
+        let body_bytes = self.body.take().map_or(0, |body| body.decoded());
+        ResponseDone { status: self.status, body_bytes, keep_alive: self.keep_alive }
     }
 
-    /// Parses a response head if `input` holds all of it; returns the bytes it used and sets the
-    /// body state. An interim (1xx) response is skipped: the caller keeps advancing.
+    /// Parses a response head if `input` holds all of it; returns the bytes it used and starts
+    /// the body. An interim (1xx) response is skipped: the caller keeps advancing.
     fn parse_head(&mut self, input: &[u8]) -> Result<Option<usize>, ProtocolError> {
-        // Uninitialized header slots: this runs once per response, and zeroing 96 slots would
-        // cost more than parsing a small head.
-        let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut []);
-        let parsed =
-            httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut response, input, &mut headers);
-        let used = match parsed.map_err(ProtocolError::Head)? {
-            Status::Partial => return Ok(None),
-            Status::Complete(used) => used,
+        let asked = Asked { head: self.head_request, upgrade: true };
+        let tally = self.tally_header.as_deref();
+        let mut tally_value = None;
+        let parsed = response::parse_head_with(input, asked, MAX_HEAD, |name, value| {
+            if tally.is_some_and(|tally| name.eq_ignore_ascii_case(tally)) {
+                tally_value = Some(value);
+            }
+        });
+        let (info, used) = match parsed {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => return Ok(None),
+            Err(_) if input.len() > MAX_HEAD => return Err(ProtocolError::HeadTooLarge(MAX_HEAD)),
+            Err(error) => return Err(error.into()),
         };
-        let status = response.code.unwrap_or_default();
-        if (100..200).contains(&status) && status != 101 {
+        if info.status.is_informational() && info.status != http::StatusCode::SWITCHING_PROTOCOLS {
             return Ok(Some(used));
         }
-        let mut framing = Framing::default();
-        let mut keep_alive = response.version == Some(1);
-        for header in response.headers.iter() {
-            let name = header.name;
-            if name.eq_ignore_ascii_case("content-length") {
-                let length = parse_content_length(header.value)?;
-                if framing.content_length.is_some_and(|seen| seen != length) {
-                    return Err(ProtocolError::ContentLength);
-                }
-                framing.content_length = Some(length);
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                framing.chunked = last_token_is(header.value, b"chunked");
-                framing.transfer_encoding = true;
-            } else if name.eq_ignore_ascii_case("connection") {
-                if has_token(header.value, b"close") {
-                    keep_alive = false;
-                } else if has_token(header.value, b"keep-alive") {
-                    keep_alive = true;
-                }
-            }
-            if self.tally_header.as_deref().is_some_and(|tally| name.eq_ignore_ascii_case(tally)) {
-                self.tally_value.clear();
-                self.tally_value.extend_from_slice(header.value);
-                self.tally_seen = true;
-            }
+        if let Some(value) = tally_value {
+            self.tally_value.clear();
+            self.tally_value.extend_from_slice(value);
+            self.tally_seen = true;
         }
-        self.status = status;
-        self.keep_alive = keep_alive;
-        self.state = if self.head_request || status == 204 || status == 304 || status == 101 {
-            if status == 101 {
-                self.keep_alive = false;
-            }
-            State::Fixed { remaining: 0 }
-        } else if framing.transfer_encoding {
-            // RFC 9112 6.3: with Transfer-Encoding, Content-Length is ignored; a final coding
-            // other than chunked means the body runs to the end of the connection.
-            if framing.chunked {
-                State::ChunkSize
-            } else {
-                self.keep_alive = false;
-                State::UntilClose
-            }
-        } else if let Some(length) = framing.content_length {
-            State::Fixed { remaining: length }
-        } else {
-            self.keep_alive = false;
-            State::UntilClose
-        };
+        self.status = info.status.as_u16();
+        self.keep_alive = info.keep_alive;
+        // A 101 ends HTTP on the connection: the response is its head.
+        let kind = if info.status == http::StatusCode::SWITCHING_PROTOCOLS { BodyKind::Empty } else { info.body };
+        self.body = Some(BodyDecoder::new(kind, u64::MAX));
         Ok(Some(used))
     }
-}
-
-#[derive(Default)]
-struct Framing {
-    content_length: Option<u64>,
-    transfer_encoding: bool,
-    chunked: bool,
-}
-
-fn parse_content_length(value: &[u8]) -> Result<u64, ProtocolError> {
-    let digits = value.trim_ascii();
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(ProtocolError::ContentLength);
-    }
-    Ok(digits.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
-}
-
-fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value.split(|&b| b == b',').map(<[u8]>::trim_ascii)
-}
-
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    tokens(value).any(|t| t.eq_ignore_ascii_case(token))
-}
-
-fn last_token_is(value: &[u8], token: &[u8]) -> bool {
-    tokens(value).last().is_some_and(|t| t.eq_ignore_ascii_case(token))
 }
 
 #[cfg(test)]
@@ -427,18 +295,18 @@ HTTP/1.1 204 No Content\r\n\r\n";
 
     #[test]
     fn malformed_responses_are_errors() {
-        assert!(matches!(parse_in_steps(b"HTTP/9 200 OK\r\n\r\n", 64, false), Err(ProtocolError::Head(_))));
+        assert!(matches!(parse_in_steps(b"HTTP/9 200 OK\r\n\r\n", 64, false), Err(ProtocolError::Malformed(_))));
         assert_eq!(
             parse_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 12x\r\n\r\n", 64, false),
-            Err(ProtocolError::ContentLength)
+            Err(ProtocolError::Malformed("bad Content-Length"))
         );
         assert_eq!(
             parse_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 64, false),
-            Err(ProtocolError::ContentLength)
+            Err(ProtocolError::Malformed("conflicting Content-Length values"))
         );
         assert_eq!(
             parse_in_steps(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 64, false),
-            Err(ProtocolError::ChunkSize)
+            Err(ProtocolError::Malformed("bad chunk size"))
         );
         assert_eq!(
             parse_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", 64, false),

@@ -1,10 +1,10 @@
-//! `headway load`: an HTTP/1.1 load generator that measures tails honestly.
+//! `headway load`: an HTTP/1.1 and HTTP/2 load generator that measures tails honestly.
 //!
 //! Closed loop like hey (`-c`, `-n`, `-z`), open loop like wrk2 (`--rate`, latency from the
 //! intended send time), keep-alive on or off, pipelining, unix sockets, https ([`tls`]), HDR
 //! histograms whose memory does not grow with the number of requests, hey-compatible text and
 //! full JSON. With `--websocket`, the same loops send messages on WebSockets and time their
-//! echoes.
+//! echoes; with `--http2`, each connection carries `--streams` requests at once ([`http2`]).
 //!
 //! The `headway` binary calls [`run`] with the parsed [`LoadArgs`]; the lab builds a
 //! [`LoadConfig`] and awaits [`run_load`] for a [`Report`].
@@ -14,6 +14,7 @@ mod client;
 mod config;
 mod conn;
 mod http1;
+mod http2;
 mod progress;
 mod record;
 mod report;

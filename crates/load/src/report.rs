@@ -92,6 +92,9 @@ pub struct Settings {
     /// WebSocket mode: the size of each message; `None` in the HTTP mode.
     #[serde(default)]
     pub websocket_message_size: Option<usize>,
+    /// HTTP/2 mode: the requests in flight at once on each connection; `None` for HTTP/1.1.
+    #[serde(default)]
+    pub http2_streams: Option<usize>,
     /// `-k/--insecure`: https targets' certificates were not checked.
     #[serde(default)]
     pub insecure: bool,
@@ -207,6 +210,7 @@ impl Report {
             unix_socket: config.unix_socket.as_ref().map(|p| p.display().to_string()),
             tally_header: config.tally_header.clone(),
             websocket_message_size: config.websocket.then_some(config.message_size),
+            http2_streams: config.http2.then_some(config.streams),
             insecure: config.tls.insecure,
         };
         let targets = plan

@@ -18,6 +18,7 @@ use tokio::task::{JoinSet, LocalSet};
 
 use crate::client::{client_loop, ThreadCtx, ThreadState};
 use crate::config::{LoadConfig, Plan};
+use crate::http2;
 use crate::progress;
 use crate::record::{ErrorKind, LiveCounters, Recorder, SeriesCollector, Totals};
 use crate::report::Report;
@@ -138,6 +139,10 @@ fn run_thread(shared: &Shared, index: usize) -> anyhow::Result<Totals> {
             for sockets in opened {
                 sockets.record(&mut ctx.state.borrow_mut().recorder);
                 tasks.spawn_local(socket_loop(ctx.clone(), sockets));
+            }
+        } else if plan.config.http2 {
+            for _ in 0..clients {
+                tasks.spawn_local(http2::connection_loop(ctx.clone()));
             }
         } else {
             for _ in 0..clients {

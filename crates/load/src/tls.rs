@@ -73,8 +73,9 @@ impl TlsOrigin {
     }
 }
 
-/// The client configuration every TLS origin of a run uses.
-pub fn connector(options: &TlsOptions) -> anyhow::Result<TlsConnector> {
+/// The client configuration every TLS origin of a run uses; `http2`: ALPN asks for `h2`, else
+/// `http/1.1`.
+pub fn connector(options: &TlsOptions, http2: bool) -> anyhow::Result<TlsConnector> {
     let provider = Arc::new(ring::default_provider());
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().context("TLS")?;
@@ -89,7 +90,7 @@ pub fn connector(options: &TlsOptions) -> anyhow::Result<TlsConnector> {
             .with_client_auth_cert(pem::certificates(cert, "--cert")?, pem::private_key(key, "--key", None)?)
             .with_context(|| format!("--key {} does not fit --cert {}", key.display(), cert.display()))?,
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![if http2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
     Ok(TlsConnector::from(Arc::new(config)))
 }
 

@@ -3,7 +3,7 @@
 //!
 //! A request's path, in the order the modules are met:
 //! [`front`] accepts it on a [`listener`] and reads it completely (the rules for that are in
-//! [`http1`]), builds a [`job`] and puts it in the [`queue`]; a free slot of some worker
+//! the `headway_http1` crate), builds a [`job`] and puts it in the [`queue`]; a free slot of some worker
 //! ([`workers`]) takes the oldest job, runs it on the worker's process, and passes the response
 //! back (the body through a [`spool`]); the front writes it to the client. The workers'
 //! supervisor keeps their processes running; [`ops`] counts what happens and shows it; [`config`]
@@ -11,11 +11,11 @@
 
 pub mod config;
 pub mod front;
-pub mod http1;
 pub mod job;
 pub mod listener;
 pub mod ops;
 pub mod queue;
+pub mod read_ahead;
 mod server;
 pub mod spool;
 pub mod tally;

@@ -113,7 +113,7 @@ impl Server {
             None => None,
         };
         let tls = match config.tls.clone() {
-            Some(files) => Some(Arc::new(Tls::load(files)?)),
+            Some(files) => Some(Arc::new(Tls::load(files, config.front.http2.is_some())?)),
             None => None,
         };
 

@@ -30,11 +30,14 @@ use headway_hop::HopError;
 use pyo3::Python;
 
 use crate::http::reader::ReadError;
-use crate::http::request::{from_fields, Request, Version};
-use crate::http::response::{framing_of, Framing, ResponseHead};
+use crate::http::request::{from_fields, Request};
+use crate::http::response::ResponseHead;
 use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
+use headway_http1::body::BodyEncoder;
+use headway_http1::response;
+use http::{StatusCode, Version};
 
 /// Serves published requests with `serve` until the worker stops.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
@@ -55,7 +58,7 @@ pub struct Exchange {
     /// Request body bytes still on the ring.
     body_left: u64,
     is_head: bool,
-    framing: Framing,
+    framing: BodyEncoder,
     /// False while served on an event loop's thread: see the module's comment.
     may_wait: bool,
     /// Response records that did not fit the ring when the exchange could not wait.
@@ -91,7 +94,7 @@ impl Exchange {
             taken: 0,
             body_left: 0,
             is_head: false,
-            framing: Framing::NoBody,
+            framing: BodyEncoder::NoBody,
             may_wait: true,
             pending: VecDeque::new(),
             closing: None,
@@ -190,7 +193,11 @@ impl Exchange {
 
     fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
         let head = self.read_head_record(py)?;
-        let version = if head.http11 { Version::Http11 } else { Version::Http10 };
+        let version = match head.version {
+            message::Version::Http10 => Version::HTTP_10,
+            message::Version::Http11 => Version::HTTP_11,
+            message::Version::Http2 => Version::HTTP_2,
+        };
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
             .map_err(|_| io::Error::other(HopError::Corrupt("a request head the front should have refused")))?;
         request.front_client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
@@ -228,19 +235,23 @@ impl Exchange {
     pub fn respond(
         &mut self,
         py: Python<'_>,
-        code: u16,
+        code: StatusCode,
         fields: &[(&[u8], &[u8])],
         content_length: Option<u64>,
         body_length: Option<u64>,
         data: &[u8],
     ) -> io::Result<()> {
-        let head = ResponseHead { status: Vec::new(), code, header_block: Vec::new(), content_length, has_date: true };
-        self.framing = framing_of(&head, self.is_head, Version::Http11, body_length);
-        let length = body_length.filter(|_| content_length.is_none()).map(|length| length.to_string());
+        self.framing = response::body_encoder(self.is_head, code, Version::HTTP_11, content_length, body_length);
+        // A length known only now (a list of bytes, a last body message) tells the front the
+        // body's size; a response without a body (HEAD, 204, 304) says none the app did not give.
+        let length = match self.framing {
+            BodyEncoder::Length { promised, .. } if content_length.is_none() => Some(promised.to_string()),
+            _ => None,
+        };
         let length_field = length.as_ref().map(|length| (&b"Content-Length"[..], length.as_bytes()));
         let mut record =
             Vec::with_capacity(64 + fields.iter().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
-        message::encode_response_head(&mut record, code, fields.iter().copied().chain(length_field));
+        message::encode_response_head(&mut record, code.as_u16(), fields.iter().copied().chain(length_field));
         self.push(py, RESPONSE_HEAD, &[&record])?;
         self.stage = Stage::Responding;
         self.send_body(py, data)
@@ -373,7 +384,7 @@ impl Transport for Exchange {
 
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
         // The ring is memory: the file is read into it (no sendfile across processes).
-        let Framing::Length { remaining, .. } = self.framing else { return Ok(()) };
+        let BodyEncoder::Length { remaining, .. } = self.framing else { return Ok(()) };
         let mut buffer = vec![0u8; self.slot().max_payload().min(remaining as usize)];
         let (mut offset, mut left) = (offset, remaining);
         while left > 0 {
@@ -407,14 +418,14 @@ impl Transport for Exchange {
 
     fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool) {
         let result = if self.stage == Stage::Responding {
-            self.close(py, ABORT, error.message.as_bytes())
+            self.close(py, ABORT, error.reason.as_bytes())
         } else {
-            let body = format!("{}\n", error.message);
+            let body = format!("{}\n", error.reason);
             let length = body.len().to_string();
             let fields: [(&[u8], &[u8]); 2] =
                 [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", length.as_bytes())];
             let mut record = Vec::new();
-            message::encode_response_head(&mut record, error.status, fields);
+            message::encode_response_head(&mut record, error.status.as_u16(), fields);
             self.push(py, RESPONSE_HEAD, &[&record])
                 .and_then(|()| if is_head { Ok(()) } else { self.push_body(py, body.as_bytes()) })
                 .and_then(|()| self.close(py, END, b""))

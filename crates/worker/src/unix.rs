@@ -17,12 +17,15 @@ use pyo3::Python;
 
 use crate::http::body::{Body, DRAIN_LIMIT};
 use crate::http::reader::{ReadError, Reader};
-use crate::http::request::{parse_request, Version};
-use crate::http::response::{error_response, write_head, Framing, ResponseHead, CONTINUE};
+use crate::http::request;
+use crate::http::response::{error_response, write_head, ResponseHead};
 use crate::http::HttpError;
 use crate::log::log;
 use crate::socket::Socket;
 use crate::transport::{Next, Transport};
+use headway_http1::body::BodyEncoder;
+use headway_http1::response::CONTINUE;
+use http::Version;
 
 /// Up to this size, head and body are joined and leave in one send.
 const JOIN_LIMIT: usize = 256 * 1024;
@@ -119,7 +122,7 @@ struct Exchange {
     continue_sent: bool,
     head_sent: bool,
     body: Option<Body>,
-    framing: Framing,
+    framing: BodyEncoder,
 }
 
 /// One accepted connection, as a [`Transport`].
@@ -156,7 +159,7 @@ impl Http1 {
             log(py, &broken.to_string());
         }
         let framing = exchange.framing;
-        if self.out.len() + data.len() <= JOIN_LIMIT || framing == Framing::Chunked {
+        if self.out.len() + data.len() <= JOIN_LIMIT || framing == BodyEncoder::Chunked {
             framing.put(&mut self.out, data);
             return self.flush(py);
         }
@@ -177,15 +180,8 @@ impl Transport for Http1 {
             Err(ReadError::Http(error)) => return Next::Refused(error),
         };
         self.state.idle.store(false, Ordering::SeqCst);
-        let request = match parse_request(&head) {
-            Ok(request) => request,
-            Err(error) => return Next::Refused(error),
-        };
-        let body = match request.content_length {
-            _ if request.chunked => Some(Body::chunked()),
-            None | Some(0) => None,
-            Some(length) => Some(Body::fixed(length)),
-        };
+        let request = request::from_head(head);
+        let body = Body::of(request.body);
         self.exchange = Some(Exchange {
             is_head: request.is_head(),
             version: request.version,
@@ -194,7 +190,7 @@ impl Transport for Http1 {
             continue_sent: false,
             head_sent: false,
             body,
-            framing: Framing::NoBody,
+            framing: BodyEncoder::NoBody,
         });
         Next::Request(request)
     }
@@ -250,10 +246,10 @@ impl Transport for Http1 {
 
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
         let exchange = self.exchange()?;
-        if let Framing::Length { remaining, .. } = &mut exchange.framing {
+        if let BodyEncoder::Length { remaining, .. } = &mut exchange.framing {
             let count = *remaining;
             let sent = self.socket.send_file(py, fd, offset, count)?;
-            if let Some(Framing::Length { remaining, .. }) = self.exchange.as_mut().map(|e| &mut e.framing) {
+            if let Some(BodyEncoder::Length { remaining, .. }) = self.exchange.as_mut().map(|e| &mut e.framing) {
                 *remaining -= sent;
             }
         }
@@ -278,7 +274,7 @@ impl Transport for Http1 {
             exchange.keep_alive = false;
         }
         // The peer may be gone; there is nobody left to tell then.
-        let _ = self.socket.send_all(py, &error_response(error.status, error.message, !is_head));
+        let _ = self.socket.send_all(py, &error_response(error, !is_head));
     }
 
     fn finish(&mut self, py: Python<'_>) -> bool {

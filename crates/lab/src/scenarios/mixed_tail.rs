@@ -25,13 +25,35 @@ pub const SCENARIO: Scenario = Scenario {
     headline: Headline::TailLatency,
 };
 
-const FAST_MS: u32 = 20;
-const SLOW_MS: u32 = 500;
+pub(super) const FAST_MS: u32 = 20;
+pub(super) const SLOW_MS: u32 = 500;
+
+/// The mix: 9 fast requests to 1 slow one.
+pub(super) fn service() -> Service {
+    Service::mix(&[(Service::waiting_ms(FAST_MS as f64), 9.0), (Service::waiting_ms(SLOW_MS as f64), 1.0)])
+}
+
+/// The paths of the mix, with their weights.
+pub(super) fn targets() -> Vec<(String, u32)> {
+    vec![(sleep_path(FAST_MS), 9), (sleep_path(SLOW_MS), 1)]
+}
+
+/// Each kind's percentiles against its own ideal.
+pub(super) const KINDS: [Column; 4] = [
+    ("fast 50%", |row| kind_ratio(row, FAST_MS, 50.0)),
+    ("fast 99%", |row| kind_ratio(row, FAST_MS, 99.0)),
+    ("slow 50%", |row| kind_ratio(row, SLOW_MS, 50.0)),
+    ("slow 99%", |row| kind_ratio(row, SLOW_MS, 99.0)),
+];
+
+/// What the kinds' columns mean, for a table's notes.
+pub(super) const KINDS_NOTE: &str = "fast / slow = the /sleep/20 and /sleep/500 requests alone, percentile / \
+     their own ideal: in one FIFO queue both kinds share the mean wait for a slot (ideal ms less the mean \
+     service time), so a kind's ideal is its service time plus that wait";
 
 fn plan(size: Size, cores: usize) -> Vec<Group> {
     let mut group = Group::new(ServerConfig::new(2, 2));
-    let service =
-        Service::mix(&[(Service::waiting_ms(FAST_MS as f64), 9.0), (Service::waiting_ms(SLOW_MS as f64), 1.0)]);
+    let service = service();
     let (clients, keep_alives, requests): (&[usize], &[bool], u64) =
         if size.quick { (&[8], &[true], 40) } else { (&[4, 8], &[true, false], size.requests(400.0, 20)) };
     for &keep_alive in keep_alives {
@@ -47,7 +69,7 @@ fn plan(size: Size, cores: usize) -> Vec<Group> {
             };
             let mut spec =
                 LoadSpec::closed(&sleep_path(FAST_MS), connections, keep_alive, requests, time_limit(requests, ideal));
-            spec.targets = vec![(sleep_path(FAST_MS), 9), (sleep_path(SLOW_MS), 1)];
+            spec.targets = targets();
             group.cases.push(Case { params, service, ideal, work: Work::Load(spec) });
         }
     }
@@ -64,19 +86,9 @@ fn tables(rows: &[Row]) -> Vec<Table> {
     let all = rows_where(rows, |_| true);
     let title = "mixed-tail: 2 workers x 2 slots, 90% GET /sleep/20 + 10% GET /sleep/500 (mean service 68 ms)";
     let key: [Column; 1] = [("keep-alive", |row| on_off(row.case.keep_alive).to_owned())];
-    let kinds: [Column; 4] = [
-        ("fast 50%", |row| kind_ratio(row, FAST_MS, 50.0)),
-        ("fast 99%", |row| kind_ratio(row, FAST_MS, 99.0)),
-        ("slow 50%", |row| kind_ratio(row, SLOW_MS, 50.0)),
-        ("slow 99%", |row| kind_ratio(row, SLOW_MS, 99.0)),
-    ];
-    let table = normalized_with(title.into(), &all, &key, &kinds)
+    let table = normalized_with(title.into(), &all, &key, &KINDS)
         .note("ideal uses the mean service time (68 ms): with a mix the percentiles spread around it even for a perfect FIFO queue")
-        .note(format!(
-            "fast / slow = the /sleep/{FAST_MS} and /sleep/{SLOW_MS} requests alone, percentile / their own ideal: \
-             in one FIFO queue both kinds share the mean wait for a slot (ideal ms less the mean service time), \
-             so a kind's ideal is its service time plus that wait"
-        ));
+        .note(KINDS_NOTE);
     let table = kind_ideals(rows).into_iter().fold(table, Table::note).note(
         "a fast 99% near the stuck ratio: fast requests waited out slow ones in their worker's own queue while \
          slots elsewhere may have been free; with one queue they wait only their turn",
@@ -87,7 +99,7 @@ fn tables(rows: &[Row]) -> Vec<Table> {
 /// Per client count, each kind's ideal and the latency of a fast request stuck behind a slow one
 /// as a multiple of the fast ideal, e.g. "ideal with 8 clients: fast 20 + 68 = 88 ms, slow 500 + 68
 /// = 568 ms; a fast request stuck behind a slow one: 520 ms = 5.9 x the fast ideal".
-fn kind_ideals(rows: &[Row]) -> Vec<String> {
+pub(super) fn kind_ideals(rows: &[Row]) -> Vec<String> {
     let describe = |connections: usize| {
         let row = rows.iter().find(|row| row.case.connections == connections)?;
         let wait_ms = row.ideal.wait_secs(row.service) * 1e3;

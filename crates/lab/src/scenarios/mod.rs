@@ -7,6 +7,7 @@ mod concurrency_sweep;
 mod keepalive_tail;
 mod long_tail_sweep;
 mod mixed_tail;
+mod multiplexed;
 mod overload;
 mod pipelining;
 mod scale_out;
@@ -72,11 +73,12 @@ pub struct Scenario {
     pub headline: Headline,
 }
 
-pub const ALL: [&Scenario; 8] = [
+pub const ALL: [&Scenario; 9] = [
     &keepalive_tail::SCENARIO,
     &long_tail_sweep::SCENARIO,
     &concurrency_sweep::SCENARIO,
     &mixed_tail::SCENARIO,
+    &multiplexed::SCENARIO,
     &overload::SCENARIO,
     &pipelining::SCENARIO,
     &scale_out::SCENARIO,
@@ -145,6 +147,8 @@ pub struct LoadSpec {
     pub duration: Option<Duration>,
     pub rate: Option<f64>,
     pub timeout: Duration,
+    /// HTTP/2 with prior knowledge: each connection carries this many requests at once.
+    pub http2_streams: Option<usize>,
 }
 
 impl LoadSpec {
@@ -159,6 +163,7 @@ impl LoadSpec {
             duration: Some(limit),
             rate: None,
             timeout: Duration::from_secs(20),
+            http2_streams: None,
         }
     }
 
@@ -173,6 +178,9 @@ impl LoadSpec {
         config.rate = self.rate;
         config.timeout = self.timeout;
         config.tally_header = Some("X-Worker-Pid".into());
+        if let Some(streams) = self.http2_streams {
+            (config.http2, config.streams) = (true, streams);
+        }
         config
     }
 }
@@ -232,6 +240,14 @@ pub fn run(
         };
         for peer in rounds::in_turn(peers, round) {
             let name = peer.kind.name();
+            if group.config.http2 && !peer.kind.speaks_h2c() {
+                if round == 1 {
+                    progress.clear();
+                    eprintln!("{}: skipping {name}: it serves no HTTP/2 with prior knowledge", scenario.name);
+                }
+                done += group.cases.len();
+                continue;
+            }
             progress.show(&format!("{} [{done}/{total}] starting {name}, {label}", scenario.name));
             let server = match runtime.block_on(peer.start(env, &group.config)) {
                 Ok(server) => server,

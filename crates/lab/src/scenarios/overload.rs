@@ -74,6 +74,7 @@ fn plan(size: Size, cores: usize) -> Vec<Group> {
             duration: Some(Duration::from_secs_f64(open_secs)),
             rate: Some(rate),
             timeout,
+            http2_streams: None,
         };
         group.cases.push(Case { params, service, ideal: open_loop(capacity, service, rate), work: Work::Load(spec) });
     }

@@ -81,6 +81,7 @@ fn plan(size: Size, _cores: usize) -> Vec<Group> {
                     duration: Some(Duration::from_secs_f64(measured)),
                     rate: None,
                     timeout: Duration::from_secs(20),
+                    http2_streams: None,
                 };
                 let work = Work::WarmedLoad { warm_up: Duration::from_secs_f64(warm_up), load };
                 group.cases.push(Case { params, service: UNKNOWN, ideal: NO_IDEAL, work });

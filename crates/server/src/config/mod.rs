@@ -13,10 +13,10 @@ use anyhow::{bail, Context as _};
 use headway_common::python::{find_python, PYTHON_ENV};
 
 use crate::front::forwarded::TrustedProxies;
+use crate::front::h2::Http2Settings;
 use crate::front::tls::{ClientAuth, ClientCas, Password, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
-use crate::http1::request::Limits;
 use crate::listener::Bind;
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{QueueSettings, Target};
@@ -27,6 +27,7 @@ use crate::workers::reload::ReloadSettings;
 use crate::workers::slot::SlotSettings;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
+use headway_http1::request::Limits;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
@@ -185,6 +186,31 @@ pub struct ServeArgs {
     /// the socket with 1009 before any of it reaches the app
     #[arg(long, default_value = "16MiB", value_name = "BYTES", value_parser = parse_size)]
     pub max_websocket_message: u64,
+
+    /// Speak HTTP/1.1 only: TLS offers no h2 by ALPN, and a plain connection opening with
+    /// HTTP/2's preface gets 505
+    #[arg(long)]
+    pub no_http2: bool,
+
+    /// HTTP/2 streams a client may have open on one connection at once; each is a request of
+    /// the one queue. As gunicorn --http2-max-concurrent-streams
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub http2_max_concurrent_streams: u32,
+
+    /// Each HTTP/2 stream's receive window (what a client may send before the front asks for
+    /// more). As gunicorn --http2-initial-window-size
+    #[arg(long, default_value = "65535", value_name = "BYTES", value_parser = parse_size)]
+    pub http2_initial_window_size: u64,
+
+    /// Largest HTTP/2 frame payload a client may send (16KiB to 16MiB-1). As gunicorn
+    /// --http2-max-frame-size
+    #[arg(long, default_value = "16384", value_name = "BYTES", value_parser = parse_size)]
+    pub http2_max_frame_size: u64,
+
+    /// Largest HTTP/2 header list, as HPACK counts it (431 above it) [default: --max-header-size].
+    /// As gunicorn --http2-max-header-list-size
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub http2_max_header_list_size: Option<u64>,
 
     /// Seconds a worker may take to start listening on its socket
     #[arg(long, default_value = "60", value_name = "SECS", value_parser = parse_secs)]
@@ -403,6 +429,7 @@ impl Config {
         if !args.reload && (!args.reload_dir.is_empty() || !args.reload_include.is_empty()) {
             bail!("--reload-dir and --reload-include need --reload");
         }
+        let http2 = if args.no_http2 { None } else { Some(http2_settings(&args)?) };
         let client_cas = match (args.ca_certs, args.cert_reqs) {
             (Some(path), when) => Some(ClientCas { path, when: when.unwrap_or(ClientAuth::Required) }),
             (None, Some(_)) => bail!("--cert-reqs needs --ca-certs: the CAs client certificates are checked against"),
@@ -507,6 +534,7 @@ impl Config {
                     ping_interval: Some(args.websocket_ping_interval).filter(|every| !every.is_zero()),
                     max_message: args.max_websocket_message,
                 },
+                http2,
             },
             slots: SlotSettings { request_timeout: args.timeout, response_buffer: args.response_buffer as usize },
             queue: QueueSettings {
@@ -629,6 +657,24 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
 
 /// A byte count, with an optional binary unit: `4096`, `32KiB`, `100MiB`, `1G` (K, M and G
 /// are 1024-based too, as in nginx).
+/// The `--http2-*` flags, checked against what HTTP/2 allows (RFC 9113 section 6.5.2).
+fn http2_settings(args: &ServeArgs) -> anyhow::Result<Http2Settings> {
+    if args.http2_max_concurrent_streams == 0 {
+        bail!("--http2-max-concurrent-streams must be more than 0 (--no-http2 switches HTTP/2 off)");
+    }
+    let window = u32::try_from(args.http2_initial_window_size).ok().filter(|window| *window < (1 << 31));
+    let Some(window) = window else { bail!("--http2-initial-window-size must be at most 2147483647 (2^31-1)") };
+    let frame = u32::try_from(args.http2_max_frame_size).ok().filter(|frame| (16_384..(1 << 24)).contains(frame));
+    let Some(frame) = frame else { bail!("--http2-max-frame-size must be from 16384 to 16777215") };
+    let header_list = args.http2_max_header_list_size.unwrap_or(args.max_header_size);
+    let Ok(header_list) = u32::try_from(header_list) else { bail!("--http2-max-header-list-size must be under 4GiB") };
+    let mut settings = Http2Settings::new(header_list);
+    settings.max_concurrent_streams = args.http2_max_concurrent_streams;
+    settings.initial_window_size = window;
+    settings.max_frame_size = frame;
+    Ok(settings)
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());

@@ -21,10 +21,10 @@ use tracing::debug;
 use super::forwarded::Peer;
 use super::stream::ClientStream;
 use super::{Front, FrontSettings};
-use crate::http1::response::{plain_response, Persistence};
-use crate::http1::websocket::refusal_fields;
-use crate::http1::HttpError;
 use crate::ops::stats::{Gauge, Stats};
+use headway_http1::response::{plain_response, Persistence};
+use headway_http1::upgrade::refusal_fields;
+use headway_http1::HttpError;
 
 /// How much to ask the kernel for per read.
 pub(super) const READ_CHUNK: usize = 16 * 1024;
@@ -77,8 +77,8 @@ pub struct Connection<S> {
 /// header read, a TLS handshake): its deadlines and its count among the open connections run
 /// from here.
 pub(super) struct Arrival {
-    at: Instant,
-    open: Gauge,
+    pub(super) at: Instant,
+    pub(super) open: Gauge,
 }
 
 impl Arrival {

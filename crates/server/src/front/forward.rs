@@ -1,5 +1,7 @@
 //! The request a worker receives: the client's request, cleaned of what belonged to the
-//! client's hop, with the forwarding headers a server behind a proxy expects.
+//! client's hop, with the forwarding headers a server behind a proxy expects. HTTP/1.1 and
+//! HTTP/2 requests are made into one the same way: the fields here are what either protocol's
+//! head comes down to.
 //!
 //! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
 //! uploads, `Expect`, or a slow client. The forwarding headers say who the client is and how
@@ -10,24 +12,28 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
+use http::header::HeaderMap;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Version};
 
 use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
-use crate::http1::request::RequestHead;
-use crate::http1::{remove_fields, strip_hop_by_hop};
 use crate::job::{Client, RequestBody};
+use headway_http1::fields::{remove_fields, strip_hop_by_hop};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 
-/// Builds the request to send to a worker.
+/// Builds the request to send to a worker. `target`: origin form or `*`, as validated by the
+/// protocol that carried it; `version`: what the worker is told the client spoke (HTTP/1.1 for
+/// every HTTP/1 client, since the front re-frames the exchange; HTTP/2 for an HTTP/2 stream).
 pub fn worker_request(
-    head: RequestHead,
+    method: Method,
+    target: &str,
+    version: Version,
+    mut headers: HeaderMap,
     body: RequestBody,
     peer: &Peer,
     trusted: &TrustedProxies,
 ) -> http::Request<RequestBody> {
-    let RequestHead { method, target, mut headers, .. } = head;
     strip_hop_by_hop(&mut headers);
     remove_fields(&mut headers, &[header::EXPECT, header::CONTENT_LENGTH]);
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
@@ -39,7 +45,7 @@ pub fn worker_request(
 
     let mut request = http::Request::new(body);
     *request.method_mut() = method;
-    *request.version_mut() = Version::HTTP_11;
+    *request.version_mut() = version;
     // The target was validated by the parser; `*` and `/path?query` are both valid URIs.
     *request.uri_mut() = target.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
     *request.headers_mut() = headers;
@@ -63,8 +69,17 @@ fn request_start() -> HeaderValue {
 mod tests {
     use super::*;
     use crate::front::forwarded::{X_FORWARDED_FOR, X_FORWARDED_PROTO};
-    use crate::http1::request::{parse_head, Limits};
     use bytes::Bytes;
+    use headway_http1::request::{parse_head, Limits, RequestHead};
+
+    fn from_head(
+        head: RequestHead,
+        body: RequestBody,
+        peer: &Peer,
+        trusted: &TrustedProxies,
+    ) -> http::Request<RequestBody> {
+        worker_request(head.method, &head.target, Version::HTTP_11, head.headers, body, peer, trusted)
+    }
 
     fn trusted() -> TrustedProxies {
         TrustedProxies::parse("127.0.0.1").unwrap()
@@ -80,7 +95,7 @@ mod tests {
         let raw = "POST /p?q=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
                    Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Forwarded-For: 10.0.0.1\r\n\
                    X-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n";
-        let request = worker_request(
+        let request = from_head(
             head(raw),
             RequestBody::Memory(Bytes::from_static(b"hello")),
             &Peer::new(Some("192.0.2.7".parse().unwrap()), true, false),
@@ -103,7 +118,7 @@ mod tests {
 
     #[test]
     fn bodiless_get_has_no_content_length() {
-        let local = |raw| worker_request(head(raw), RequestBody::Memory(Bytes::new()), &Peer::local(), &trusted());
+        let local = |raw| from_head(head(raw), RequestBody::Memory(Bytes::new()), &Peer::local(), &trusted());
         let request = local("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));

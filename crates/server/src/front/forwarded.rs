@@ -25,8 +25,8 @@ use std::net::IpAddr;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
-use crate::http1::remove_fields;
 use crate::job::Client;
+use headway_http1::fields::remove_fields;
 
 pub(super) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");

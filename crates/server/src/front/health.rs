@@ -9,8 +9,8 @@ use bytes::Bytes;
 use http::{Method, StatusCode, Version};
 
 use super::Front;
-use crate::http1::request::RequestHead;
-use crate::http1::response::{plain_response, Persistence};
+use headway_http1::request::RequestHead;
+use headway_http1::response::{plain_response, Persistence};
 
 /// The front's own answer to a health probe.
 pub(super) struct HealthAnswer {
@@ -26,19 +26,25 @@ impl Front {
         version: Version,
         persistence: Persistence,
     ) -> Option<HealthAnswer> {
-        let path = self.settings.health_path.as_deref()?;
-        let is_probe = matches!(head.method, Method::GET | Method::HEAD) && head.target.split('?').next() == Some(path);
-        if !is_probe {
-            return None;
-        }
-        let (status, message) = match self.readiness.check() {
-            Ok(()) => (StatusCode::OK, "ready"),
-            Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
-        };
+        let (status, message) = self.health_probe(&head.method, &head.target)?;
         let mut bytes = plain_response(version, status, message, &[], persistence);
         if head.method == Method::HEAD {
             bytes.truncate(bytes.len() - message.len() - 1); // the body: the message and a newline
         }
         Some(HealthAnswer { status, bytes })
+    }
+
+    /// The status and message that answer a request for `target` if it probes `--health-path`
+    /// (GET or HEAD), whichever protocol carried it; else `None`.
+    pub(super) fn health_probe(&self, method: &Method, target: &str) -> Option<(StatusCode, &'static str)> {
+        let path = self.settings.health_path.as_deref()?;
+        let is_probe = matches!(*method, Method::GET | Method::HEAD) && target.split('?').next() == Some(path);
+        if !is_probe {
+            return None;
+        }
+        Some(match self.readiness.check() {
+            Ok(()) => (StatusCode::OK, "ready"),
+            Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+        })
     }
 }

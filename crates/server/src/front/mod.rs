@@ -2,13 +2,17 @@
 //!
 //! It accepts connections, runs one task per connection (see [`serve`]), and puts each
 //! complete request in the one queue. A connection's stream is made first: after a PROXY
-//! protocol header ([`proxy_protocol`]) and a TLS handshake ([`tls`]) where configured. It
-//! holds no worker state: everything it knows about serving a request is "push, then wait for
-//! the outcome".
+//! protocol header ([`proxy_protocol`]) and a TLS handshake ([`tls`]) where configured. Then it
+//! speaks HTTP/1.1, or HTTP/2 ([`h2`]) when TLS negotiated `h2` or a plain connection opens
+//! with HTTP/2's preface (h2c with prior knowledge). It holds no worker state: everything it
+//! knows about serving a request is "push, then wait for the outcome".
 
+mod body;
 mod conn;
 pub mod forward;
 pub mod forwarded;
+mod frames;
+pub mod h2;
 mod health;
 mod proxy_protocol;
 mod read;
@@ -29,8 +33,6 @@ use tokio::sync::watch;
 use tokio::time::timeout_at;
 use tracing::{debug, warn};
 
-use crate::http1::request::Limits;
-use crate::http1::HttpError;
 use crate::listener::{accept_until, Accepted, Listener};
 use crate::ops::access_log::AccessLog;
 use crate::ops::readiness::Readiness;
@@ -38,6 +40,8 @@ use crate::ops::stats::Stats;
 use crate::queue::Queue;
 use conn::{Arrival, Connection};
 use forwarded::{ClientCert, Peer, TrustedProxies};
+use headway_http1::request::Limits;
+use headway_http1::HttpError;
 use stream::{ClientStream, ReadAhead};
 use tls::Tls;
 use websocket::WebSocketSettings;
@@ -64,6 +68,8 @@ pub struct FrontSettings {
     /// A path the front answers itself from the readiness (`--health-path`).
     pub health_path: Option<String>,
     pub websocket: WebSocketSettings,
+    /// HTTP/2's settings; `None` with `--no-http2`: every connection speaks HTTP/1.1.
+    pub http2: Option<h2::Http2Settings>,
 }
 
 /// What every connection task shares.
@@ -121,9 +127,23 @@ impl Front {
     }
 
     /// Serves a connection, in TLS with `--certfile`. `read`: its bytes already read.
-    async fn serve<S: ClientStream>(self: Arc<Self>, stream: S, mut peer: Peer, arrival: Arrival, read: BytesMut) {
+    async fn serve<S: ClientStream + Send + 'static>(
+        self: Arc<Self>,
+        mut stream: S,
+        mut peer: Peer,
+        arrival: Arrival,
+        mut read: BytesMut,
+    ) {
         let Some(tls) = self.tls.clone() else {
-            return Connection::new(stream, peer, self, arrival, read).serve().await;
+            if self.settings.http2.is_none() {
+                return Connection::new(stream, peer, self, arrival, read).serve().await;
+            }
+            let deadline = arrival.deadline(&self.settings);
+            return match timeout_at(deadline, h2::opens_with_preface(&mut stream, &mut read)).await {
+                Ok(Ok(Some(true))) => h2::serve(self, ReadAhead::new(stream, read.freeze()), peer, arrival).await,
+                Ok(Ok(Some(false))) => Connection::new(stream, peer, self, arrival, read).serve().await,
+                _ => {} // closed, broken or silent before a first request
+            };
         };
         let deadline = arrival.deadline(&self.settings);
         let mut stream = ReadAhead::new(stream, read.freeze());
@@ -140,6 +160,9 @@ impl Front {
             Ok(Ok(stream)) => {
                 peer.tls = true;
                 peer.client_cert = ClientCert::Handshake(tls::client_cert_field(&stream));
+                if tls::negotiated_h2(&stream) {
+                    return h2::serve(self, stream, peer, arrival).await;
+                }
                 let stream = ReadAhead::new(stream, Bytes::new());
                 return Connection::new(stream, peer, self, arrival, BytesMut::new()).serve().await;
             }

@@ -1,23 +1,27 @@
 //! Reading requests from a client: a head within its deadline, then the whole body, before the
 //! request may queue.
 //!
-//! The rules of what is a valid request live in [`crate::http1`]; this file does the I/O around
+//! The rules of what is a valid request live in `headway_http1`; this file does the I/O around
 //! them: the idle wait for a keep-alive connection's next request (holding no buffer), the
 //! header timeout (408), the body read with its stall timeout, `100 Continue`, and the body's
 //! buffering in memory or a spool.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::body::BodySink;
 use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
-use crate::http1::chunked::ChunkedDecoder;
-use crate::http1::request::{parse_head, Framing, RequestHead};
-use crate::http1::HttpError;
 use crate::job::RequestBody;
-use crate::spool;
+use headway_http1::body::{BodyDecoder, BodyKind};
+use headway_http1::request::{parse_head, RequestHead};
+use headway_http1::response::CONTINUE;
+use headway_http1::HttpError;
+
+/// The most a body read asks for at once.
+const LARGE_READ: usize = 256 * 1024;
 
 impl<S: ClientStream> Connection<S> {
     /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
@@ -85,44 +89,35 @@ impl<S: ClientStream> Connection<S> {
     /// Reads the whole body. Only then may the request queue.
     pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
         let mut sink = BodySink::new(self.front.settings.request_buffer);
-        match head.framing {
-            Framing::Empty => {}
-            Framing::Length(len) => {
-                self.send_continue(head).await?;
-                let mut remaining = len; // at most --max-body, checked by the parser
-                loop {
-                    let take = remaining.min(self.buf.len() as u64) as usize;
-                    if take > 0 {
-                        sink.push(self.buf.split_to(take).freeze())?;
-                        remaining -= take as u64;
-                    }
-                    if remaining == 0 {
-                        break;
-                    }
-                    self.buf.reserve(remaining.min(256 * 1024) as usize);
-                    self.read_body_bytes().await?;
-                }
+        if head.body == BodyKind::Empty {
+            return Ok(sink.finish());
+        }
+        self.send_continue(head).await?;
+        // A Content-Length was checked against --max-body by the parser; a chunked body is
+        // counted against it as it is decoded.
+        let mut decoder = BodyDecoder::new(head.body, self.front.settings.limits.max_body);
+        loop {
+            let decoded = decoder.decode(&self.buf).map_err(|error| End::Refuse(error, head.version))?;
+            let mut used = self.buf.split_to(decoded.consumed);
+            if !decoded.data.is_empty() {
+                // The data is a run of the bytes read: passed on without a copy.
+                let _ = used.split_to(decoded.data.start);
+                used.truncate(decoded.data.len());
+                sink.push(used.freeze()).map_err(|error| End::Refuse(error, head.version))?;
             }
-            Framing::Chunked => {
-                self.send_continue(head).await?;
-                let mut decoder = ChunkedDecoder::new(self.front.settings.limits.max_body);
-                let mut decoded = BytesMut::new();
-                loop {
-                    let used =
-                        decoder.decode(&self.buf, &mut decoded).map_err(|error| End::Refuse(error, head.version))?;
-                    self.buf.advance(used);
-                    if !decoded.is_empty() {
-                        sink.push(decoded.split().freeze())?;
-                    }
-                    if decoder.is_done() {
-                        break;
-                    }
-                    self.buf.reserve(READ_CHUNK);
-                    self.read_body_bytes().await?;
-                }
+            if decoder.is_done() {
+                return Ok(sink.finish());
+            }
+            if decoded.consumed == 0 {
+                // A long body is read in large pieces: fewer reads, and fewer pieces to spool.
+                let rest = match head.body {
+                    BodyKind::Length(length) => (length - decoder.decoded()) as usize,
+                    _ => READ_CHUNK,
+                };
+                self.buf.reserve(rest.clamp(READ_CHUNK, LARGE_READ));
+                self.read_body_bytes().await?;
             }
         }
-        Ok(sink.finish())
     }
 
     /// One read of body bytes; a client silent for the I/O timeout gets 408.
@@ -140,53 +135,9 @@ impl<S: ClientStream> Connection<S> {
     /// Tells a client that waits for it to send its body (RFC 9110 section 10.1.1).
     async fn send_continue(&mut self, head: &RequestHead) -> Result<(), End> {
         if head.expect_continue && self.buf.is_empty() {
-            self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+            self.write(CONTINUE).await?;
         }
         Ok(())
-    }
-}
-
-/// Collects a request body: in memory up to the request buffer size, then in a spool (a
-/// temporary file past that), so a thousand waiting uploads do not cost a thousand bodies of
-/// memory.
-struct BodySink {
-    pieces: Vec<Bytes>,
-    len: u64,
-    memory_limit: usize,
-    spool: Option<(spool::Writer, spool::Reader)>,
-}
-
-impl BodySink {
-    fn new(memory_limit: usize) -> Self {
-        BodySink { pieces: Vec::new(), len: 0, memory_limit, spool: None }
-    }
-
-    fn push(&mut self, data: Bytes) -> Result<(), End> {
-        self.len += data.len() as u64;
-        if self.spool.is_none() && self.len <= self.memory_limit as u64 {
-            self.pieces.push(data);
-            return Ok(());
-        }
-        let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.memory_limit));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.write(piece));
-        spooled.map_err(|err| {
-            tracing::warn!("cannot buffer a request body: {err}");
-            End::Refuse(
-                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body"),
-                Version::HTTP_11,
-            )
-        })
-    }
-
-    fn finish(self) -> RequestBody {
-        match self.spool {
-            Some((writer, reader)) => {
-                writer.finish();
-                RequestBody::Spooled { reader, len: self.len }
-            }
-            None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
-            None => RequestBody::Memory(self.pieces.concat().into()),
-        }
     }
 }
 

@@ -8,13 +8,14 @@
 use bytes::BytesMut;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode, Version};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::conn::{Connection, End};
 use super::stream::ClientStream;
-use crate::http1::response::{plain_response, put_chunk, write_head, Persistence, LAST_CHUNK};
-use crate::http1::{response_has_body, strip_hop_by_hop};
 use crate::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
+use headway_http1::body::BodyEncoder;
+use headway_http1::fields::{self, strip_hop_by_hop};
+use headway_http1::response::{body_encoder, plain_response, write_head, Persistence};
 
 /// Write out a streamed body once this much is gathered.
 const FLUSH_AT: usize = 64 * 1024;
@@ -66,43 +67,29 @@ impl<S: ClientStream> Connection<S> {
     ) -> Result<Sent, End> {
         let WorkerResponse { head, body, timing } = response;
         let status = head.status;
-        let sent =
-            |persistence, body_bytes| Sent { persistence, status, body_bytes, timing: Some(timing), websocket: None };
         let mut headers = head.headers;
         strip_hop_by_hop(&mut headers);
         self.front.stats.response_sent(status);
+        // The worker's length, checked when its head was read; kept when it has one, and the
+        // body is held to it.
+        let declared =
+            fields::content_length(headers.get_all(header::CONTENT_LENGTH).iter().map(|v| v.as_bytes())).ok().flatten();
+        let known = match &body {
+            ResponseBody::Complete(data) => Some(data.len() as u64),
+            ResponseBody::Streaming(_) => None,
+        };
+        let mut encoder = body_encoder(method == Method::HEAD, status, version, declared, known);
         let mut out = BytesMut::with_capacity(512);
-
-        if !response_has_body(method, status) {
-            write_head(&mut out, version, status, &headers, false, persistence);
-            self.write(&out).await?;
-            return Ok(sent(persistence, 0));
-        }
-        let reader = match body {
+        let persistence = write_head(&mut out, version, status, &headers, &encoder, persistence);
+        let sent = |body_bytes| Sent { persistence, status, body_bytes, timing: Some(timing), websocket: None };
+        let mut body_bytes = 0;
+        let mut reader = match body {
             ResponseBody::Complete(data) => {
-                if !headers.contains_key(header::CONTENT_LENGTH) {
-                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(data.len()));
-                }
-                write_head(&mut out, version, status, &headers, false, persistence);
-                out.extend_from_slice(&data);
-                self.write(&out).await?;
-                return Ok(sent(persistence, data.len() as u64));
+                body_bytes += self.put_body(&mut encoder, &mut out, &data);
+                return self.end_body(&encoder, &out).await.map(|()| sent(body_bytes));
             }
             ResponseBody::Streaming(reader) => reader,
         };
-
-        // A body still arriving: keep its length if the worker gave one; otherwise chunked
-        // for HTTP/1.1, or the end of the connection marks the end of the body for HTTP/1.0.
-        let (chunked, persistence) = if headers.contains_key(header::CONTENT_LENGTH) {
-            (false, persistence)
-        } else if version == Version::HTTP_11 {
-            (true, persistence)
-        } else {
-            (false, Persistence::Close)
-        };
-        write_head(&mut out, version, status, &headers, chunked, persistence);
-        let mut reader = reader;
-        let mut body_bytes = 0;
         loop {
             let piece = match reader.try_next() {
                 Some(piece) => piece,
@@ -115,21 +102,8 @@ impl<S: ClientStream> Connection<S> {
                 }
             };
             match piece {
-                Some(Ok(data)) => {
-                    body_bytes += data.len() as u64;
-                    if chunked {
-                        put_chunk(&mut out, &data);
-                    } else {
-                        out.extend_from_slice(&data);
-                    }
-                }
-                None => {
-                    if chunked {
-                        out.extend_from_slice(LAST_CHUNK);
-                    }
-                    self.write(&out).await?;
-                    return Ok(sent(persistence, body_bytes));
-                }
+                Some(Ok(data)) => body_bytes += self.put_body(&mut encoder, &mut out, &data),
+                None => return self.end_body(&encoder, &out).await.map(|()| sent(body_bytes)),
                 Some(Err(truncated)) => {
                     // Too late for a status: end the connection so the client sees a body
                     // cut short, not a complete one.
@@ -142,6 +116,32 @@ impl<S: ClientStream> Connection<S> {
                 self.write(&out).await?;
                 out.clear();
             }
+        }
+    }
+
+    /// Frames a piece of the body into `out`; returns how many body bytes went in.
+    fn put_body(&self, encoder: &mut BodyEncoder, out: &mut BytesMut, data: &[u8]) -> u64 {
+        let (data, broken) = encoder.admit(data);
+        if let Some(broken) = broken {
+            warn!("a worker's response: {broken}");
+        }
+        encoder.put(out, data);
+        data.len() as u64
+    }
+
+    /// Writes what is left of the response with what ends its body. A body short of its length
+    /// cannot be completed: the connection ends, so that the client sees it cut.
+    async fn end_body(&mut self, encoder: &BodyEncoder, out: &BytesMut) -> Result<(), End> {
+        let (last, broken) = encoder.end();
+        let mut out = out.clone();
+        out.extend_from_slice(last);
+        self.write(&out).await?;
+        match broken {
+            Some(broken) => {
+                warn!("a worker's response: {broken}");
+                Err(End::Gone)
+            }
+            None => Ok(()),
         }
     }
 }

@@ -15,6 +15,7 @@
 //! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
 //! connection carries the socket until it closes ([`super::websocket`]).
 
+use http::Version;
 use tokio::io::AsyncReadExt;
 
 use super::conn::{Connection, End, READ_CHUNK};
@@ -22,11 +23,11 @@ use super::forward::worker_request;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
-use crate::http1::request::RequestHead;
-use crate::http1::response::Persistence;
 use crate::job::Outcome;
 use crate::ops::access_log::RequestFields;
 use crate::queue::Wait;
+use headway_http1::request::RequestHead;
+use headway_http1::response::Persistence;
 
 impl<S: ClientStream> Connection<S> {
     /// Serves the connection until it ends.
@@ -65,7 +66,10 @@ impl<S: ClientStream> Connection<S> {
                 continue;
             }
             let logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let mut request = worker_request(head, body, &self.peer, &self.front.settings.trusted_proxies);
+            let RequestHead { method: request_method, target, headers, .. } = head;
+            let trusted = &self.front.settings.trusted_proxies;
+            let mut request =
+                worker_request(request_method, &target, Version::HTTP_11, headers, body, &self.peer, trusted);
             if websocket.is_some() {
                 ask_worker_to_upgrade(&mut request);
             }

@@ -10,17 +10,19 @@ use tokio::sync::watch;
 
 use super::conn::{Arrival, Connection};
 use super::forwarded::{Peer, TrustedProxies};
+use super::h2::Http2Settings;
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
-use crate::http1::request::Limits;
 use crate::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
 use crate::tally::Tally;
 use crate::workers::launch::TakesWebSockets;
+use headway_http1::request::Limits;
 
+mod h2;
 mod websocket;
 
 struct Harness {
@@ -56,6 +58,7 @@ impl Harness {
                 ping_interval: None,
                 max_message: 1 << 20,
             },
+            http2: Some(Http2Settings::new(8 * 1024)),
         };
         change(&mut settings);
         let queue = Queue::new(100, Duration::from_secs(30), 1);

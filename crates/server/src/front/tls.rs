@@ -2,9 +2,9 @@
 //! gunicorn, uvicorn, granian and Puma can. Behind a balancer that terminates TLS it is not
 //! needed; the balancer's `X-Forwarded-Proto` (or a PROXY v2 header's SSL TLV) says https then.
 //!
-//! rustls does the protocol (TLS 1.2 and 1.3, ALPN `http/1.1` only: the front speaks HTTP/1.1),
-//! and the connection is served exactly as a plain one above it; its worker sees
-//! `X-Forwarded-Proto: https`. The certificate chain and key are PEM files, read at start (a
+//! rustls does the protocol (TLS 1.2 and 1.3; ALPN offers `h2`, then `http/1.1`, or only
+//! `http/1.1` with `--no-http2`), and the connection is served exactly as a plain one above it;
+//! its worker sees `X-Forwarded-Proto: https`. The certificate chain and key are PEM files, read at start (a
 //! bad one stops the start with a message) and again on SIGHUP, so a renewed certificate is
 //! taken without a restart: new connections get it, open ones keep theirs, and a renewal that
 //! does not load is logged and the certificate in use kept.
@@ -95,19 +95,22 @@ impl ClientAuth {
 /// The TLS side of every listener.
 pub struct Tls {
     files: TlsFiles,
+    /// Whether ALPN offers `h2`.
+    http2: bool,
     acceptor: RwLock<TlsAcceptor>,
 }
 
 impl Tls {
-    pub fn load(files: TlsFiles) -> anyhow::Result<Tls> {
-        let acceptor = TlsAcceptor::from(Arc::new(server_config(&files)?));
-        Ok(Tls { files, acceptor: RwLock::new(acceptor) })
+    /// `http2`: offer HTTP/2 by ALPN, before HTTP/1.1.
+    pub fn load(files: TlsFiles, http2: bool) -> anyhow::Result<Tls> {
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(&files, http2)?));
+        Ok(Tls { files, http2, acceptor: RwLock::new(acceptor) })
     }
 
     /// Reads the certificate and key again (SIGHUP). On failure the ones in use stay.
     pub async fn reload(self: Arc<Self>) {
         let tls = self.clone();
-        let loaded = tokio::task::spawn_blocking(move || server_config(&tls.files)).await;
+        let loaded = tokio::task::spawn_blocking(move || server_config(&tls.files, tls.http2)).await;
         match loaded {
             Ok(Ok(config)) => {
                 *self.acceptor.write().unwrap_or_else(|poisoned| poisoned.into_inner()) =
@@ -155,7 +158,12 @@ pub fn opens_handshake(first: u8) -> bool {
     first == 22
 }
 
-fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
+/// Whether the client and the front agreed on HTTP/2 by ALPN.
+pub fn negotiated_h2<S>(stream: &TlsStream<S>) -> bool {
+    stream.get_ref().1.alpn_protocol() == Some(b"h2")
+}
+
+fn server_config(files: &TlsFiles, http2: bool) -> anyhow::Result<ServerConfig> {
     let chain = pem::certificates(&files.cert, "--certfile")?;
     let key =
         pem::private_key(&files.key, "--keyfile", files.key_password.as_ref().map(|password| password.0.as_str()))?;
@@ -169,7 +177,7 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<ServerConfig> {
     let mut config = builder.with_single_cert(chain, key).with_context(|| {
         format!("--keyfile {} does not fit --certfile {}", files.key.display(), files.cert.display())
     })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
     Ok(config)
 }
 

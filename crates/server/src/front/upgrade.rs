@@ -8,12 +8,12 @@ use http::StatusCode;
 use super::conn::{Connection, End};
 use super::relay::Sent;
 use super::stream::ClientStream;
-use crate::http1::request::RequestHead;
-use crate::http1::response::Persistence;
-use crate::http1::websocket::{ask_upgrade, is_handshake, switching_protocols};
-use crate::http1::HttpError;
 use crate::job::{RequestBody, Upgraded, WebSocketHandshake};
 use crate::ops::stats::Gauge;
+use headway_http1::request::RequestHead;
+use headway_http1::response::Persistence;
+use headway_http1::upgrade::{ask_upgrade, is_handshake, switching_protocols};
+use headway_http1::HttpError;
 
 impl<S: ClientStream> Connection<S> {
     /// For a WebSocket handshake, its place among the open WebSockets; `None` for any other

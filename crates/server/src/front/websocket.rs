@@ -3,7 +3,7 @@
 //! worker's process is about to go (reload, replacement, shutdown).
 //!
 //! The front relays bytes, not messages: a payload is read once, written once, never unmasked.
-//! It walks the frame headers of both directions ([`crate::http1::frames`]) for three things: a
+//! It walks the frame headers of both directions ([`super::frames`]) for three things: a
 //! client message over `--max-websocket-message` is refused before any of it reaches the app
 //! (1009), a frame no client may send is refused (1002), and the front's own close frames go in
 //! only between two frames and only to a side that has not been sent one already. When the front
@@ -31,8 +31,8 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tracing::debug;
 
 use super::conn::Connection;
+use super::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use super::stream::ClientStream;
-use crate::http1::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 use crate::job::WorkerSocket;
 use crate::ops::stats::Gauge;
 use crate::workers::launch::TakesWebSockets;

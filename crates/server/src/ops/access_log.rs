@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use tracing::warn;
 
-use crate::http1::request::RequestHead;
 use crate::job::Timing;
+use headway_http1::request::RequestHead;
 
 /// `--access-log-format`: a line per response in Apache's combined format (then `queue=` and
 /// `service=` times), or a JSON object per line.
@@ -107,13 +107,17 @@ pub struct RequestFields {
 
 impl RequestFields {
     pub fn of(head: &RequestHead) -> Self {
-        let field = |name| {
-            head.headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned())
-        };
+        RequestFields::new(&head.method, &head.target, head.version, &head.headers)
+    }
+
+    /// From a request's plain fields, whichever protocol carried it.
+    pub fn new(method: &http::Method, target: &str, version: http::Version, headers: &HeaderMap) -> Self {
+        let field =
+            |name| headers.get(name).map(|value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned());
         RequestFields {
-            method: head.method.clone(),
-            target: head.target.clone(),
-            version: head.version,
+            method: method.clone(),
+            target: target.to_owned(),
+            version,
             referer: field(header::REFERER),
             user_agent: field(header::USER_AGENT),
         }
@@ -177,7 +181,7 @@ fn write_lines(messages: Receiver<Message>, out: Box<dyn Write + Send>, path: Pa
 impl Entry<'_> {
     fn combined(&self, now: SystemTime) -> String {
         let mut line = String::with_capacity(200);
-        let version = if self.version == http::Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" };
+        let version = protocol(self.version);
         let _ = write!(
             line,
             "{} - - [{}] \"{} {} {version}\" {} {} \"{}\" \"{}\"",
@@ -212,7 +216,7 @@ impl Entry<'_> {
             "client": self.client_ip.map(|ip| ip.to_string()),
             "method": self.method,
             "path": self.target,
-            "protocol": if self.version == http::Version::HTTP_10 { "HTTP/1.0" } else { "HTTP/1.1" },
+            "protocol": protocol(self.version),
             "status": self.status,
             "bytes": self.body_bytes,
             "referer": self.referer,
@@ -224,6 +228,15 @@ impl Entry<'_> {
         let mut line = object.to_string();
         line.push('\n');
         line
+    }
+}
+
+/// The protocol as the request line would name it (HTTP/2 as Apache and nginx log it).
+fn protocol(version: http::Version) -> &'static str {
+    match version {
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        _ => "HTTP/1.1",
     }
 }
 

@@ -177,6 +177,24 @@ fn prometheus(s: &Snapshot) -> String {
         "Connections closed before a request: a PROXY header or TLS handshake failed or was late.",
         &one(s.connections.handshakes_failed as f64),
     );
+    metric(
+        "http2_connections_total",
+        "counter",
+        "Client connections that spoke HTTP/2.",
+        &one(s.connections.http2 as f64),
+    );
+    metric(
+        "http2_streams_total",
+        "counter",
+        "Requests that came as HTTP/2 streams.",
+        &one(s.connections.http2_streams as f64),
+    );
+    metric(
+        "http2_calmed_total",
+        "counter",
+        "HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for flooding.",
+        &one(s.connections.http2_calmed as f64),
+    );
     let ws = &s.websockets;
     metric("websockets_open", "gauge", "Open WebSockets.", &one(ws.open as f64));
     metric("websockets_opened_total", "counter", "WebSockets opened.", &one(ws.opened as f64));
@@ -311,6 +329,11 @@ fn render(s: &Snapshot) -> String {
         out,
         "connections  {} open, {} idle, {} accepted, {} failed their PROXY header or TLS handshake",
         s.connections.open, s.connections.idle, s.connections.accepted, s.connections.handshakes_failed
+    );
+    let _ = writeln!(
+        out,
+        "http/2       {} connections, {} streams, {} closed for flooding",
+        s.connections.http2, s.connections.http2_streams, s.connections.http2_calmed
     );
     let responses: Vec<String> = s.responses.iter().map(|(code, n)| format!("{code}: {n}")).collect();
     let _ =

@@ -29,6 +29,9 @@ pub struct Stats {
     connections_idle: Tally,
     connections_accepted: AtomicU64,
     handshakes_failed: AtomicU64,
+    http2_connections: AtomicU64,
+    http2_streams: AtomicU64,
+    http2_calmed: AtomicU64,
     /// WebSockets open or in their handshake: what `--max-websockets` bounds.
     websockets_admitted: Tally,
     websockets_open: Tally,
@@ -46,6 +49,9 @@ impl Default for Stats {
             connections_idle: Tally::default(),
             connections_accepted: AtomicU64::new(0),
             handshakes_failed: AtomicU64::new(0),
+            http2_connections: AtomicU64::new(0),
+            http2_streams: AtomicU64::new(0),
+            http2_calmed: AtomicU64::new(0),
             websockets_admitted: Tally::default(),
             websockets_open: Tally::default(),
             websockets_opened: AtomicU64::new(0),
@@ -66,6 +72,21 @@ impl Stats {
     /// failed.
     pub fn handshake_failed(&self) {
         self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection that speaks HTTP/2.
+    pub fn http2_connection(&self) {
+        self.http2_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request that came as an HTTP/2 stream.
+    pub fn http2_stream(&self) {
+        self.http2_streams.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an HTTP/2 connection closed with GOAWAY `ENHANCE_YOUR_CALM`.
+    pub fn http2_calmed(&self) {
+        self.http2_calmed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a connection as idle (waiting for its next request) until the guard is dropped.
@@ -133,6 +154,9 @@ impl Stats {
                 idle: self.connections_idle.get() as u64,
                 accepted: load(&self.connections_accepted),
                 handshakes_failed: load(&self.handshakes_failed),
+                http2: load(&self.http2_connections),
+                http2_streams: load(&self.http2_streams),
+                http2_calmed: load(&self.http2_calmed),
             },
             responses,
             access_log_dropped: 0, // the access log's own count; the control endpoint adds it

@@ -15,6 +15,7 @@ use crate::http::HttpError;
 use crate::transport::{Next, Transport};
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::validate;
+use headway_http1::body::BodyKind;
 
 const OVER: &str = "the connection this belongs to is over";
 
@@ -70,8 +71,11 @@ impl Channel {
 
     fn start(&mut self, request: &Request) {
         self.is_head = request.is_head();
-        self.body_left = request.content_length;
-        self.body_done = !request.chunked && request.content_length.unwrap_or(0) == 0;
+        (self.body_left, self.body_done) = match request.body {
+            BodyKind::Length(length) => (Some(length), false),
+            BodyKind::Chunked | BodyKind::UntilClose => (None, false),
+            BodyKind::Empty => (Some(0), true),
+        };
         self.body_wanted = false;
         self.head_sent = false;
     }
@@ -149,7 +153,11 @@ impl Channel {
         if head_sent {
             transport.abandon(py);
         } else {
-            transport.send_error(py, &HttpError::new(500, "Internal Server Error"), is_head);
+            transport.send_error(
+                py,
+                &HttpError::new(http::StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+                is_head,
+            );
         }
         Ok(())
     }

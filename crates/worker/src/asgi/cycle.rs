@@ -30,7 +30,9 @@ use crate::http::HttpError;
 use crate::log::{log, print_traceback};
 use crate::transport::Transport;
 use crate::wsgi::input::read_error;
-use crate::wsgi::response::{check_name, content_length_of, repr, type_name};
+use crate::wsgi::response::{check_name, repr, type_name};
+use headway_http1::fields;
+use http::StatusCode;
 
 #[pyclass(module = "headway._native", name = "HttpCycle")]
 pub struct HttpCycle {
@@ -55,7 +57,7 @@ pub struct HttpCycle {
 
 /// The response head as the app gave it.
 struct Start {
-    code: u16,
+    code: StatusCode,
     /// The fields' names and values, one after the other, ...
     bytes: Vec<u8>,
     /// ... and where each field's name ends and its value ends in `bytes`.
@@ -349,7 +351,11 @@ impl HttpCycle {
                     this.exchange.abandon(py);
                 } else {
                     let is_head = this.exchange.is_head();
-                    this.exchange.send_error(py, &HttpError::new(500, "Internal Server Error"), is_head);
+                    this.exchange.send_error(
+                        py,
+                        &HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+                        is_head,
+                    );
                 }
             }
             this.ended(py);
@@ -370,11 +376,8 @@ fn response_start(message: &Bound<'_, PyDict>) -> PyResult<Start> {
     let status = message
         .get_item(intern!(py, "status"))?
         .ok_or_else(|| PyValueError::new_err("http.response.start without a 'status'"))?;
-    let code: u16 = match status.extract() {
-        Ok(code @ 100..=999) => code,
-        _ => {
-            return Err(PyValueError::new_err(format!("bad status {}: expected an int of three digits", repr(&status))))
-        }
+    let Some(code) = status.extract::<u16>().ok().and_then(|code| StatusCode::from_u16(code).ok()) else {
+        return Err(PyValueError::new_err(format!("bad status {}: expected an int of three digits", repr(&status))));
     };
     let mut start = Start { code, bytes: Vec::new(), fields: Vec::new(), content_length: None };
     if let Some(headers) = message.get_item(intern!(py, "headers"))? {
@@ -390,7 +393,9 @@ fn response_start(message: &Bound<'_, PyDict>) -> PyResult<Start> {
                 return Err(PyValueError::new_err("a response header value contains CR or LF"));
             }
             if name_bytes.eq_ignore_ascii_case(b"content-length") {
-                let length = content_length_of(&value_bytes)
+                let length = fields::content_length([&value_bytes[..]])
+                    .ok()
+                    .flatten()
                     .ok_or_else(|| PyValueError::new_err(format!("bad Content-Length header {}", repr(&value))))?;
                 if start.content_length.is_some_and(|seen| seen != length) {
                     return Err(PyValueError::new_err("conflicting Content-Length headers"));

@@ -14,14 +14,16 @@
 
 use std::borrow::Cow;
 
-use headway_hop::message::RequestHead;
+use headway_hop::message::{RequestHead, Version};
+use headway_http1::fields::trim_blanks;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::http::request::Request;
-use crate::http::trim_blanks;
+use crate::http::request::{self, Request};
 use crate::wsgi::environ::{bytes_of_latin1, percent_decoded};
+use headway_http1::request::{parse_head, Limits};
+use pyo3::exceptions::PyValueError;
 
 /// ASGI's version and the spec version of the scopes built here (the lifespan scope's too).
 pub const ASGI_VERSION: &str = "3.0";
@@ -60,7 +62,11 @@ impl<'a> Head<'a> {
             method: Cow::Borrowed(head.method),
             raw_path: Cow::Borrowed(raw_path),
             query: Cow::Borrowed(query),
-            http_version: if head.http11 { "1.1" } else { "1.0" },
+            http_version: match head.version {
+                Version::Http10 => "1.0",
+                Version::Http11 => "1.1",
+                Version::Http2 => "2",
+            },
             headers,
             https,
             client: (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client)),
@@ -78,7 +84,7 @@ impl<'a> Head<'a> {
             method: Cow::Owned(bytes_of_latin1(&request.method)),
             raw_path: Cow::Owned(bytes_of_latin1(&request.path)),
             query: Cow::Owned(bytes_of_latin1(&request.query)),
-            http_version: request.version.as_str().trim_start_matches("HTTP/"),
+            http_version: request.protocol().trim_start_matches("HTTP/"),
             headers,
             https: request.is_https(),
             client: request.client().map(Cow::Borrowed),
@@ -251,8 +257,9 @@ fn method<'py>(py: Python<'py>, method: &[u8]) -> Bound<'py, PyString> {
 }
 
 /// The scope of `kind` (`http` or `websocket`) for a request head parsed from HTTP/1.1 (a
-/// WebSocket handshake on the worker's socket), with a copy of the lifespan `state`, under
-/// `root_path`; a malformed head raises ValueError with what is wrong.
+/// WebSocket handshake on the worker's socket), up to and without the blank line that ends it,
+/// with a copy of the lifespan `state`, under `root_path`; a malformed head raises ValueError
+/// with what is wrong.
 #[pyfunction]
 pub fn parse_scope<'py>(
     py: Python<'py>,
@@ -261,8 +268,13 @@ pub fn parse_scope<'py>(
     state: Py<PyDict>,
     root_path: String,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let request = crate::http::request::parse_request(head)
-        .map_err(|error| pyo3::exceptions::PyValueError::new_err(error.message))?;
+    let head = [head, b"\r\n\r\n"].concat();
+    let limits = Limits { max_head: head.len(), max_body: u64::MAX };
+    let request = match parse_head(&head, &limits) {
+        Ok(Some((head, _))) => request::from_head(head),
+        Ok(None) => return Err(PyValueError::new_err("an incomplete request head")),
+        Err(error) => return Err(PyValueError::new_err(error.reason)),
+    };
     ScopeMaker::new(py, kind == "websocket", state, root_path)?.make(py, &Head::from_request(&request))
 }
 

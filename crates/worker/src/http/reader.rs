@@ -1,4 +1,4 @@
-//! The bytes of one connection as the request parser and the body decoders consume them.
+//! The bytes of one connection as the request parser and the body decoder consume them.
 //!
 //! The reader owns what was received and not consumed yet, so a pipelined request or the
 //! bytes after a chunked body are never lost. It pulls more through a [`Source`] only when it
@@ -6,12 +6,12 @@
 
 use std::io;
 
+use headway_http1::request::{parse_head, Limits, RequestHead};
+
 use super::HttpError;
 
 /// A head larger than this gets 431. The headway front's own limit is smaller.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// A chunk-size line or trailer line longer than this gets 400.
-pub const MAX_LINE_BYTES: usize = 8 * 1024;
 /// How much one receive asks for.
 pub const RECV_BYTES: usize = 64 * 1024;
 
@@ -61,12 +61,12 @@ impl Reader {
     }
 
     /// Marks bytes as consumed; they stay in place (and borrowable) until the next fill.
-    fn consume(&mut self, count: usize) {
+    pub fn consume(&mut self, count: usize) {
         self.start += count;
     }
 
     /// Receives more; false once the peer closed.
-    fn fill(&mut self, source: &mut impl Source) -> io::Result<bool> {
+    pub fn fill(&mut self, source: &mut impl Source) -> io::Result<bool> {
         if self.start > 0 {
             self.buf.drain(..self.start);
             self.start = 0;
@@ -74,31 +74,17 @@ impl Reader {
         Ok(source.recv(&mut self.buf)? > 0)
     }
 
-    /// The next request head without its blank line; None on a clean close before one.
-    /// Empty lines before a request are skipped (RFC 9112 2.2).
-    pub fn read_head(&mut self, source: &mut impl Source) -> Result<Option<Vec<u8>>, ReadError> {
-        let mut searched = 0;
+    /// The next request head; None on a clean close before one. Empty lines before a request
+    /// are skipped (RFC 9112 2.2).
+    pub fn read_head(&mut self, source: &mut impl Source) -> Result<Option<RequestHead>, ReadError> {
+        // The body's size is the app's business: it reads as much as it wants.
+        let limits = Limits { max_head: MAX_HEAD_BYTES, max_body: u64::MAX };
         loop {
-            let data = self.pending();
-            if data.starts_with(b"\r\n") {
-                let skip = data.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(data.len());
-                self.consume(skip);
-                searched = 0;
-                continue;
-            }
-            if let Some(end) = memchr::memmem::find(&data[searched..], b"\r\n\r\n").map(|at| at + searched) {
-                if end > MAX_HEAD_BYTES {
-                    return Err(HttpError::new(431, "request head too large").into());
-                }
-                let head = data[..end].to_vec();
-                self.consume(end + 4);
+            if let Some((head, len)) = parse_head(self.pending(), &limits)? {
+                self.consume(len);
                 return Ok(Some(head));
             }
-            if data.len() > MAX_HEAD_BYTES {
-                return Err(HttpError::new(431, "request head too large").into());
-            }
-            searched = data.len().saturating_sub(3);
-            let had = !data.is_empty();
+            let had = self.pending().iter().any(|&b| b != b'\r' && b != b'\n');
             if !self.fill(source)? {
                 return if had { Err(ReadError::PeerClosed) } else { Ok(None) };
             }
@@ -114,26 +100,6 @@ impl Reader {
         let count = self.pending().len().min(limit);
         self.consume(count);
         Ok(&self.buf[start..start + count])
-    }
-
-    /// One CRLF-terminated line without its CRLF.
-    pub fn read_line(&mut self, source: &mut impl Source) -> Result<Vec<u8>, ReadError> {
-        let mut searched = 0;
-        loop {
-            let data = self.pending();
-            if let Some(end) = memchr::memmem::find(&data[searched..], b"\r\n").map(|at| at + searched) {
-                let line = data[..end].to_vec();
-                self.consume(end + 2);
-                return Ok(line);
-            }
-            if data.len() > MAX_LINE_BYTES {
-                return Err(HttpError::bad_request("line too long in chunked body").into());
-            }
-            searched = data.len().saturating_sub(1);
-            if !self.fill(source)? {
-                return Err(ReadError::PeerClosed);
-            }
-        }
     }
 }
 
@@ -174,37 +140,35 @@ pub(crate) mod tests {
         }
     }
 
-    fn head(reader: &mut Reader, source: &mut Feeder) -> Option<Vec<u8>> {
+    fn head(reader: &mut Reader, source: &mut Feeder) -> Option<RequestHead> {
         reader.read_head(source).unwrap()
     }
 
     #[test]
     fn read_head_byte_by_byte_with_pipelining() {
-        let mut source = feeder(b"\r\nGET /1 HTTP/1.1\r\nA: b\r\n\r\n\r\nGET /2 HTTP/1.1\r\n\r\nrest", 1);
+        let wire = b"\r\nGET /1 HTTP/1.1\r\nHost: b\r\n\r\n\r\nGET /2 HTTP/1.1\r\nHost: c\r\n\r\nrest";
+        let mut source = feeder(wire, 1);
         let mut reader = Reader::new();
-        assert_eq!(head(&mut reader, &mut source).unwrap(), b"GET /1 HTTP/1.1\r\nA: b");
-        assert_eq!(head(&mut reader, &mut source).unwrap(), b"GET /2 HTTP/1.1");
+        assert_eq!(head(&mut reader, &mut source).unwrap().target, "/1");
+        assert_eq!(head(&mut reader, &mut source).unwrap().target, "/2");
         assert_eq!(rest(&mut reader, &mut source), b"rest");
-        assert_eq!(head(&mut reader, &mut source), None);
+        assert!(head(&mut reader, &mut source).is_none());
     }
 
     #[test]
     fn read_head_skips_empty_lines_between_requests() {
         for step in [1, 1000] {
-            let mut source = feeder(b"GET /1 HTTP/1.1\r\n\r\n\r\n\r\n\r\nGET /2 HTTP/1.1\r\n\r\n\r\n", step);
+            let wire = b"GET /1 HTTP/1.0\r\n\r\n\r\n\r\n\r\nGET /2 HTTP/1.0\r\n\r\n\r\n";
+            let mut source = feeder(wire, step);
             let mut reader = Reader::new();
-            let heads: Vec<_> = (0..3).map(|_| head(&mut reader, &mut source)).collect();
-            assert_eq!(
-                heads,
-                [Some(b"GET /1 HTTP/1.1".to_vec()), Some(b"GET /2 HTTP/1.1".to_vec()), None],
-                "step {step}"
-            );
+            let heads: Vec<_> = (0..3).map(|_| head(&mut reader, &mut source).map(|head| head.target)).collect();
+            assert_eq!(heads, [Some("/1".to_owned()), Some("/2".to_owned()), None], "step {step}");
         }
     }
 
     #[test]
     fn read_head_peer_closed_mid_head() {
-        let result = Reader::new().read_head(&mut feeder(b"GET / HTTP/1.1\r\n", 1));
+        let result = Reader::new().read_head(&mut feeder(b"GET / HTTP/1.1\r\nHost: a\r\n", 1));
         assert!(matches!(result, Err(ReadError::PeerClosed)));
     }
 
@@ -213,6 +177,6 @@ pub(crate) mod tests {
         let mut data = b"GET / HTTP/1.1\r\nA: ".to_vec();
         data.extend(std::iter::repeat_n(b'x', 70000));
         let result = Reader::new().read_head(&mut feeder(&data, 4096));
-        assert!(matches!(result, Err(ReadError::Http(HttpError { status: 431, .. }))));
+        assert!(matches!(result, Err(ReadError::Http(error)) if error.status == 431));
     }
 }

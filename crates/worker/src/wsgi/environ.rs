@@ -91,7 +91,7 @@ pub fn build<'py>(
     let path = path_info(&request.path);
     environ.set_item(intern!(py, "PATH_INFO"), below(&path, root_path))?;
     environ.set_item(intern!(py, "QUERY_STRING"), &request.query)?;
-    environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.version.as_str())?;
+    environ.set_item(intern!(py, "SERVER_PROTOCOL"), request.protocol())?;
     environ.set_item(intern!(py, "wsgi.input"), input)?;
 
     if let Some(client) = request.client() {

@@ -54,7 +54,7 @@ impl Input {
 /// A failed read of the request body, as the app sees it.
 pub fn read_error(error: ReadError) -> PyErr {
     match error {
-        ReadError::Http(error) => HttpBodyError::new_err(error.message),
+        ReadError::Http(error) => HttpBodyError::new_err(error.reason),
         ReadError::PeerClosed => PeerClosed::new_err("the client closed the connection in the middle of the body"),
         ReadError::Io(error) => PyErr::from(error),
     }

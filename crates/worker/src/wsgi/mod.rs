@@ -162,7 +162,11 @@ impl Response {
         if self.headers_sent() {
             log(py, "the app failed after the response started; closing the connection");
         } else {
-            transport.send_error(py, &HttpError::new(500, "Internal Server Error"), is_head);
+            transport.send_error(
+                py,
+                &HttpError::new(http::StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+                is_head,
+            );
         }
     }
 }

@@ -14,8 +14,10 @@ use pyo3::{ffi, intern};
 use super::file_wrapper::FileWrapper;
 use crate::http::reader::ReadError;
 use crate::http::response::ResponseHead;
-use crate::http::{is_token, HttpError};
+use crate::http::HttpError;
 use crate::transport::Transport;
+use headway_http1::fields::{self, is_token};
+use http::StatusCode;
 
 /// PEP 3333: the app must not send hop-by-hop headers; framing is the server's job.
 const HOP_BY_HOP: [&str; 9] = [
@@ -305,7 +307,7 @@ pub fn validate(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResu
     Ok(ResponseHead { status, code, header_block, content_length, has_date })
 }
 
-fn validate_status(status: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u16)> {
+fn validate_status(status: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, StatusCode)> {
     let Ok(text) = status.cast_exact::<PyString>() else {
         return Err(PyTypeError::new_err(format!("status must be a str such as '200 OK', not {}", type_name(status))));
     };
@@ -323,6 +325,7 @@ fn validate_status(status: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, u16)> {
         return Err(bad());
     }
     let code = encoded[..3].iter().fold(0u16, |code, digit| code * 10 + u16::from(digit - b'0'));
+    let code = StatusCode::from_u16(code).map_err(|_| bad())?;
     Ok((encoded, code))
 }
 
@@ -357,15 +360,7 @@ fn content_length_value(value: &Bound<'_, PyAny>) -> PyResult<u64> {
     let bad = || PyValueError::new_err(format!("bad Content-Length header {}", repr(value)));
     let text = value.cast_exact::<PyString>().map_err(|_| bad())?;
     let bytes = latin1_bytes(text).map_err(|_| bad())?;
-    content_length_of(bytes.as_bytes()).ok_or_else(bad)
-}
-
-/// A Content-Length value: ASCII digits only.
-pub fn content_length_of(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(digits).ok().and_then(|digits| digits.parse().ok())
+    fields::content_length([bytes.as_bytes()]).ok().flatten().ok_or_else(bad)
 }
 
 /// `Name: value\r\n` for each header. Every value is checked to be a str first, then for CR

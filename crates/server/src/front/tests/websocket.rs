@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
 use super::{find, read_responses, Harness};
-use crate::http1::frames::client_frame;
+use crate::front::frames::client_frame;
 use crate::job::{Outcome, Timing, Upgraded, WebSocketHandshake, WorkerSocket};
 use crate::tally::{Hold, Tally};
 

@@ -71,7 +71,7 @@ impl SlotLine {
         message::encode_request_head(
             &mut self.record,
             body.len(),
-            true,
+            hop_version(parts.version),
             parts.method.as_str().as_bytes(),
             target.as_bytes(),
             parts.extensions.get::<Client>().map_or(&b""[..], |client| client.0.as_bytes()),
@@ -270,4 +270,14 @@ fn response_head(record: &Bytes) -> Result<http::response::Parts, LinkError> {
         headers.append(name, value);
     }
     Ok(response.into_parts().0)
+}
+
+/// The version the app is told: HTTP/2 for a stream of an HTTP/2 connection, else what the
+/// front's worker request says (HTTP/1.1 for every HTTP/1 client).
+fn hop_version(version: http::Version) -> message::Version {
+    match version {
+        http::Version::HTTP_2 => message::Version::Http2,
+        http::Version::HTTP_10 => message::Version::Http10,
+        _ => message::Version::Http11,
+    }
 }

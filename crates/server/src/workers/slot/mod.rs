@@ -359,8 +359,12 @@ trait WorkerBody {
 /// Why an exchange with a worker failed.
 #[derive(Debug, thiserror::Error)]
 enum LinkError {
-    #[error("{0}")]
-    Http(#[from] hyper::Error),
+    #[error("the worker sent no answer: {0}")]
+    NoAnswer(std::io::Error),
+    #[error("the worker's answer broke HTTP/1.1: {}", .0.reason)]
+    Response(headway_http1::HttpError),
+    #[error("the worker's connection failed: {0}")]
+    Io(std::io::Error),
     #[error("worker closed the connection and refused a new one: {0}")]
     Reconnect(std::io::Error),
     #[error(transparent)]

@@ -7,30 +7,17 @@
 //! socket costs its worker a connection, never a slot. The bundled worker listens on its socket
 //! for these handshakes too. Any other answer is relayed as an ordinary response.
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::warn;
 
-use super::Slot;
-use crate::http1::websocket::is_accepted;
-use crate::job::{Failure, Job, Outcome, RequestBody, Timing, Upgraded, WorkerSocket};
+use super::connection::Connection;
+use super::{LinkError, Slot};
+use crate::job::{Failure, Job, Outcome, Timing, Upgraded, WorkerSocket};
+use crate::read_ahead::ReadAhead;
 use crate::tally::Hold;
-
-/// Why a handshake got no usable answer from the worker.
-#[derive(Debug, thiserror::Error)]
-enum HandshakeError {
-    #[error("cannot connect to the worker for a WebSocket: {0}")]
-    Connect(std::io::Error),
-    #[error("{0}")]
-    Http(#[from] hyper::Error),
-    #[error("the worker answered 101 without switching to websocket")]
-    NotWebSocket,
-}
+use headway_http1::upgrade::is_accepted;
 
 impl Slot {
     /// Carries a WebSocket handshake to the worker and its answer back.
@@ -41,8 +28,16 @@ impl Slot {
         }
         let started = Instant::now();
         let timeout = self.settings.request_timeout;
-        let mut response = match tokio::time::timeout(timeout, send(&self.worker.socket, request)).await {
-            Ok(Ok(response)) => response,
+        let mut connection = match Connection::open(&self.worker.socket).await {
+            Ok(connection) => connection,
+            Err(err) => {
+                warn!(worker = self.worker.index, "cannot connect to the worker for a WebSocket: {err}");
+                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+                return;
+            }
+        };
+        let (head, body) = match tokio::time::timeout(timeout, connection.ask_upgrade(request)).await {
+            Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
                 warn!(worker = self.worker.index, "WebSocket handshake failed: {err}");
                 let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
@@ -61,46 +56,27 @@ impl Slot {
             service: started.elapsed(),
             worker: self.worker.index,
         };
-        let upgrade = hyper::upgrade::on(&mut response);
-        let (head, body) = response.into_parts();
         if head.status != http::StatusCode::SWITCHING_PROTOCOLS {
             // Refused by the app (403, 404, ...): an ordinary response on a connection that ends
             // with it.
             self.deliver(reply, head, body, timing, None).await;
             return;
         }
-        let opened = if is_accepted(&head) {
-            upgrade.await.map_err(HandshakeError::from)
-        } else {
-            Err(HandshakeError::NotWebSocket)
+        if !is_accepted(head.status, &head.headers) {
+            let err =
+                LinkError::Response(headway_http1::HttpError::bad_response("a 101 that does not switch to websocket"));
+            warn!(worker = self.worker.index, "WebSocket handshake failed: {err}");
+            let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
+            return;
+        }
+        // What the worker sent after its 101 is the socket's first bytes.
+        let (stream, ahead) = connection.into_upgraded();
+        let socket = WorkerSocket {
+            io: Box::new(ReadAhead::new(stream, ahead)),
+            closing: self.worker.watch_websockets_closing(),
+            held: Hold::new(self.worker.websockets.clone()),
         };
-        match opened {
-            Ok(upgraded) => {
-                let socket = WorkerSocket {
-                    io: Box::new(TokioIo::new(upgraded)),
-                    closing: self.worker.watch_websockets_closing(),
-                    held: Hold::new(self.worker.websockets.clone()),
-                };
-                // A client gone meanwhile drops the socket with the outcome, closing it.
-                let _ = reply.send(Outcome::Upgraded(Upgraded { head, socket, timing }));
-            }
-            Err(err) => {
-                warn!(worker = self.worker.index, "WebSocket handshake failed: {err}");
-                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
-            }
-        }
+        // A client gone meanwhile drops the socket with the outcome, closing it.
+        let _ = reply.send(Outcome::Upgraded(Upgraded { head, socket, timing }));
     }
-}
-
-/// Sends the handshake on a new connection and waits for the answer's head.
-async fn send(socket: &Path, request: http::Request<RequestBody>) -> Result<http::Response<Incoming>, HandshakeError> {
-    let stream = UnixStream::connect(socket).await.map_err(HandshakeError::Connect)?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    // Driven until the answer is complete, or until the connection is handed over after 101.
-    tokio::spawn(async move {
-        if let Err(err) = connection.with_upgrades().await {
-            debug!("WebSocket handshake connection ended: {err}");
-        }
-    });
-    Ok(sender.send_request(request).await?)
 }

@@ -1,8 +1,14 @@
-"""Fixtures for end-to-end tests of `headway serve`: start the real binary, talk raw HTTP.
+"""The tests' fixtures and helpers, for every folder under tests/.
 
-The binary is found in $HEADWAY_BIN, else `headway` on PATH (a `pip install .`), else the
-cargo build in target/. Tests bind only to 127.0.0.1 with port 0 and read the port the server
-logs; every wait is bounded.
+- End to end (`serve`): start the real `headway serve`, talk raw HTTP. The binary is found in
+  $HEADWAY_BIN, else `headway` on PATH (a `pip install .`), else the cargo build in target/.
+  Tests bind only to 127.0.0.1 with port 0 and read the port the server logs.
+- The worker on its own (`start_worker`, `apps_worker`): `python -m headway.worker` on a unix
+  socket, through worker_client.py.
+- `require(tool)`: a test that needs a tool `scripts/setup --test` installs is skipped without
+  it on a developer's machine, and fails under CI, where its absence is a broken setup.
+
+Every wait is bounded.
 """
 
 import os
@@ -19,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from worker_client import TIMEOUT, Worker, start_process
+
+REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "tests" / "apps"
 
 
@@ -139,8 +147,10 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def request_bytes(method, path, headers=None, body=b"", close=False, version="HTTP/1.1"):
-    lines = [f"{method} {path} {version}", "Host: test"]
+def request_bytes(method, path, headers=None, body=b"", close=False, version="HTTP/1.1", host="test"):
+    """A request's bytes: `headers` as given, `Host: host` first unless `host` is None, a
+    Content-Length for `body` unless the headers frame it, and `Connection: close` if `close`."""
+    lines = [f"{method} {path} {version}", *([f"Host: {host}"] if host is not None else [])]
     for name, value in (headers or {}).items():
         lines.append(f"{name}: {value}")
     if body and not any(name.lower() in ("content-length", "transfer-encoding") for name in (headers or {})):
@@ -229,3 +239,60 @@ def parallel_gets(server, paths):
     for thread in threads:
         thread.join(timeout=90)
     return results
+
+
+def require(tool, install):
+    """Skips the test when `tool` (a command on PATH, or a path) is missing on a developer's
+    machine; under CI, where `scripts/setup --test` must have installed it, fails it instead.
+    `install` says how to get it."""
+    if shutil.which(tool) or os.path.exists(tool):
+        return
+    message = f"{tool} is not installed ({install})"
+    if os.environ.get("CI"):
+        pytest.fail(message + ": scripts/setup --test installs it")
+    pytest.skip(message)
+
+
+def require_module(name):
+    """`require` for a Python package the tests' requirements install."""
+    try:
+        __import__(name)
+    except ImportError:
+        require(f"the Python package {name}", "pip install -r requirements-test.txt")
+
+
+@pytest.fixture
+def socket_dir():
+    """A short directory for unix sockets (a socket path must stay under ~100 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="hw-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def start_worker(tmp_path, socket_dir):
+    """start_worker(app=None, threads=2, *extra) -> a Worker that accepts connections."""
+    started = []
+
+    def start(app=None, threads=2, *extra):
+        socket_path = socket_dir / f"w{len(started)}.sock"
+        args = ["--socket", str(socket_path), "--threads", str(threads), *extra]
+        if app is not None:
+            args.append(app)
+        proc, stderr_path = start_process(tmp_path, args)
+        worker = Worker(proc, socket_path, stderr_path)
+        started.append(worker)
+        return worker.wait_ready()
+
+    yield start
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        worker.proc.wait(TIMEOUT)
+        worker.proc.stdout.close()
+
+
+@pytest.fixture
+def apps_worker(start_worker):
+    """A worker serving tests/worker/worker_apps.py with 2 threads."""
+    return start_worker("worker_apps:app", 2)

@@ -2,8 +2,6 @@
 
 The client here parses responses itself (no http.client) so tests can see exactly what
 went over the unix socket: framing headers, chunk boundaries, closed connections.
-(A module of its own, not conftest.py, so that `import` finds it whatever other
-conftest.py files the test tree holds.)
 """
 
 import os
@@ -16,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-APPS_DIR = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[1]
+# The worker tests' apps (worker_apps.py, asgi_apps.py, ...), which the workers import.
+APPS_DIR = REPO / "tests" / "worker"
 TIMEOUT = 10.0  # seconds; the bound on every wait in these tests
 # The interpreter the worker processes run on: the tests' own unless HEADWAY_PYTHON names
 # another (as for `headway serve`), so the worker can be checked on other Python versions.

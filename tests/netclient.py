@@ -6,14 +6,12 @@ import socket
 import struct
 from ipaddress import ip_address
 
-from conftest import read_response
+from conftest import read_response, request_bytes
 
 
-def request_bytes(target, headers, method="GET"):
+def exact_request(target, headers, method="GET"):
     """A request with exactly these headers (`Host` included), closing the connection."""
-    lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in headers.items()),
-             "Connection: close"]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+    return request_bytes(method, target, headers, close=True, host=None)
 
 
 def exchange(address, data, source=None, timeout=30):

@@ -1,37 +1,29 @@
-//! Parsing a request head and deciding how its body is framed (RFC 9112 sections 3, 6 and 9).
+//! Request heads: parsing and validating one (RFC 9112 sections 3, 6 and 9), and writing one.
 //!
 //! `httparse` tokenizes; this module applies the rules a server on the open internet needs on
 //! top: size limits (414, 431, 413), one and only one way to find where the body ends (a request
 //! with both `Content-Length` and `Transfer-Encoding`, or with disagreeing lengths, is refused
-//! because two parsers could frame it differently: request smuggling), codings we cannot decode
-//! (501), `Host` rules, `Expect`, and whether the connection may persist.
+//! because two parsers could frame it differently: request smuggling), codings headway cannot
+//! decode (501), `Host` rules, `Expect`, and whether the connection may persist.
 
+use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
-use super::{comma_tokens, HttpError};
+use crate::body::BodyKind;
+use crate::fields::{self, Coding};
+use crate::HttpError;
 
 /// How many header fields a request may have. Real browsers send well under 50.
 pub const MAX_HEADERS: usize = 100;
 
-/// Limits the front enforces before a request may enter the queue.
+/// Limits a request must keep to.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest request head (request line and header fields), in bytes.
     pub max_head: usize,
     /// Largest request body, in bytes, after chunked decoding.
     pub max_body: u64,
-}
-
-/// Where the request body ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// No body.
-    Empty,
-    /// Exactly this many bytes follow the head.
-    Length(u64),
-    /// A chunked body follows; its end is in the data.
-    Chunked,
 }
 
 /// A complete, validated request head.
@@ -44,7 +36,7 @@ pub struct RequestHead {
     /// The header fields as received, except that an absolute-form target's authority has
     /// replaced `Host` (RFC 9112 section 3.2.2).
     pub headers: HeaderMap,
-    pub framing: Framing,
+    pub body: BodyKind,
     /// The client allows the connection to carry another request after this one.
     pub keep_alive: bool,
     /// The client waits for `100 Continue` before sending the body.
@@ -69,7 +61,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
         Err(httparse::Error::TooManyHeaders) => {
             return Err(HttpError::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields"))
         }
-        Err(httparse::Error::Version) => {
+        Err(httparse::Error::Version) if names_another_version(buf) => {
             return Err(HttpError::new(
                 StatusCode::HTTP_VERSION_NOT_SUPPORTED,
                 "only HTTP/1.0 and HTTP/1.1 are supported",
@@ -97,19 +89,34 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
         headers.append(name, value);
     }
     let target = origin_target(&method, request.path.unwrap_or_default(), &mut headers)?;
+    let body = body_kind(version, &headers, limits)?;
     check_host(version, &headers)?;
-    let framing = framing(version, &headers, limits)?;
     let expect_continue = expects_continue(version, &headers)?;
-    let keep_alive = wants_keep_alive(version, &headers);
+    let keep_alive = fields::persists(version, values(&headers, &header::CONNECTION));
 
-    let head = RequestHead { method, target, version, headers, framing, keep_alive, expect_continue };
+    let head = RequestHead { method, target, version, headers, body, keep_alive, expect_continue };
     Ok(Some((head, head_len)))
 }
 
 /// Fields the front adds before a request goes to a worker (`Content-Length`, `X-Request-Start`,
-/// `X-Forwarded-For` and `X-Forwarded-Proto`, in `front::forward`): room for them from the start
-/// spares the map two reallocations a request.
+/// `X-Forwarded-For` and `X-Forwarded-Proto`): room for them from the start spares the map two
+/// reallocations a request.
 const ADDED_ON_THE_WAY: usize = 4;
+
+/// The values of every field named `name`, as bytes.
+fn values<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a [u8]> {
+    headers.get_all(name).iter().map(HeaderValue::as_bytes)
+}
+
+/// Whether the request line ends in a well-formed version other than HTTP/1.x (`HTTP/2.0`):
+/// that is 505; anything else in its place is a malformed request.
+fn names_another_version(buf: &[u8]) -> bool {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    let line = buf[start..].split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    matches!(version, [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] if major.is_ascii_digit() && minor.is_ascii_digit())
+}
 
 /// A head over the limit: 414 if the request line alone does not fit, else 431.
 fn too_large(buf: &[u8], max_head: usize) -> HttpError {
@@ -146,13 +153,18 @@ fn origin_target(method: &Method, target: &str, headers: &mut HeaderMap) -> Resu
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return Err(HttpError::bad_request("request target has an unsupported scheme"));
     }
+    if authority.as_str().contains('@') {
+        return Err(HttpError::bad_request("request target has userinfo"));
+    }
     let host =
         HeaderValue::from_str(authority.as_str()).map_err(|_| HttpError::bad_request("malformed request target"))?;
     headers.insert(header::HOST, host);
     Ok(uri.path_and_query().map_or("/", |pq| pq.as_str()).to_owned())
 }
 
-/// HTTP/1.1 requires exactly one Host field; any request may have at most one (RFC 9112 3.2).
+/// HTTP/1.1 requires exactly one Host field; any request may have at most one (RFC 9112 3.2). It
+/// is `host[:port]`: userinfo (`user@host`) is refused, as RFC 9110 section 4.2.4 says a
+/// recipient should, so no app is told a host the client disguised.
 fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
     let mut hosts = headers.get_all(header::HOST).iter();
     match (hosts.next(), hosts.next()) {
@@ -161,6 +173,7 @@ fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
         (Some(host), None) if !host.is_empty() => host
             .to_str()
             .ok()
+            .filter(|host| !host.contains('@'))
             .and_then(|h| h.parse::<http::uri::Authority>().ok())
             .map(|_| ())
             .ok_or(HttpError::bad_request("malformed Host header")),
@@ -170,47 +183,24 @@ fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
 
 /// Decides where the body ends (RFC 9112 section 6), refusing anything two parsers could read
 /// differently.
-fn framing(version: Version, headers: &HeaderMap, limits: &Limits) -> Result<Framing, HttpError> {
-    let has_te = headers.contains_key(header::TRANSFER_ENCODING);
-    let has_cl = headers.contains_key(header::CONTENT_LENGTH);
-    if has_te {
-        if has_cl {
+fn body_kind(version: Version, headers: &HeaderMap, limits: &Limits) -> Result<BodyKind, HttpError> {
+    if let Some(coding) = fields::transfer_coding(values(headers, &header::TRANSFER_ENCODING)) {
+        if headers.contains_key(header::CONTENT_LENGTH) {
             return Err(HttpError::bad_request("both Content-Length and Transfer-Encoding"));
         }
         if version == Version::HTTP_10 {
             return Err(HttpError::bad_request("Transfer-Encoding in an HTTP/1.0 request"));
         }
-        let codings: Vec<String> = comma_tokens(headers, &header::TRANSFER_ENCODING).collect();
-        if codings.iter().any(|coding| coding != "chunked") {
-            return Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "unsupported transfer-coding"));
-        }
-        if codings.len() != 1 {
-            return Err(HttpError::bad_request("chunked applied more than once"));
-        }
-        return Ok(Framing::Chunked);
+        return match coding {
+            Coding::Chunked => Ok(BodyKind::Chunked),
+            Coding::Unsupported => Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "unsupported transfer-coding")),
+            Coding::Repeated => Err(HttpError::bad_request("chunked applied more than once")),
+        };
     }
-    if !has_cl {
-        return Ok(Framing::Empty);
-    }
-    // Several fields or a list are acceptable only if every value is the same number.
-    let mut length: Option<u64> = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for item in value.as_bytes().split(|&b| b == b',') {
-            let item = item.trim_ascii();
-            if item.is_empty() || item.len() > 19 || !item.iter().all(u8::is_ascii_digit) {
-                return Err(HttpError::bad_request("malformed Content-Length"));
-            }
-            let n: u64 = std::str::from_utf8(item).ok().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
-            if length.is_some_and(|seen| seen != n) {
-                return Err(HttpError::bad_request("conflicting Content-Length values"));
-            }
-            length = Some(n);
-        }
-    }
-    match length {
-        Some(0) | None => Ok(Framing::Empty),
+    match fields::content_length(values(headers, &header::CONTENT_LENGTH)).map_err(HttpError::bad_request)? {
+        Some(0) | None => Ok(BodyKind::Empty),
         Some(n) if n > limits.max_body => Err(HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")),
-        Some(n) => Ok(Framing::Length(n)),
+        Some(n) => Ok(BodyKind::Length(n)),
     }
 }
 
@@ -218,8 +208,8 @@ fn framing(version: Version, headers: &HeaderMap, limits: &Limits) -> Result<Fra
 /// (RFC 9110 section 10.1.1).
 fn expects_continue(version: Version, headers: &HeaderMap) -> Result<bool, HttpError> {
     let mut expect = false;
-    for token in comma_tokens(headers, &header::EXPECT) {
-        if token != "100-continue" {
+    for token in fields::comma_tokens(headers, &header::EXPECT) {
+        if !token.eq_ignore_ascii_case(b"100-continue") {
             return Err(HttpError::new(StatusCode::EXPECTATION_FAILED, "unsupported expectation"));
         }
         expect = true;
@@ -227,15 +217,23 @@ fn expects_continue(version: Version, headers: &HeaderMap) -> Result<bool, HttpE
     Ok(expect && version == Version::HTTP_11)
 }
 
-/// HTTP/1.1 persists unless told `close`; HTTP/1.0 only when asked with `keep-alive`.
-fn wants_keep_alive(version: Version, headers: &HeaderMap) -> bool {
-    let mut close = false;
-    let mut keep_alive = false;
-    for token in comma_tokens(headers, &header::CONNECTION) {
-        close |= token == "close";
-        keep_alive |= token == "keep-alive";
+/// Appends an HTTP/1.1 request head: the request line and `fields` as given (the caller has
+/// decided the framing fields), then the blank line.
+pub fn write_head<'a>(
+    out: &mut BytesMut,
+    method: &str,
+    target: &str,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) {
+    out.reserve(128);
+    out.put_slice(method.as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(target.as_bytes());
+    out.put_slice(b" HTTP/1.1\r\n");
+    for (name, value) in fields {
+        crate::response::put_field(out, name, value);
     }
-    !close && (version == Version::HTTP_11 || keep_alive)
+    out.put_slice(b"\r\n");
 }
 
 #[cfg(test)]
@@ -264,7 +262,7 @@ mod tests {
         assert_eq!(head.method, Method::GET);
         assert_eq!(head.target, "/hello?x=1");
         assert_eq!(head.version, Version::HTTP_11);
-        assert_eq!(head.framing, Framing::Empty);
+        assert_eq!(head.body, BodyKind::Empty);
         assert!(head.keep_alive);
         assert!(!head.expect_continue);
     }
@@ -301,7 +299,12 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("G(T / HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\nb\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nX: b\rc\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nX: b\0c\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), StatusCode::HTTP_VERSION_NOT_SUPPORTED);
+        assert_eq!(status("GET / HTTX/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.12\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
     }
 
     #[test]
@@ -309,7 +312,10 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: user@a.example\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: user:pw@a.example:80\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(head("GET / HTTP/1.0\r\n\r\n").version, Version::HTTP_10);
+        assert_eq!(head("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n").headers[header::HOST], "[::1]:8080");
     }
 
     #[test]
@@ -318,6 +324,7 @@ mod tests {
         assert_eq!(h.target, "/p?q");
         assert_eq!(h.headers[header::HOST], "b.example:8080");
         assert_eq!(status("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        assert_eq!(status("GET http://u@b.example/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
     }
 
     #[test]
@@ -330,10 +337,10 @@ mod tests {
     #[test]
     fn content_length_framing() {
         let h = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n");
-        assert_eq!(h.framing, Framing::Length(5));
+        assert_eq!(h.body, BodyKind::Length(5));
         let same = head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n");
-        assert_eq!(same.framing, Framing::Length(5));
-        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").framing, Framing::Empty);
+        assert_eq!(same.body, BodyKind::Length(5));
+        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").body, BodyKind::Empty);
     }
 
     #[test]
@@ -355,7 +362,7 @@ mod tests {
     #[test]
     fn transfer_encoding_rules() {
         let chunked = head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n");
-        assert_eq!(chunked.framing, Framing::Chunked);
+        assert_eq!(chunked.body, BodyKind::Chunked);
         let both = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
         assert_eq!(status(both), StatusCode::BAD_REQUEST);
         let gzip = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
@@ -385,5 +392,14 @@ mod tests {
         assert!(!head(old).expect_continue);
         let other = "POST / HTTP/1.1\r\nHost: a\r\nExpect: tea\r\n\r\n";
         assert_eq!(status(other), StatusCode::EXPECTATION_FAILED);
+    }
+
+    #[test]
+    fn written_heads_parse_back() {
+        let mut out = BytesMut::new();
+        write_head(&mut out, "POST", "/p?q", [(&b"host"[..], &b"a"[..]), (b"content-length", b"0")]);
+        assert_eq!(&out[..], b"POST /p?q HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n");
+        let (parsed, len) = parse_head(&out, &LIMITS).unwrap().unwrap();
+        assert_eq!((parsed.method, parsed.target.as_str(), len), (Method::POST, "/p?q", out.len()));
     }
 }

@@ -1,4 +1,5 @@
-//! The WebSocket opening handshake as the front judges it (RFC 6455 section 4), without I/O.
+//! The WebSocket opening handshake (RFC 6455 section 4): a client's request as the front judges
+//! it, and the worker's answer.
 //!
 //! A request becomes a WebSocket only when it is unmistakably one: `GET` over HTTP/1.1 with
 //! `Connection: upgrade` and `Upgrade: websocket`. Such a request with a malformed key, a body, or
@@ -10,9 +11,11 @@ use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
-use super::request::{Framing, RequestHead};
-use super::response::{write_head, Persistence};
-use super::{comma_tokens, strip_hop_by_hop, HttpError};
+use crate::body::{BodyEncoder, BodyKind};
+use crate::fields::{has_token, strip_hop_by_hop};
+use crate::request::RequestHead;
+use crate::response::{write_head, Persistence};
+use crate::HttpError;
 
 static SEC_WEBSOCKET_KEY: HeaderName = HeaderName::from_static("sec-websocket-key");
 static SEC_WEBSOCKET_VERSION: HeaderName = HeaderName::from_static("sec-websocket-version");
@@ -27,12 +30,12 @@ static UNSUPPORTED_VERSION_FIELDS: [(HeaderName, HeaderValue); 1] =
 pub fn is_handshake(head: &RequestHead) -> Result<bool, HttpError> {
     let asks = head.method == Method::GET
         && head.version == Version::HTTP_11
-        && comma_tokens(&head.headers, &header::CONNECTION).any(|token| token == "upgrade")
-        && comma_tokens(&head.headers, &header::UPGRADE).any(|token| token == "websocket");
+        && has_token(&head.headers, &header::CONNECTION, "upgrade")
+        && has_token(&head.headers, &header::UPGRADE, "websocket");
     if !asks {
         return Ok(false);
     }
-    if head.framing != Framing::Empty {
+    if head.body != BodyKind::Empty {
         return Err(HttpError::bad_request("a WebSocket handshake has no body"));
     }
     let mut keys = head.headers.get_all(&SEC_WEBSOCKET_KEY).iter();
@@ -71,9 +74,8 @@ pub fn ask_upgrade(headers: &mut HeaderMap) {
 }
 
 /// Whether a worker's answer accepts the WebSocket: `101` switching to `websocket`.
-pub fn is_accepted(head: &http::response::Parts) -> bool {
-    head.status == StatusCode::SWITCHING_PROTOCOLS
-        && comma_tokens(&head.headers, &header::UPGRADE).any(|token| token == "websocket")
+pub fn is_accepted(status: StatusCode, headers: &HeaderMap) -> bool {
+    status == StatusCode::SWITCHING_PROTOCOLS && has_token(headers, &header::UPGRADE, "websocket")
 }
 
 /// The `101` head for the client, from the worker's: its own fields (`Sec-WebSocket-Accept`,
@@ -82,14 +84,21 @@ pub fn switching_protocols(mut headers: HeaderMap) -> BytesMut {
     strip_hop_by_hop(&mut headers);
     ask_upgrade(&mut headers);
     let mut out = BytesMut::with_capacity(256);
-    write_head(&mut out, Version::HTTP_11, StatusCode::SWITCHING_PROTOCOLS, &headers, false, Persistence::KeepAlive);
+    write_head(
+        &mut out,
+        Version::HTTP_11,
+        StatusCode::SWITCHING_PROTOCOLS,
+        &headers,
+        &BodyEncoder::NoBody,
+        Persistence::KeepAlive,
+    );
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http1::request::{parse_head, Limits};
+    use crate::request::{parse_head, Limits};
 
     const HANDSHAKE: &str = "GET /chat HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n\
                              Upgrade: WebSocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -146,7 +155,7 @@ mod tests {
         let head = String::from_utf8(switching_protocols(headers).to_vec()).unwrap();
         assert!(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{head}");
         assert!(head.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
-        assert!(head.contains("connection: upgrade\r\n") && head.contains("upgrade: websocket\r\n"));
+        assert!(head.contains("connection: upgrade\r\n") && head.contains("upgrade: websocket\r\n"), "{head}");
         assert!(!head.contains("x-private"));
     }
 }

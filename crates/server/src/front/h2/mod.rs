@@ -1,0 +1,230 @@
+//! HTTP/2 on the front: `h2` by ALPN on TLS listeners, h2c with prior knowledge (the client
+//! opens with the preface) on plain TCP and unix listeners. The `h2` crate (hyper's) speaks the
+//! protocol; this module runs a connection and the limits around it, and [`stream`] makes each
+//! stream a request of the one queue, exactly as an HTTP/1.1 request is.
+//!
+//! One connection may carry many requests at once, up to `--http2-max-concurrent-streams`, and
+//! each waits in the queue in the order it became complete, among every other client's. The
+//! connection is one task; each stream is a task of its own, ended with the connection.
+//!
+//! Limits a hostile client cannot get past (docs/design/http2.md says which are `h2`'s):
+//! - Resets (CVE-2023-44487, "rapid reset"): a stream the client resets before its response is
+//!   complete is withdrawn from the queue if it has not started, and never reaches the app if
+//!   it was reset before it could queue; and a connection whose client has reset more streams
+//!   than the stream limit plus the streams it let finish is closed with GOAWAY
+//!   `ENHANCE_YOUR_CALM`. A client that cancels now and then never comes near it; one that
+//!   floods gets no more requests into the app than the stream limit, however fast it resets.
+//!   `h2` also bounds streams reset before they are accepted.
+//! - PING and SETTINGS floods: a burst, then a rate ([`guard`]).
+//! - Timeouts as for HTTP/1.1: the handshake and the first request within the header timeout of
+//!   the accept; a connection with no stream open is closed after the keep-alive timeout; a
+//!   stalled body (408) or a client that stops reading (reset) after the I/O timeout.
+//! - Shutdown: GOAWAY, and the streams in flight finish; a reload (SIGHUP) replaces workers
+//!   behind the queue and leaves connections alone, so it sends none.
+
+mod guard;
+mod request;
+mod stream;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use h2::Reason;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::task::JoinSet;
+use tokio::time::{sleep_until, timeout_at, Instant};
+use tracing::debug;
+
+use super::conn::{Arrival, READ_CHUNK};
+use super::forwarded::Peer;
+use super::Front;
+use guard::{Alarm, Guarded, PREFACE};
+
+/// `--http2-*`: what the front tells HTTP/2 clients in its SETTINGS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2Settings {
+    /// Streams a client may have open at once (`--http2-max-concurrent-streams`).
+    pub max_concurrent_streams: u32,
+    /// Each stream's receive window, in bytes (`--http2-initial-window-size`).
+    pub initial_window_size: u32,
+    /// The connection's receive window, in bytes: what all its uploads may have in flight.
+    pub connection_window_size: u32,
+    /// The largest frame payload a client may send (`--http2-max-frame-size`).
+    pub max_frame_size: u32,
+    /// The largest header list, as HPACK counts it (`--http2-max-header-list-size`).
+    pub max_header_list_size: u32,
+}
+
+impl Http2Settings {
+    /// gunicorn's defaults, with the header list as large as an HTTP/1.1 head may be.
+    pub fn new(max_header_list_size: u32) -> Self {
+        Http2Settings {
+            max_concurrent_streams: 100,
+            initial_window_size: 65_535,
+            connection_window_size: 1 << 20,
+            max_frame_size: 16_384,
+            max_header_list_size,
+        }
+    }
+
+    fn builder(&self) -> h2::server::Builder {
+        let mut builder = h2::server::Builder::new();
+        builder
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .initial_window_size(self.initial_window_size)
+            .initial_connection_window_size(self.connection_window_size.max(self.initial_window_size))
+            .max_frame_size(self.max_frame_size)
+            .max_header_list_size(self.max_header_list_size)
+            // HPACK's dynamic table: the RFC's default, and no more, whatever a client asks.
+            .header_table_size(4096)
+            // Responses leave a window at a time from the spool; this bounds what waits in
+            // `h2` for the socket.
+            .max_send_buffer_size(64 * 1024);
+        builder
+    }
+}
+
+/// Reads a plain connection's first bytes into `read` until they show whether it opens with
+/// HTTP/2's preface. `None`: it closed before a byte.
+pub(super) async fn opens_with_preface<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    read: &mut BytesMut,
+) -> std::io::Result<Option<bool>> {
+    loop {
+        let seen = read.len().min(PREFACE.len());
+        if read[..seen] != PREFACE[..seen] {
+            return Ok(Some(false));
+        }
+        if seen == PREFACE.len() {
+            return Ok(Some(true));
+        }
+        read.reserve(READ_CHUNK);
+        if stream.read_buf(read).await? == 0 {
+            return Ok((!read.is_empty()).then_some(false));
+        }
+    }
+}
+
+/// What a connection's streams share.
+pub(super) struct Shared {
+    front: Arc<Front>,
+    peer: Peer,
+    /// Streams the client reset (or left) before their response was complete.
+    cancelled: AtomicU64,
+    /// Streams whose response went out whole.
+    complete: AtomicU64,
+}
+
+impl Shared {
+    fn count_cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_complete(&self) {
+        self.complete.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the client has reset more streams than the stream limit plus those it let finish.
+    fn resets_too_many(&self, max_concurrent_streams: u32) -> bool {
+        let (cancelled, complete) = (self.cancelled.load(Ordering::Relaxed), self.complete.load(Ordering::Relaxed));
+        cancelled > u64::from(max_concurrent_streams) + complete
+    }
+}
+
+/// Serves an HTTP/2 connection until it closes. `io` starts at the client's preface.
+pub(super) async fn serve<S>(front: Arc<Front>, io: S, peer: Peer, arrival: Arrival)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Some(settings) = front.settings.http2.clone() else { return };
+    let Arrival { at: accepted_at, open: _open } = arrival;
+    let first_deadline = accepted_at + front.settings.header_timeout;
+    let alarm = Arc::new(Alarm::default());
+    let io = Guarded::new(io, front.settings.io_timeout, alarm.clone());
+    let mut connection = match timeout_at(first_deadline, settings.builder().handshake::<_, Bytes>(io)).await {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(err)) => return debug!("HTTP/2 handshake failed: {err}"),
+        Err(_) => return debug!("HTTP/2 handshake not done within the header timeout"),
+    };
+    front.stats.http2_connection();
+    let shared =
+        Arc::new(Shared { front: front.clone(), peer, cancelled: AtomicU64::new(0), complete: AtomicU64::new(0) });
+    let mut shutdown = front.shutdown.clone();
+    let mut streams = JoinSet::new();
+    let mut accepted: u64 = 0;
+    let mut going_away = false;
+    // Closed for flooding: GOAWAY `ENHANCE_YOUR_CALM` is on its way.
+    let mut calmed = false;
+    // No stream open since: the first request is due within the header timeout of the accept,
+    // later ones within the keep-alive timeout of the last stream's end.
+    let mut idle_until = Some(first_deadline);
+    let mut idle_gauge = None;
+    let max_requests = if front.settings.keep_alive { front.settings.max_requests_per_connection } else { 1 };
+    loop {
+        if idle_until.is_some() && idle_gauge.is_none() {
+            idle_gauge = Some(front.stats.connection_idle());
+        }
+        let idle = async {
+            match idle_until {
+                Some(until) => sleep_until(until).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            incoming = connection.accept() => match incoming {
+                Some(Ok((request, respond))) => {
+                    accepted += 1;
+                    front.stats.http2_stream();
+                    (idle_until, idle_gauge) = (None, None);
+                    streams.spawn(stream::serve(shared.clone(), request, respond));
+                    if max_requests != 0 && accepted >= max_requests && !going_away {
+                        connection.graceful_shutdown();
+                        going_away = true;
+                    }
+                }
+                Some(Err(err)) => {
+                    // `h2`'s own bounds (resets before accept, CONTINUATION, small DATA frames).
+                    if err.reason() == Some(Reason::ENHANCE_YOUR_CALM) && !calmed {
+                        front.stats.http2_calmed();
+                    }
+                    debug!("HTTP/2 connection ended: {err}");
+                    break;
+                }
+                None => break,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {
+                if !calmed && shared.resets_too_many(settings.max_concurrent_streams) {
+                    debug!("HTTP/2 client reset too many streams; closing its connection");
+                    calm(&mut connection, &front);
+                    (calmed, going_away) = (true, true);
+                }
+                if streams.is_empty() {
+                    idle_until = Some(Instant::now() + front.settings.keep_alive_timeout);
+                }
+            }
+            () = alarm.raised(), if !calmed => {
+                debug!("HTTP/2 client flooded PING or SETTINGS frames; closing its connection");
+                calm(&mut connection, &front);
+                (calmed, going_away) = (true, true);
+            }
+            _ = shutdown.wait_for(|stopping| *stopping), if !going_away => {
+                connection.graceful_shutdown();
+                going_away = true;
+            }
+            () = idle, if !going_away => {
+                connection.graceful_shutdown();
+                going_away = true;
+            }
+        }
+    }
+    // Streams still running end with the connection: their waits are dropped, which withdraws
+    // what has not started.
+    streams.shutdown().await;
+}
+
+/// Closes the connection with GOAWAY `ENHANCE_YOUR_CALM`, and counts it.
+fn calm<T: AsyncRead + AsyncWrite + Unpin>(connection: &mut h2::server::Connection<T, Bytes>, front: &Front) {
+    connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+    front.stats.http2_calmed();
+}
