@@ -59,9 +59,8 @@ start() {
 } | tee "$BENCH_OUT/header.txt"
 
 for round in $(seq "$ROUNDS"); do
-    order="$THREADS"
-    ((round % 2)) || order="$(echo "$THREADS" | tr ' ' '\n' | tac | tr '\n' ' ')"
-    for threads in $order; do
+    # shellcheck disable=SC2086 # the numbers, one a word
+    for threads in $(bench_round_order "$round" $THREADS); do
         port="$(bench_free_port)"
         start "$threads" "$port" "r$round-t$threads"
         url="http://127.0.0.1:$port/hello"

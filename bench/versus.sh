@@ -116,20 +116,6 @@ start_server() {
 # CPU ticks (1/100 s) of the server's first process alone: headway's front.
 front_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat" 2>/dev/null || echo 0; }
 
-# wrk_figures FILE: "rps p50_ms p99_ms errors requests" from one `wrk --latency` output.
-wrk_figures() {
-    awk "$BENCH_AWK_MS"'
-        BEGIN {rps = p50 = p99 = "nan"}
-        / requests in / {requests = $1}
-        /^Requests\/sec:/ {rps = $2}
-        /^ +50%/ {p50 = ms($2)}
-        /^ +99%/ {p99 = ms($2)}
-        /Non-2xx or 3xx responses:/ {errors += $NF}
-        /Socket errors:/ {gsub(",", ""); errors += $4 + $6 + $8 + $10}
-        END {printf "%s %s %s %d %d\n", rps, p50, p99, errors, requests}
-    ' "$1"
-}
-
 # A CPU-bound neighbour for a -busy part: one shell loop in a session of its own.
 neighbour_pid=""
 start_neighbour() {
@@ -150,9 +136,8 @@ run_throughput() {
     app="$(app_of "$part")"
     servers="$(servers_of "$part")"
     for round in $(seq "$ROUNDS"); do
-        local order="$servers"
-        ((round % 2)) || order="$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' ')"
-        for name in $order; do
+        # shellcheck disable=SC2086 # the names, one a word
+        for name in $(bench_round_order "$round" $servers); do
             port="$(bench_free_port)"
             log="$part-r$round-$name"
             url="http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
@@ -164,7 +149,7 @@ run_throughput() {
                 front="$(front_ticks)"
                 bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
                 front=$(($(front_ticks) - front))
-                read -r rps p50 p99 errors requests < <(wrk_figures "$raw")
+                read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
                 cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
                 front_us="-"
                 [[ "$name" != headway ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
@@ -201,9 +186,8 @@ run_bodies() {
     local curl_echo=(curl -fsS -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/octet-stream' --data-binary "@$echo_body")
     local curl_down=(curl -fsS -o /dev/null -w '%{time_total}\n')
     for round in $(seq "$ROUNDS"); do
-        local order="$servers"
-        ((round % 2)) || order="$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' ')"
-        for name in $order; do
+        # shellcheck disable=SC2086 # the names, one a word
+        for name in $(bench_round_order "$round" $servers); do
             port="$(bench_free_port)"
             base="http://127.0.0.1:$port"
             log="bodies-r$round-$name"

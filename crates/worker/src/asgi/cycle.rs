@@ -185,15 +185,7 @@ impl HttpCycle {
     /// What a `send` returns: done, or a future done once the output kept back is written.
     fn sent(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         if !self.try_flush(py)? {
-            let sending = match &self.sending {
-                Some(sending) => sending.clone_ref(py),
-                None => {
-                    let future = self.new_future(py)?;
-                    self.sending = Some(future.clone_ref(py));
-                    future
-                }
-            };
-            return Ok(sending);
+            return awaited(&self.claims, &mut self.sending, py);
         }
         Ok(self.claims.get().done(py))
     }
@@ -254,15 +246,7 @@ impl HttpCycle {
         if self.complete || self.over {
             return ready(py, disconnect(py)?.into_any());
         }
-        let finished = match &self.finished {
-            Some(finished) => finished.clone_ref(py),
-            None => {
-                let future = self.new_future(py)?;
-                self.finished = Some(future.clone_ref(py));
-                future
-            }
-        };
-        Ok(finished)
+        awaited(&self.claims, &mut self.finished, py)
     }
 
     /// The app's `send`.
@@ -420,6 +404,17 @@ fn header_bytes<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
         return Ok(Cow::Owned(bytes.to_vec()));
     }
     Err(PyTypeError::new_err(format!("response headers must be bytes, not {}", type_name(value))))
+}
+
+/// The future in `waiting`, made there first if there is none: what every caller that waits for
+/// the same thing awaits.
+fn awaited(claims: &Py<Claims>, waiting: &mut Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    if let Some(future) = waiting {
+        return Ok(future.clone_ref(py));
+    }
+    let future = claims.get().new_future(py)?;
+    *waiting = Some(future.clone_ref(py));
+    Ok(future)
 }
 
 fn disconnect(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
