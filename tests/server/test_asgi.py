@@ -161,6 +161,17 @@ def test_the_demo_as_asgi(serve):
     assert b"headway.twins.demo_asgi:app (ASGI)" in server.log()
 
 
+def test_a_request_waiting_on_what_only_it_holds_is_not_collected(serve):
+    """asyncio holds a task only weakly: a request whose app awaits a future nothing else holds is
+    kept by the worker until the app is done, so a garbage collection meanwhile does not end it."""
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/orphan", close=True)
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to wait in the app")
+        assert server.get("/wake-orphan")[2] == b"woke"
+        assert read_response(sock.makefile("rb"))[::2] == (200, b"woken")
+
+
 def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
     server = serve("-w", "1", "-t", "2", "asgi_probe:app")
     sock = server.connect()

@@ -13,11 +13,12 @@
 //! clean.
 //!
 //! An ASGI worker serves the hop from its event loop's thread instead (`asgi::cycle`), which must
-//! not wait: its exchanges are made so ([`Exchange::on_loop`]), and a read with nothing on
-//! the ring fails with `WouldBlock` while output that does not fit is kept for
+//! not wait: its exchanges are made so ([`Exchange::on_loop`]), and a read with nothing on the
+//! ring fails with `WouldBlock` while output that does not fit is kept for
 //! [`Exchange::try_flush`]; the loop asks the front to ring its work bell when the ring moves
-//! ([`Exchange::arm`]). Under load neither happens: the front puts a request's head (and a small
-//! body) on the ring before it publishes the request, and a small response fits the ring.
+//! ([`Exchange::arm_for_body`], [`Exchange::arm_for_output`]). Under load neither happens: the
+//! front puts a request's head (and a small body) on the ring before it publishes the request,
+//! and a small response fits the ring.
 
 use std::collections::VecDeque;
 use std::io;

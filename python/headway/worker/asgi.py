@@ -163,13 +163,13 @@ def task_starter(loop):
     base = contextvars.copy_context()
     if sys.version_info >= (3, 12):
         def start(coroutine):
-            asyncio.Task(coroutine, loop=loop, context=base.copy(), eager_start=True)
+            return asyncio.Task(coroutine, loop=loop, context=base.copy(), eager_start=True)
     elif sys.version_info >= (3, 11):
         def start(coroutine):
-            loop.create_task(coroutine, context=base.copy())
+            return loop.create_task(coroutine, context=base.copy())
     else:
         def start(coroutine):
-            base.copy().run(loop.create_task, coroutine)
+            return base.copy().run(loop.create_task, coroutine)
     return start
 
 

@@ -46,7 +46,7 @@ pub struct Claims {
 struct Serving {
     /// `serve(scope, cycle)`: the coroutine that runs the app for one request.
     serve: Py<PyAny>,
-    /// `start(coroutine)`: starts it as a task (eagerly where Python can).
+    /// `start(coroutine)`: starts it as a task (eagerly where Python can) and returns the task.
     start: Py<PyAny>,
     /// `send_file(cycle, path)`: the coroutine that sends a file (`http.response.pathsend`).
     send_file: Py<PyAny>,
@@ -197,10 +197,14 @@ impl Claims {
             let coroutine = serving.serve.call1(py, (scope, cycle.clone_ref(py)))?;
             serving.start.call1(py, (coroutine,))
         });
-        if let Err(error) = started {
+        match started {
+            // asyncio holds a task only weakly: the cycle holds it until the app is done.
+            Ok(task) => cycle.borrow_mut(py).hold(task),
             // The app never ran: the request gets its 500, and the place comes back once the
             // exchange has ended.
-            let _ = HttpCycle::finish(cycle.bind(py), Some(error.value(py).as_any()));
+            Err(error) => {
+                let _ = HttpCycle::finish(cycle.bind(py), Some(error.value(py).as_any()));
+            }
         }
     }
 
@@ -229,9 +233,9 @@ impl Shared {
 #[pymethods]
 impl Claims {
     /// Called once, on the loop's thread, before the first turn: `serve(scope, cycle)` makes the
-    /// coroutine that runs the app, `start(coroutine)` starts it as a task, `send_file(cycle,
-    /// path)` makes the coroutine that sends a file; `state` is the lifespan state and
-    /// `root_path` the prefix the app is mounted under.
+    /// coroutine that runs the app, `start(coroutine)` starts it as a task and returns the task,
+    /// `send_file(cycle, path)` makes the coroutine that sends a file, `create_future` is the
+    /// loop's; `state` is the lifespan state and `root_path` the prefix the app is mounted under.
     fn begin(
         slf: &Bound<'_, Self>,
         serve: Py<PyAny>,

@@ -53,6 +53,9 @@ pub struct HttpCycle {
     sending: Option<Py<PyAny>>,
     /// What a `receive` after the whole body awaits: the end of the exchange.
     finished: Option<Py<PyAny>>,
+    /// The task that runs the app, until it has: asyncio itself holds a task only weakly, and an
+    /// app awaiting a future nothing else holds would let it be collected mid-request.
+    task: Option<Py<PyAny>>,
 }
 
 /// The response head as the app gave it.
@@ -90,6 +93,14 @@ impl HttpCycle {
             receiving: None,
             sending: None,
             finished: None,
+            task: None,
+        }
+    }
+
+    /// Keeps the task that runs the app (see `task`).
+    pub fn hold(&mut self, task: Py<PyAny>) {
+        if !self.over {
+            self.task = Some(task);
         }
     }
 
@@ -319,6 +330,7 @@ impl HttpCycle {
         let claims = {
             let mut this = slf.borrow_mut();
             this.over = true;
+            this.task = None;
             match error {
                 Some(error) if !this.disconnected => {
                     log(py, "the app failed:");
