@@ -123,21 +123,6 @@ start_server() {
 wrk_pin=()
 [[ -z "$WRK_CPU" ]] || wrk_pin=(taskset -c "$WRK_CPU")
 
-# wrk_figures FILE: "rps p50_ms p99_ms errors requests" from one `wrk --latency` output
-# (errors = non-2xx/3xx responses plus socket errors).
-wrk_figures() {
-    awk "$BENCH_AWK_MS"'
-        BEGIN {rps = p50 = p99 = "nan"}
-        / requests in / {requests = $1}
-        /^Requests\/sec:/ {rps = $2}
-        /^ +50%/ {p50 = ms($2)}
-        /^ +99%/ {p99 = ms($2)}
-        /Non-2xx or 3xx responses:/ {errors += $NF}
-        /Socket errors:/ {gsub(",", ""); errors += $4 + $6 + $8 + $10}
-        END {printf "%s %s %s %d %d\n", rps, p50, p99, errors, requests}
-    ' "$1"
-}
-
 for name in $SERVERS; do label "$name" >/dev/null; done
 results="$BENCH_OUT/results.tsv"
 : >"$results"
@@ -157,7 +142,7 @@ for round in $(seq "$ROUNDS"); do
         raw="$BENCH_OUT/r$round-$name.txt"
         bench_measure "$raw" "${wrk_pin[@]}" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
         bench_stop
-        read -r rps p50 p99 errors requests < <(wrk_figures "$raw")
+        read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
         # The server's own CPU time per request (all its processes), in microseconds.
         cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \

@@ -312,3 +312,26 @@ BENCH_AWK_MS='function ms(text) {
     if (text ~ /s$/) return text * 1000
     return "nan"
 }'
+
+# bench_wrk_figures FILE: "rps p50_ms p99_ms errors requests" from one `wrk --latency` output
+# (errors = non-2xx/3xx responses plus socket errors).
+bench_wrk_figures() {
+    awk "$BENCH_AWK_MS"'
+        BEGIN {rps = p50 = p99 = "nan"}
+        / requests in / {requests = $1}
+        /^Requests\/sec:/ {rps = $2}
+        /^ +50%/ {p50 = ms($2)}
+        /^ +99%/ {p99 = ms($2)}
+        /Non-2xx or 3xx responses:/ {errors += $NF}
+        /Socket errors:/ {gsub(",", ""); errors += $4 + $6 + $8 + $10}
+        END {printf "%s %s %s %d %d\n", rps, p50, p99, errors, requests}
+    ' "$1"
+}
+
+# bench_round_order ROUND NAMES...: the names in the order round ROUND runs them: as given in odd
+# rounds, reversed in even ones, so that no server always runs right after the same other.
+bench_round_order() {
+    local round="$1"
+    shift
+    if ((round % 2)); then echo "$@"; else printf '%s\n' "$@" | tac | tr '\n' ' '; fi
+}

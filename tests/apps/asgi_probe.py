@@ -21,21 +21,29 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /pathsend?path=FILE
                FILE as the body, through the `http.response.pathsend` extension when the scope
                offers it (else a 501)
+- /orphan      waits on a future that only its own frame holds (a registry of weak references
+               names it), then answers "woken"
+- /wake-orphan collects garbage, then sets that future: "woke", or "gone" if it was collected
 - /paths       the scope's path, raw_path (as text) and root_path, as JSON
+- /target/...  the scope's path, and its raw_path and query_string with each byte as the character
+               of that number (latin-1), as JSON: the bytes of the request's target exactly
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
 It routes on the path below the scope's root_path, as an app mounted under a prefix must.
 """
 
 import asyncio
+import gc
 import hashlib
 import json
 import os
 import random
+import weakref
 from urllib.parse import parse_qs
 
 _inside = 0
 _most = 0
 _seen = []
+_orphans = weakref.WeakValueDictionary()
 
 
 async def app(scope, receive, send):
@@ -46,6 +54,21 @@ async def app(scope, receive, send):
     if route == "/paths":
         paths = {"path": scope["path"], "raw_path": scope["raw_path"].decode(), "root_path": scope["root_path"]}
         await _reply(send, json.dumps(paths).encode())
+    elif route == "/orphan":
+        future = asyncio.get_running_loop().create_future()
+        _orphans["waiting"] = future
+        await future
+        await _reply(send, b"woken")
+    elif route == "/wake-orphan":
+        gc.collect()
+        future = _orphans.get("waiting")
+        if future is not None:
+            future.set_result(None)
+        await _reply(send, b"gone" if future is None else b"woke")
+    elif route.startswith("/target/"):
+        target = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1"),
+                  "query_string": scope["query_string"].decode("latin-1")}
+        await _reply(send, json.dumps(target).encode())
     elif scope["path"] == "/slow":
         _inside += 1
         _most = max(_most, _inside)

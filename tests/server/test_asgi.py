@@ -67,6 +67,23 @@ def test_form_upload(serve, framework_app):
                                   "sha256": hashlib.sha256(payload).hexdigest()}
 
 
+def test_a_raw_utf8_target_reaches_the_app_decoded_once(serve):
+    """A target with raw UTF-8 bytes (as browsers never send, and curl does): the front
+    percent-encodes them (a URI is ASCII), so raw_path and query_string hold the escapes, and path
+    the characters they spell, decoded once, not the UTF-8 of their latin-1 reading."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    with server.connect() as sock:
+        sock.sendall(b"GET /target/caf\xc3\xa9/%C3%A9t%C3%A9?q=\xc3\xa9&r=%C3%A9 HTTP/1.1\r\n"
+                     b"Host: localhost\r\nConnection: close\r\n\r\n")
+        status, _, body = read_response(sock.makefile("rb"))
+    assert status == 200, body
+    assert json.loads(body) == {
+        "path": "/target/caf\u00e9/\u00e9t\u00e9",
+        "raw_path": "/target/caf%C3%A9/%C3%A9t%C3%A9",
+        "query_string": "q=%C3%A9&r=%C3%A9",
+    }
+
+
 def test_lifespan_startup_before_ready_and_shutdown_on_drain(serve, framework_app, tmp_path):
     log = tmp_path / "lifespan"
     server = serve("-w", "2", "-t", "1", framework_app, env={"LIFESPAN_LOG": str(log)})
@@ -144,6 +161,17 @@ def test_the_demo_as_asgi(serve):
     assert b"headway.twins.demo_asgi:app (ASGI)" in server.log()
 
 
+def test_a_request_waiting_on_what_only_it_holds_is_not_collected(serve):
+    """asyncio holds a task only weakly: a request whose app awaits a future nothing else holds is
+    kept by the worker until the app is done, so a garbage collection meanwhile does not end it."""
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/orphan", close=True)
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to wait in the app")
+        assert server.get("/wake-orphan")[2] == b"woke"
+        assert read_response(sock.makefile("rb"))[::2] == (200, b"woken")
+
+
 def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
     server = serve("-w", "1", "-t", "2", "asgi_probe:app")
     sock = server.connect()
@@ -157,9 +185,10 @@ def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
 
 
 # The loop's slow paths over the hop: a request body that is not on the ring when the loop reads
-# it (then an executor thread waits for it), a response that does not fit the ring (then output
-# is kept back and flushed from an executor thread), and a client that leaves mid-response. The
-# hop's rings hold 64 KiB (twice the 32 KiB --max-header-size, rounded to a power of two); the
+# it, a response that does not fit the ring (then output is kept back), an upload left unread
+# (taken off the ring before the slot is given back): each waits for the front to ring the loop
+# when the ring has moved; and a client that leaves mid-response. The
+# hop's rings hold 256 KiB (crates/server/src/workers/region.rs, RING_BYTES); the
 # bodies here are many times that.
 
 def test_an_upload_sent_in_pauses_reaches_the_app_exactly(serve):
@@ -180,9 +209,8 @@ def test_a_chunked_upload_sent_in_pauses_reaches_the_app_exactly(serve):
 
 
 def test_an_app_reading_its_upload_while_it_streams_gets_both_through(serve):
-    """One task of the app reads a body many rings long (reads that wait, on an executor thread)
-    while another sends piece after piece: the channel takes one operation at a time, so the
-    two must take turns, not fail."""
+    """One task of the app reads a body many rings long (reads that wait for the ring) while
+    another sends piece after piece: both get through, neither fails."""
     server = serve("-w", "1", "-t", "1", "asgi_probe:app")
     body = os.urandom(8 << 20)
     with server.connect(timeout=60) as sock:
@@ -194,6 +222,20 @@ def test_an_app_reading_its_upload_while_it_streams_gets_both_through(serve):
     assert json.loads(digest) == digest_of(body)
     status, _, answer = server.get("/hello")
     assert (status, answer) == (200, b"hello"), "the one slot is free again"
+
+
+def test_an_upload_the_app_never_reads_is_taken_off_the_ring_before_the_slot_serves_again(serve):
+    """The app answers before reading a body many rings long: the rest still comes onto the ring
+    as the front writes it, and the worker takes it off (woken each time the front has written
+    more) before it gives the slot back, so the next request on it starts clean."""
+    server = serve("-w", "1", "-t", "1", "asgi_probe:app")
+    body = os.urandom(6 << 20)
+    with server.connect(timeout=60) as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, "POST", "/hello", body=body)
+        assert read_response(stream)[::2] == (200, b"hello")
+        send_request(sock, "GET", "/hello", close=True)
+        assert read_response(stream)[::2] == (200, b"hello"), "the one slot serves the next request"
 
 
 @pytest.mark.parametrize("pieces", [1, 97], ids=["one-message", "many-messages"])

@@ -205,6 +205,47 @@ def test_a_message_over_the_limit_closes_the_socket_with_1009(serve, echo_worker
     wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
 
 
+@pytest.mark.parametrize("error, code", [
+    ("invalid-utf8", 1007),  # a text message that is not UTF-8
+    ("orphan-continuation", 1002),  # a continuation with no message to continue
+    ("reserved-bit", 1002),  # a reserved bit set, with no extension agreed that gives it a meaning
+])
+def test_the_bundled_worker_answers_a_protocol_error_with_a_close_frame(serve, error, code):
+    """What the front relays without judging (it reads frame headers only) the bundled worker's
+    codec refuses: the client gets a close frame with the code RFC 6455 gives the error, then the
+    end of the connection, not a bare close; the app hears the same code."""
+    frame = {
+        "invalid-utf8": masked_frame(0x1, b"caf\xc3"),
+        "orphan-continuation": masked_frame(0x0, b"more"),
+        "reserved-bit": bytes([0xC2]) + masked_frame(0x2, b"x")[1:],
+    }[error]
+    server = serve("-w", "1", "-t", "2", "ws_echo:app")
+    sock = open_by_hand(server)
+    sock.sendall(frame)
+    received = b""
+    while chunk := sock.recv(64):  # until the connection ends
+        received += chunk
+    sock.close()
+    assert received[:1] == b"\x88" and struct.unpack("!H", received[2:4])[0] == code, received
+    wait_until(lambda: disconnects(server) == [code], message="the app to hear the close")
+
+
+def test_a_fragmented_message_over_the_limit_reaches_the_app_in_no_part(serve):
+    """A message over the limit sent in fragments, each well under it: the front refuses the
+    fragment that crosses the limit (1009), and the app is told the socket closed without any
+    part of the message."""
+    server = serve("-w", "1", "-t", "2", "--max-websocket-message", "64KiB", "ws_echo:app")
+    sock = open_by_hand(server)
+    fragments = [masked_frame(0x2 if n == 0 else 0x0, b"x" * 8000, fin=False) for n in range(9)]
+    sock.sendall(b"".join(fragments) + masked_frame(0x0, b"x", fin=True))
+    received = b""
+    while chunk := sock.recv(64):
+        received += chunk
+    sock.close()
+    assert received[:1] == b"\x88" and struct.unpack("!H", received[2:4])[0] == 1009, received
+    wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
+
+
 def test_shutdown_drains_requests_then_closes_sockets_with_1001(serve, echo_worker):
     server = serve("-w", "1", "-t", "2", *echo_worker)
     with connect(url(server)) as ws:
@@ -286,7 +327,11 @@ def open_by_hand(server):
     return sock
 
 
-def masked_frame(opcode, payload):
+def masked_frame(opcode, payload, fin=True):
     mask = os.urandom(4)
     masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
+    if len(payload) < 126:
+        length = bytes([0x80 | len(payload)])
+    else:
+        length = bytes([0x80 | 126]) + struct.pack("!H", len(payload))
+    return bytes([(0x80 if fin else 0) | opcode]) + length + mask + masked

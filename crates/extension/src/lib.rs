@@ -20,9 +20,11 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<wsgi::file_wrapper::FileWrapper>()?;
     m.add_class::<asgi::channel::Channel>()?;
     m.add_class::<asgi::websocket::WebSocketCodec>()?;
-    m.add_class::<asgi::ClientWatcher>()?;
     m.add_class::<asgi::claims::Claims>()?;
-    m.add_function(wrap_pyfunction!(asgi::channel::parse_head, m)?)?;
+    m.add_class::<asgi::cycle::HttpCycle>()?;
+    m.add_class::<asgi::ready::Ready>()?;
+    m.add_function(wrap_pyfunction!(asgi::scope::parse_scope, m)?)?;
+    m.add("ASGI_VERSION", (asgi::scope::ASGI_VERSION, asgi::scope::SPEC_VERSION))?;
     m.add_function(wrap_pyfunction!(asgi::websocket::websocket_accept, m)?)?;
     Ok(())
 }

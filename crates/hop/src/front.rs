@@ -10,7 +10,9 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{fence, Ordering};
 
-use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS};
+use crate::region::{
+    Layout, Line, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
+};
 use crate::wake::{futex_wake, Doorbell};
 use crate::HopError;
 
@@ -142,26 +144,38 @@ impl FrontSlot<'_> {
         }
     }
 
-    /// The client of the request under way has gone: the worker's watcher is woken, so that an
-    /// app waiting to hear of it (ASGI's `http.disconnect`) does.
+    /// The client of the request under way has gone: a worker's event loop is rung, so that an
+    /// app waiting to hear of it (ASGI's `http.disconnect`) does; a thread of a worker without
+    /// one sees the mark when it next sends.
     pub fn client_gone(&self) {
         self.0.client_gone.0.store(1, Ordering::SeqCst);
-        self.0.header.gone_seq.0.fetch_add(1, Ordering::SeqCst);
-        futex_wake(&self.0.header.gone_seq.0, u32::MAX);
+        if self.0.header.loop_serves.0.load(Ordering::SeqCst) != 0 {
+            self.1.ring();
+        }
     }
 
-    /// After pushing more of a body: wakes the worker thread if it waits for it.
+    /// After pushing more of a body: wakes the worker if it waits for it.
     pub fn pushed(&self) {
         fence(Ordering::SeqCst);
-        if self.0.request.control.consumer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
-            futex_wake(&self.0.request.control.tail.0, 1);
+        let control = self.0.request.control;
+        self.wake(&control.consumer_waiting, &control.tail);
+    }
+
+    /// Wakes whoever `waiting` says waits: a thread on the futex `word`, or the event loop.
+    fn wake(&self, waiting: &Line, word: &Line) {
+        match waiting.0.swap(0, Ordering::SeqCst) {
+            WAITS_ON_FUTEX => {
+                futex_wake(&word.0, 1);
+            }
+            WAITS_ON_BELL => self.1.ring(),
+            _ => {}
         }
     }
 
     /// A push did not fit: asks the worker to ring the doorbell when it frees request space.
     /// Returns false if it already has since `head` was read (push again at once).
     pub fn want_space(&self, head: u32) -> bool {
-        self.0.request.control.producer_waiting.0.store(1, Ordering::SeqCst);
+        self.0.request.control.producer_waiting.0.store(WAITS_ON_FUTEX, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         self.0.request.head() == head
     }
@@ -169,12 +183,20 @@ impl FrontSlot<'_> {
     /// Takes the next response record, if one is there; frees its space for a worker thread
     /// that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        let kind = self.0.response.try_pop(payload)?;
+        self.pop_into(|len| {
+            payload.clear();
+            payload.resize(len, 0);
+            payload
+        })
+    }
+
+    /// [`FrontSlot::pop`], the payload copied into the buffer `buffer` gives for its length.
+    pub fn pop_into<'b>(&self, buffer: impl FnOnce(usize) -> &'b mut [u8]) -> Result<Option<u8>, HopError> {
+        let kind = self.0.response.try_pop_into(buffer)?;
         if kind.is_some() {
             fence(Ordering::SeqCst);
-            if self.0.response.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
-                futex_wake(&self.0.response.control.head.0, 1);
-            }
+            let control = self.0.response.control;
+            self.wake(&control.producer_waiting, &control.head);
         }
         Ok(kind)
     }

@@ -18,7 +18,7 @@ use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
-const MAGIC: u64 = 0x4845_4144_5741_5905;
+const MAGIC: u64 = 0x4845_4144_5741_5906;
 const HEADER_SIZE: usize = 4096;
 /// Control words of a slot, before its ring bytes.
 const SLOT_CONTROL_SIZE: usize = std::mem::size_of::<SlotControl>();
@@ -82,9 +82,9 @@ pub(crate) struct Header {
     /// 1 while the front is asleep (or about to be) on the doorbell: the worker rings it after
     /// writing a response, and only then.
     pub front_waiting: Line,
-    /// Bumped each time the front marks a slot's client gone: the futex word the worker's
-    /// watcher sleeps on.
-    pub gone_seq: Line,
+    /// 1 when an event loop serves the slots (an ASGI worker's): it hears of a client gone
+    /// through the work bell, as it hears of everything else.
+    pub loop_serves: Line,
 }
 
 impl Header {
@@ -120,11 +120,17 @@ pub(crate) struct RingControl {
     /// Bytes read so far, advanced by the consumer only; the futex word a producer waiting for
     /// space sleeps on.
     pub head: Line,
-    /// Set by a producer that waits for space, cleared by the consumer that wakes it.
+    /// Set by a producer that waits for space, cleared by the consumer that wakes it: how to
+    /// wake it ([`WAITS_ON_FUTEX`] or [`WAITS_ON_BELL`]).
     pub producer_waiting: Line,
-    /// Set by a consumer that waits for bytes, cleared by the producer that wakes it.
+    /// Set by a consumer that waits for bytes, cleared by the producer that wakes it, as above.
     pub consumer_waiting: Line,
 }
+
+/// A thread of the worker sleeps on the ring's futex word; or the front sleeps on its doorbell.
+pub(crate) const WAITS_ON_FUTEX: u32 = 1;
+/// The worker's event loop waits: it watches the work bell, and cannot sleep on a futex.
+pub(crate) const WAITS_ON_BELL: u32 = 2;
 
 /// The control words of one slot.
 #[repr(C)]

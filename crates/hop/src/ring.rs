@@ -82,6 +82,17 @@ impl<'a> Ring<'a> {
     /// Consumer: takes the next record if there is one, its payload replacing `payload`'s
     /// contents. Returns its kind.
     pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
+        self.try_pop_into(|len| {
+            payload.clear();
+            payload.resize(len, 0);
+            payload
+        })
+    }
+
+    /// Consumer: takes the next record if there is one, its payload copied into the buffer
+    /// `buffer` gives for its length (so that it is copied once, into where it goes). Returns its
+    /// kind.
+    pub fn try_pop_into<'b>(&self, buffer: impl FnOnce(usize) -> &'b mut [u8]) -> Result<Option<u8>, HopError> {
         let head = self.control.head.0.load(Ordering::Relaxed);
         let tail = self.control.tail.0.load(Ordering::Acquire);
         let used = self.used(tail, head)? as usize;
@@ -97,8 +108,8 @@ impl<'a> Ring<'a> {
         if len > used - RECORD_HEADER {
             return Err(HopError::Corrupt("a record longer than what was written"));
         }
-        payload.clear();
-        payload.resize(len, 0);
+        let payload = buffer(len);
+        assert_eq!(payload.len(), len, "a buffer of the record's length");
         self.read_at(head.wrapping_add(RECORD_HEADER as u32), payload);
         self.control.head.0.store(head.wrapping_add((RECORD_HEADER + len) as u32), Ordering::Release);
         Ok(Some(header[4]))

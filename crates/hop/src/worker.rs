@@ -44,7 +44,9 @@ use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::front::FrontEnd;
-use crate::region::{Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS};
+use crate::region::{
+    Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
+};
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
@@ -117,6 +119,13 @@ impl WorkerEnd {
     /// [`WorkerEnd::arm_loop`]; drain it when it wakes the loop.
     pub fn work_bell(&self) -> &Doorbell {
         &self.work_bell
+    }
+
+    /// An event loop serves the slots (an ASGI worker): besides publications, the front rings
+    /// the work bell when it marks a client gone (see [`WorkerSlot::arm_for_request`] and
+    /// [`WorkerSlot::arm_for_space`] for the rest).
+    pub fn serve_from_loop(&self) {
+        self.header().loop_serves.0.store(1, Ordering::SeqCst);
     }
 
     /// The event loop has room for a request and found none published: the front rings the
@@ -234,27 +243,11 @@ impl WorkerEnd {
         let header = self.header();
         header.work_seq.0.fetch_add(1, Ordering::SeqCst);
         futex_wake(&header.work_seq.0, u32::MAX);
-        futex_wake(&header.gone_seq.0, u32::MAX);
     }
 
     /// Whether [`WorkerEnd::stop`] was called.
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
-    }
-
-    /// Waits until the front marks a slot's client gone (or the worker stops), then returns the
-    /// slots whose client is gone now; `None` once stopped. `seen` carries the count between
-    /// calls (start at 0), so that a mark made while the caller was busy is not missed.
-    pub fn wait_for_gone_clients(&self, seen: &mut u32) -> Option<Vec<usize>> {
-        let word = &self.header().gone_seq.0;
-        while word.load(Ordering::SeqCst) == *seen && !self.is_stopped() {
-            futex_wait(word, *seen, Some(NAP));
-        }
-        if self.is_stopped() {
-            return None;
-        }
-        *seen = word.load(Ordering::SeqCst);
-        Some((0..self.slots()).filter(|&index| self.slot(index).is_client_gone()).collect())
     }
 
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
@@ -340,7 +333,7 @@ impl WorkerSlot<'_> {
     /// Sleeps until the front writes past `tail` (or `timeout`).
     pub fn wait_for_request(&self, tail: u32, timeout: Option<Duration>) {
         let control = self.view.request.control;
-        control.consumer_waiting.0.store(1, Ordering::SeqCst);
+        control.consumer_waiting.0.store(WAITS_ON_FUTEX, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.view.request.tail() == tail {
             futex_wait(&control.tail.0, tail, timeout);
@@ -359,10 +352,28 @@ impl WorkerSlot<'_> {
         self.view.response.try_push(kind, parts)
     }
 
+    /// An event loop found no request record after `tail`: the front rings the work bell when
+    /// it writes one. Returns false if it already has (pop again at once, the loop must not
+    /// wait).
+    pub fn arm_for_request(&self, tail: u32) -> bool {
+        self.view.request.control.consumer_waiting.0.store(WAITS_ON_BELL, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.view.request.tail() == tail
+    }
+
+    /// An event loop's response record did not fit after the front had read to `head`: the front
+    /// rings the work bell when it reads more. Returns false if it already has (push again at
+    /// once).
+    pub fn arm_for_space(&self, head: u32) -> bool {
+        self.view.response.control.producer_waiting.0.store(WAITS_ON_BELL, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.view.response.head() == head
+    }
+
     /// Sleeps until the front reads past `head` (or `timeout`).
     pub fn wait_for_space(&self, head: u32, timeout: Option<Duration>) {
         let control = self.view.response.control;
-        control.producer_waiting.0.store(1, Ordering::SeqCst);
+        control.producer_waiting.0.store(WAITS_ON_FUTEX, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.view.response.head() == head {
             futex_wait(&control.head.0, head, timeout);

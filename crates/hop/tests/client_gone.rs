@@ -1,9 +1,7 @@
-//! The front telling the worker that a request's client has gone: the worker's watcher wakes with
-//! the slot, a slot whose client is still there is not named, and the next request published on
-//! the slot starts with its client present.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! The front telling the worker that a request's client has gone: an event loop serving the
+//! slots is rung, the slot is marked (and no other), and the next request published on the slot
+//! starts with its client present. A worker without a loop is not rung: its threads see the mark
+//! when they next send.
 
 use headway_hop::front::FrontEnd;
 use headway_hop::message::REQUEST_HEAD;
@@ -14,24 +12,18 @@ mod common;
 use common::publish;
 
 #[test]
-fn the_watcher_hears_which_client_left_and_the_next_request_starts_clean() {
+fn the_loop_is_rung_and_the_next_request_starts_clean() {
     let front = FrontEnd::new(Layout::new(3, 4096)).unwrap();
-    let worker = Arc::new(WorkerEnd::beside(&front).unwrap());
+    let worker = WorkerEnd::beside(&front).unwrap();
+    worker.serve_from_loop();
     publish(&front, 1);
     publish(&front, 2);
     assert_eq!(worker.try_claim(), Some(1));
     assert_eq!(worker.try_claim(), Some(2));
+    worker.work_bell().drain();
 
-    let watcher = {
-        let worker = worker.clone();
-        std::thread::spawn(move || {
-            let mut seen = 0;
-            worker.wait_for_gone_clients(&mut seen)
-        })
-    };
-    std::thread::sleep(Duration::from_millis(50)); // most likely asleep by now; either way it must see the mark
     front.slot(2).client_gone();
-    assert_eq!(watcher.join().unwrap(), Some(vec![2]));
+    assert!(worker.work_bell().drain(), "the loop is rung");
     assert!(worker.slot(2).is_client_gone() && !worker.slot(1).is_client_gone());
 
     // The worker ends the exchange; the next request on the slot has its client.
@@ -44,13 +36,12 @@ fn the_watcher_hears_which_client_left_and_the_next_request_starts_clean() {
 }
 
 #[test]
-fn a_stopped_worker_stops_watching() {
+fn a_worker_without_a_loop_is_only_marked() {
     let front = FrontEnd::new(Layout::new(1, 4096)).unwrap();
-    let worker = Arc::new(WorkerEnd::beside(&front).unwrap());
-    let watcher = {
-        let worker = worker.clone();
-        std::thread::spawn(move || worker.wait_for_gone_clients(&mut 0))
-    };
-    worker.stop();
-    assert_eq!(watcher.join().unwrap(), None);
+    let worker = WorkerEnd::beside(&front).unwrap();
+    publish(&front, 0);
+    assert_eq!(worker.try_claim(), Some(0));
+    front.slot(0).client_gone();
+    assert!(worker.slot(0).is_client_gone());
+    assert!(!worker.work_bell().drain(), "nothing watches the bell");
 }

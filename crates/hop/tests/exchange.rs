@@ -1,7 +1,8 @@
 //! Requests and responses through the hop, both ends in this process: a single front thread that
 //! drives every slot and sleeps only on the doorbell (as the server's event loop does), and
-//! worker threads that claim any slot and sleep on the futexes. Bodies several times the ring
-//! size go both ways, so every kind of wait is taken many times.
+//! either worker threads that claim any slot and sleep on the futexes, or one thread that serves
+//! every slot as an event loop does (an ASGI worker's), never waiting but on the work bell.
+//! Bodies several times the ring size go both ways, so every kind of wait is taken many times.
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
@@ -155,6 +156,106 @@ fn sleep_on_doorbell(end: &FrontEnd) -> bool {
     end.doorbell().drain()
 }
 
+/// Where a loop worker is with one slot.
+enum Served {
+    Idle,
+    Reading { body_len: usize, path: String, body: Vec<u8> },
+    Writing { records: Vec<(u8, Vec<u8>)> },
+}
+
+/// Serves every slot from one thread, as an event loop does: nothing ever waits but on the work
+/// bell, which the front rings for a publication, request bytes or response space the loop asked
+/// for. Returns how many sleeps a timeout rather than the bell ended.
+fn serve_as_a_loop(end: &WorkerEnd) -> usize {
+    end.serve_from_loop();
+    let mut slots: Vec<Served> = (0..end.slots()).map(|_| Served::Idle).collect();
+    let (mut record, mut timeouts, mut armed) = (Vec::new(), 0, false);
+    while !end.is_stopped() {
+        let mut moved = false;
+        while let Some(index) = end.try_claim() {
+            let slot = end.slot(index);
+            assert_eq!(slot.pop(&mut record).unwrap(), Some(REQUEST_HEAD), "the head comes with the publication");
+            let head = message::decode_request_head(&record).unwrap();
+            let path = String::from_utf8(head.target.to_vec()).unwrap();
+            slots[index] = Served::Reading { body_len: head.body_len as usize, path, body: Vec::new() };
+            moved = true;
+        }
+        let mut waits = false;
+        for (index, served) in slots.iter_mut().enumerate() {
+            let slot = end.slot(index);
+            loop {
+                match served {
+                    Served::Idle => break,
+                    Served::Reading { body_len, path, body } if body.len() == *body_len => {
+                        let answer = answer_to(body);
+                        let mut head = Vec::new();
+                        let length = answer.len().to_string();
+                        let headers = [(&b"x-path"[..], path.as_bytes()), (&b"content-length"[..], length.as_bytes())];
+                        message::encode_response_head(&mut head, 200, headers);
+                        let mut records = vec![(RESPONSE_HEAD, head)];
+                        records.extend(answer.chunks(slot.max_payload()).map(|chunk| (BODY, chunk.to_vec())));
+                        records.push((END, Vec::new()));
+                        records.reverse();
+                        *served = Served::Writing { records };
+                    }
+                    Served::Reading { body, .. } => {
+                        let tail = slot.request_tail();
+                        match slot.pop(&mut record).unwrap() {
+                            Some(kind) => {
+                                assert_eq!(kind, BODY);
+                                body.extend_from_slice(&record);
+                            }
+                            None if slot.arm_for_request(tail) => {
+                                waits = true;
+                                break;
+                            }
+                            None => {}
+                        }
+                    }
+                    Served::Writing { records } => match records.last() {
+                        None => {
+                            *served = Served::Idle;
+                            break;
+                        }
+                        Some((kind, payload)) => {
+                            if *kind == END {
+                                slot.release();
+                            }
+                            let head = slot.response_head();
+                            if slot.push(*kind, &[payload]).unwrap() {
+                                slot.pushed();
+                                records.pop();
+                            } else if slot.arm_for_space(head) {
+                                waits = true;
+                                break;
+                            }
+                        }
+                    },
+                }
+                moved = true;
+            }
+        }
+        if moved && !waits {
+            armed = false;
+            continue;
+        }
+        // Asked to be rung for a publication, then one more look before sleeping.
+        if !armed && slots.iter().any(|served| matches!(served, Served::Idle)) {
+            end.arm_loop();
+            armed = true;
+            continue;
+        }
+        armed = false;
+        let mut poll = libc::pollfd { fd: end.work_bell().as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: poll on one valid descriptor.
+        unsafe { libc::poll(&mut poll, 1, NAP.as_millis() as i32) };
+        if !end.work_bell().drain() && !end.is_stopped() && slots.iter().any(|served| !matches!(served, Served::Idle)) {
+            timeouts += 1;
+        }
+    }
+    timeouts
+}
+
 #[test]
 fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
     let end = FrontEnd::new(Layout::new(SLOTS as u32, RING)).unwrap();
@@ -165,6 +266,26 @@ fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
             std::thread::spawn(move || serve(&worker))
         })
         .collect();
+    exchange_every_request(end, &worker);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+#[test]
+fn a_loop_worker_is_woken_by_the_bell_for_every_kind_of_wait() {
+    let end = FrontEnd::new(Layout::new(SLOTS as u32, RING)).unwrap();
+    let worker = Arc::new(WorkerEnd::beside(&end).unwrap());
+    let thread = {
+        let worker = worker.clone();
+        std::thread::spawn(move || serve_as_a_loop(&worker))
+    };
+    exchange_every_request(end, &worker);
+    assert_eq!(thread.join().unwrap(), 0, "the loop slept through news it should have been rung for");
+}
+
+/// Drives every slot from one thread until every request has its answer, then stops the worker.
+fn exchange_every_request(end: FrontEnd, worker: &WorkerEnd) {
     worker.announce_ready(false);
     assert!(end.is_worker_ready());
 
@@ -188,8 +309,6 @@ fn every_request_gets_its_own_answer_through_every_kind_of_wait() {
         front.end.disarm();
     }
     worker.stop();
-    for thread in threads {
-        thread.join().unwrap();
-    }
+    worker.work_bell().ring(); // a loop worker sleeps on the bell, not the futex stop wakes
     assert_eq!(timeouts, 0, "the front slept through a response it should have been woken for");
 }

@@ -171,7 +171,10 @@ impl Server {
             Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
             Launch::Command(command) => format!("`{command}`"),
         };
-        info!("starting {} worker(s) x {threads} slot(s) for {what}", config.supervisor.workers);
+        info!(
+            "starting {} worker(s) x {threads} slot(s) for {what}; {} front thread(s)",
+            config.supervisor.workers, config.front_threads
+        );
         let supervisor = tokio::select! {
             started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
             () = signals.stop() => return Ok(None),

@@ -18,6 +18,15 @@
 //! it is behind. A request body that finds no room is refused (`front::read`): it cannot queue
 //! half-read.
 //!
+//! A client that reads as fast as the worker writes should not pay for the disk: every byte past
+//! the memory limit would be written to the file and read back, two more copies and the page
+//! cache's churn for a body that never needed to wait. So a slot asks for room first
+//! ([`Writer::room`]): while the body is in memory and the memory is full, it waits for the
+//! client to take some, as long as the client keeps to the schedule of one reading at
+//! [`KEEPS_PACE`] since the slot first waited, give or take [`BEHIND`] (a client on a busy
+//! machine may not run for a while). A client that falls behind it is slow: the rest of its body
+//! goes to the file at once, and the slot waits on it again only when the disk limits are met.
+//!
 //! File writes and reads are plain positioned I/O on a page-cache-backed file; they take
 //! microseconds, so they run inline rather than on a blocking thread.
 
@@ -27,12 +36,20 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 
-/// How much the reader takes from the file at a time.
-const FILE_READ_CHUNK: usize = 64 * 1024;
+/// How much the reader takes from the file at a time: a record of the hop's ring.
+const FILE_READ_CHUNK: usize = 256 * 1024;
+
+/// A client that reads at least this fast (bytes a second) keeps pace with the worker: the slot
+/// waits for it to make room in memory rather than spilling its body to disk. Any client on the
+/// same host or a LAN does; one that does not is slow, and costs disk, not the slot's time.
+pub const KEEPS_PACE: u64 = 64 << 20;
+/// How far behind that schedule a client may fall before it counts as slow.
+pub const BEHIND: Duration = Duration::from_millis(50);
 
 /// The body could not be delivered whole: the worker failed mid-body, or the spill file failed.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +133,8 @@ pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
             end: None,
             reader_gone: false,
             writer_waits: false,
+            written: 0,
+            waiting_since: None,
         }),
         readable: Notify::new(),
         left: Notify::new(),
@@ -145,6 +164,11 @@ struct State {
     reader_gone: bool,
     /// The writer found no room and waits for the reader to make some.
     writer_waits: bool,
+    /// Bytes written to memory so far.
+    written: u64,
+    /// When the slot first waited for room in memory: the start of the schedule a client keeping
+    /// pace keeps.
+    waiting_since: Option<tokio::time::Instant>,
 }
 
 struct Spill {
@@ -196,6 +220,7 @@ impl Writer {
         let in_memory = state.memory_bytes + len <= limits.memory || (no_file && state.memory_bytes == 0);
         if !unread_in_file && in_memory {
             state.memory_bytes += len;
+            state.written += len as u64;
             state.memory.push_back(data);
         } else {
             let written = state.spill.as_ref().map_or(0, |spill| spill.written);
@@ -237,6 +262,34 @@ impl Writer {
             tokio::select! {
                 () = room => {}
                 () = freed => {}
+            }
+        }
+    }
+
+    /// Waits, if it must, until a piece of `len` bytes can go to memory: see the module's
+    /// comment. Returns at once when it fits, when the body has gone to the file already, or when
+    /// the reader is gone; otherwise when the reader has taken enough, or after the time a client
+    /// keeping pace would need, after which the piece (and the rest) goes to the file.
+    pub async fn room(&self, len: usize) {
+        let memory = self.shared.limits.memory;
+        loop {
+            let room = self.shared.room.notified();
+            tokio::pin!(room);
+            // Registered before the look, so a take in between is not missed.
+            room.as_mut().enable();
+            let deadline = {
+                let mut state = self.shared.lock();
+                if state.reader_gone || state.spill.is_some() || state.memory_bytes + len <= memory || state.memory_bytes == 0 {
+                    return;
+                }
+                state.writer_waits = true;
+                // By when a client keeping pace has taken what must go for this piece to fit.
+                let since = *state.waiting_since.get_or_insert_with(tokio::time::Instant::now);
+                let due = state.written + len as u64 - memory as u64;
+                since + Duration::from_secs_f64(due as f64 / KEEPS_PACE as f64) + BEHIND
+            };
+            if tokio::time::timeout_at(deadline, room).await.is_err() {
+                return;
             }
         }
     }
@@ -382,7 +435,6 @@ impl Drop for Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// A spool of `memory` bytes in memory and a file of up to `file`, within a budget of its own
     /// (`disk` bytes).
@@ -461,6 +513,40 @@ mod tests {
         assert!(!left.is_finished());
         drop(reader);
         tokio::time::timeout(Duration::from_secs(10), left).await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_keeps_pace_gets_the_body_from_memory_alone() {
+        let (writer, mut reader) = unbounded(100);
+        let producer = tokio::spawn(async move {
+            for i in 0..50u8 {
+                writer.room(60).await;
+                writer.try_write(Bytes::from(vec![i; 60])).unwrap();
+            }
+            let spilled = writer.shared.lock().spill.is_some();
+            writer.finish();
+            spilled
+        });
+        let body = read_all(&mut reader).await.unwrap();
+        assert!(!producer.await.unwrap(), "nothing spilled for a reader that kept up");
+        assert_eq!(body, (0..50u8).flat_map(|i| [i; 60]).collect::<Vec<u8>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_does_not_read_costs_disk_not_waiting() {
+        let (writer, mut reader) = unbounded(2500);
+        let started = tokio::time::Instant::now();
+        for i in 0..20u8 {
+            writer.room(1000).await;
+            writer.try_write(Bytes::from(vec![i; 1000])).unwrap();
+        }
+        let waited = started.elapsed();
+        assert!(writer.shared.lock().spill.is_some());
+        // Two pieces fit; then one wait, until the client was too far behind a reader keeping
+        // pace; then the rest went to disk without waiting.
+        assert!(waited >= BEHIND && waited <= BEHIND + Duration::from_millis(1), "{waited:?}");
+        writer.finish();
+        assert_eq!(read_all(&mut reader).await.unwrap(), (0..20u8).flat_map(|i| [i; 1000]).collect::<Vec<u8>>());
     }
 
     #[tokio::test]

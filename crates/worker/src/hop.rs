@@ -12,13 +12,15 @@
 //! its upload is taken off the ring before the slot is given back, so the next request starts
 //! clean.
 //!
-//! An ASGI worker serves the hop from its event loop's thread instead (`asgi::claims`), which must
-//! not wait: its exchanges are told so ([`Transport::set_waiting`]), and a read with nothing on
-//! the ring fails with `WouldBlock` while output that does not fit is kept until
-//! [`Transport::flush`], which the loop runs on another thread. Under load neither happens: the
+//! An ASGI worker serves the hop from its event loop's thread instead (`asgi::cycle`), which must
+//! not wait: its exchanges are made so ([`Exchange::on_loop`]), and a read with nothing on the
+//! ring fails with `WouldBlock` while output that does not fit is kept for
+//! [`Exchange::try_flush`]; the loop asks the front to ring its work bell when the ring moves
+//! ([`Exchange::arm_for_body`], [`Exchange::arm_for_output`]). Under load neither happens: the
 //! front puts a request's head (and a small body) on the ring before it publishes the request,
 //! and a small response fits the ring.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -35,7 +37,8 @@ use crate::http::HttpError;
 use crate::log::log;
 use crate::transport::{Next, Transport};
 use headway_http1::body::BodyEncoder;
-use http::Version;
+use headway_http1::response;
+use http::{StatusCode, Version};
 
 /// Serves published requests with `serve` until the worker stops.
 pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
@@ -60,10 +63,14 @@ pub struct Exchange {
     /// False while served on an event loop's thread: see the module's comment.
     may_wait: bool,
     /// Response records that did not fit the ring when the exchange could not wait.
-    pending: Vec<(u8, Vec<u8>)>,
+    pending: VecDeque<(u8, Vec<u8>)>,
     /// The end of the exchange (last record, reason), decided when the exchange could not wait
     /// for the rest of the upload to come off the ring.
     closing: Option<(u8, Vec<u8>)>,
+    /// Where the front's writing of the request stood before the last read that found nothing.
+    bytes_seen: u32,
+    /// Where the front's reading of the response stood before the last record that did not fit.
+    space_seen: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,9 +97,22 @@ impl Exchange {
             is_head: false,
             framing: BodyEncoder::NoBody,
             may_wait: true,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             closing: None,
+            bytes_seen: 0,
+            space_seen: 0,
         }
+    }
+
+    /// An exchange served on an event loop's thread, which must never wait (see the module's
+    /// comment).
+    pub fn on_loop(end: Arc<WorkerEnd>, index: usize) -> Exchange {
+        Exchange { may_wait: false, ..Exchange::new(end, index) }
+    }
+
+    /// Whether output (or the end of the exchange) is kept back for [`Exchange::try_flush`].
+    pub fn pending(&self) -> bool {
+        !self.pending.is_empty() || self.closing.is_some()
     }
 
     fn slot(&self) -> WorkerSlot<'_> {
@@ -107,7 +127,13 @@ impl Exchange {
         if self.may_wait {
             return slot.pop_waiting(&mut self.record, |wait| py.detach(wait)).map_err(io::Error::other);
         }
-        slot.pop(&mut self.record).map_err(io::Error::other)?.ok_or_else(|| io::ErrorKind::WouldBlock.into())
+        // Where the front stood before the look: what a wait for more must compare with.
+        let tail = slot.request_tail();
+        let popped = slot.pop(&mut self.record).map_err(io::Error::other)?;
+        popped.ok_or_else(|| {
+            self.bytes_seen = tail;
+            io::ErrorKind::WouldBlock.into()
+        })
     }
 
     /// Writes a response record, after those kept back; one that does not fit is kept back if
@@ -117,12 +143,24 @@ impl Exchange {
             self.push_pending(py)?;
             return self.slot().push_waiting(kind, parts, |wait| py.detach(wait)).map_err(io::Error::other);
         }
-        if self.pending.is_empty() && self.slot().push(kind, parts).map_err(io::Error::other)? {
+        if self.pending.is_empty() && self.try_push(kind, parts)? {
             self.slot().pushed();
         } else {
-            self.pending.push((kind, parts.concat()));
+            self.pending.push_back((kind, parts.concat()));
         }
         Ok(())
+    }
+
+    /// One push that does not wait; noting, when the record does not fit, where the front's
+    /// reading stood before it (what a wait for space must compare with).
+    fn try_push(&mut self, kind: u8, parts: &[&[u8]]) -> io::Result<bool> {
+        let slot = self.end.slot(self.index);
+        let head = slot.response_head();
+        let pushed = slot.push(kind, parts).map_err(io::Error::other)?;
+        if !pushed {
+            self.space_seen = head;
+        }
+        Ok(pushed)
     }
 
     fn push_pending(&mut self, py: Python<'_>) -> io::Result<()> {
@@ -140,24 +178,129 @@ impl Exchange {
         Ok(())
     }
 
-    /// Never waits in fact: the front publishes a request once its head is on the ring.
-    fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
-        let corrupt = |what| io::Error::other(HopError::Corrupt(what));
+    /// The request's head as the front encoded it; the exchange is running from here on. Never
+    /// waits in fact: the front publishes a request once its head is on the ring.
+    pub fn read_head_record(&mut self, py: Python<'_>) -> io::Result<message::RequestHead<'_>> {
         if self.pop(py)? != REQUEST_HEAD {
-            return Err(corrupt("a request that does not start with its head"));
+            return Err(io::Error::other(HopError::Corrupt("a request that does not start with its head")));
         }
+        self.taken = self.record.len(); // the head is not body
+        self.stage = Stage::Running;
         let head = message::decode_request_head(&self.record).map_err(io::Error::other)?;
+        self.body_left = head.body_len;
+        self.is_head = head.method == b"HEAD";
+        Ok(head)
+    }
+
+    fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
+        let head = self.read_head_record(py)?;
         let version = match head.version {
             message::Version::Http10 => Version::HTTP_10,
             message::Version::Http11 => Version::HTTP_11,
             message::Version::Http2 => Version::HTTP_2,
         };
-        self.body_left = head.body_len;
         let mut request = from_fields(head.method, head.target, version, head.headers.iter().copied())
-            .map_err(|_| corrupt("a request head the front should have refused"))?;
+            .map_err(|_| io::Error::other(HopError::Corrupt("a request head the front should have refused")))?;
         request.front_client = (!head.client.is_empty()).then(|| String::from_utf8_lossy(head.client).into_owned());
-        self.taken = self.record.len(); // the head is not body
         Ok(request)
+    }
+
+    /// Whether request body bytes remain for the app to read (on the ring or still to come).
+    pub fn body_remains(&self) -> bool {
+        self.taken < self.record.len() || self.body_left > 0
+    }
+
+    /// The next piece of the request body, at most `limit` bytes: of the unread rest of the body
+    /// record at hand, or of the next one; empty at the end of the body.
+    pub fn body_piece(&mut self, py: Python<'_>, limit: usize) -> Result<&[u8], ReadError> {
+        if self.taken == self.record.len() {
+            if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
+                return Ok(&[]);
+            }
+            match self.pop(py) {
+                Ok(BODY) => {}
+                Ok(_) => return Err(ReadError::Io(io::Error::other("a request body record was expected"))),
+                Err(error) => return Err(ReadError::Io(error)),
+            }
+            self.body_left = self.body_left.saturating_sub(self.record.len() as u64);
+            self.taken = 0;
+        }
+        let start = self.taken;
+        self.taken += limit.min(self.record.len() - start);
+        Ok(&self.record[start..self.taken])
+    }
+
+    /// Sends the response head, made of `code` and the app's `fields` (checked already), and
+    /// the first body bytes. `content_length`: the app's own, if it gave one; `body_length`: the
+    /// whole body's, when it is known now (then also sent for HEAD, as a GET would get it).
+    pub fn respond(
+        &mut self,
+        py: Python<'_>,
+        code: StatusCode,
+        fields: &[(&[u8], &[u8])],
+        content_length: Option<u64>,
+        body_length: Option<u64>,
+        data: &[u8],
+    ) -> io::Result<()> {
+        self.framing = response::body_encoder(self.is_head, code, Version::HTTP_11, content_length, body_length);
+        // A length known only now (a list of bytes, a last body message) tells the front the
+        // body's size; a response without a body (HEAD, 204, 304) says none the app did not give.
+        let length = match self.framing {
+            BodyEncoder::Length { promised, .. } if content_length.is_none() => Some(promised.to_string()),
+            _ => None,
+        };
+        let length_field = length.as_ref().map(|length| (&b"Content-Length"[..], length.as_bytes()));
+        let mut record =
+            Vec::with_capacity(64 + fields.iter().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
+        message::encode_response_head(&mut record, code.as_u16(), fields.iter().copied().chain(length_field));
+        self.push(py, RESPONSE_HEAD, &[&record])?;
+        self.stage = Stage::Responding;
+        self.send_body(py, data)
+    }
+
+    /// Whether the client of this request has gone (the front marked the slot).
+    pub fn is_client_gone(&self) -> bool {
+        self.slot().is_client_gone()
+    }
+
+    /// Whether the request is a HEAD.
+    pub fn is_head(&self) -> bool {
+        self.is_head
+    }
+
+    /// For an exchange that may not wait, whose read of the body would block: asks the front to
+    /// ring the work bell when it writes more. Returns false if it already has (read again at
+    /// once, without waiting).
+    pub fn arm_for_body(&self) -> bool {
+        self.slot().arm_for_request(self.bytes_seen)
+    }
+
+    /// For an exchange that may not wait, with something kept back ([`Exchange::try_flush`]
+    /// returned false): asks the front to ring the work bell when the ring moves the way it waits
+    /// for (response space for output, request bytes for the end of an upload to take off the
+    /// ring). Returns false if it already has (flush again at once).
+    pub fn arm_for_output(&self) -> bool {
+        if self.pending.is_empty() {
+            self.slot().arm_for_request(self.bytes_seen)
+        } else {
+            self.slot().arm_for_space(self.space_seen)
+        }
+    }
+
+    /// Sends what was kept back as far as the ring takes it, and ends the exchange if that was
+    /// kept back too, never waiting; returns whether nothing is kept back any more.
+    pub fn try_flush(&mut self, py: Python<'_>) -> io::Result<bool> {
+        while let Some((kind, payload)) = self.pending.pop_front() {
+            if !self.try_push(kind, &[&payload])? {
+                self.pending.push_front((kind, payload));
+                return Ok(false);
+            }
+            self.slot().pushed();
+        }
+        if let Some((last, why)) = self.closing.take() {
+            self.close(py, last, &why)?;
+        }
+        Ok(!self.pending())
     }
 
     /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
@@ -189,11 +332,7 @@ impl Transport for Exchange {
             return Next::Closed; // one request per exchange
         }
         match self.read_head(py) {
-            Ok(request) => {
-                self.stage = Stage::Running;
-                self.is_head = request.is_head();
-                Next::Request(request)
-            }
+            Ok(request) => Next::Request(request),
             Err(error) => {
                 log(py, &format!("the front sent a broken request over the hop: {error}"));
                 let _ = self.close(py, ABORT, b"broken request");
@@ -207,22 +346,9 @@ impl Transport for Exchange {
     }
 
     fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
-        if self.taken == self.record.len() {
-            if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
-                return Ok(0);
-            }
-            match self.pop(py) {
-                Ok(BODY) => {}
-                Ok(_) => return Err(ReadError::Io(io::Error::other("a request body record was expected"))),
-                Err(error) => return Err(ReadError::Io(error)),
-            }
-            self.body_left = self.body_left.saturating_sub(self.record.len() as u64);
-            self.taken = 0;
-        }
-        let take = limit.min(self.record.len() - self.taken);
-        out.extend_from_slice(&self.record[self.taken..self.taken + take]);
-        self.taken += take;
-        Ok(take)
+        let piece = self.body_piece(py, limit)?;
+        out.extend_from_slice(piece);
+        Ok(piece.len())
     }
 
     fn send_head(
@@ -232,8 +358,7 @@ impl Transport for Exchange {
         body_length: Option<u64>,
         data: &[u8],
     ) -> io::Result<()> {
-        self.framing = head.encoder(self.is_head, Version::HTTP_11, body_length);
-        let mut fields: Vec<(&[u8], &[u8])> = head
+        let fields: Vec<(&[u8], &[u8])> = head
             .header_block
             .split(|&b| b == b'\n')
             .filter_map(|line| {
@@ -242,20 +367,7 @@ impl Transport for Exchange {
                 Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
             })
             .collect();
-        // A length known only now (a list of bytes) tells the front the body's size; a response
-        // without a body (HEAD, 204, 304) says none the app did not give.
-        let length = match self.framing {
-            BodyEncoder::Length { promised, .. } if head.content_length.is_none() => Some(promised.to_string()),
-            _ => None,
-        };
-        if let Some(length) = &length {
-            fields.push((b"Content-Length", length.as_bytes()));
-        }
-        let mut record = Vec::with_capacity(64 + head.header_block.len());
-        message::encode_response_head(&mut record, head.code.as_u16(), fields);
-        self.push(py, RESPONSE_HEAD, &[&record])?;
-        self.stage = Stage::Responding;
-        self.send_body(py, data)
+        self.respond(py, head.code, &fields, head.content_length, body_length, data)
     }
 
     fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
@@ -327,28 +439,6 @@ impl Transport for Exchange {
     fn finish(&mut self, py: Python<'_>) -> bool {
         self.abandon(py); // ended already, unless something went wrong
         false
-    }
-
-    fn hop_slot(&self) -> Option<usize> {
-        Some(self.index)
-    }
-
-    fn set_waiting(&mut self, may_wait: bool) {
-        self.may_wait = may_wait;
-    }
-
-    fn pending(&self) -> bool {
-        !self.pending.is_empty() || self.closing.is_some()
-    }
-
-    fn flush(&mut self, py: Python<'_>) -> io::Result<()> {
-        let may_wait = std::mem::replace(&mut self.may_wait, true);
-        let mut flushed = self.push_pending(py);
-        if let (Ok(()), Some((last, why))) = (&flushed, self.closing.take()) {
-            flushed = self.close(py, last, &why);
-        }
-        self.may_wait = may_wait;
-        flushed
     }
 
     fn abandon(&mut self, py: Python<'_>) {

@@ -45,11 +45,6 @@ const LISTEN_BACKLOG: i32 = 1024;
 pub trait Application: Send + Sync {
     fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>>;
 
-    /// Started by the front: called with its end of the hop before the slot threads start.
-    fn attach(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>) -> PyResult<()> {
-        Ok(())
-    }
-
     /// Whether WebSocket handshakes are served on the worker's socket (ASGI listens there).
     fn takes_websockets(&self) -> bool {
         false
@@ -134,7 +129,6 @@ fn serve_hop(
     describe: &str,
 ) -> PyResult<i32> {
     let stops = StopSignals::install(py)?;
-    app.attach(py, &end)?;
     let handles = match app.serve_hop(py, &end, threads)? {
         Some(handle) => vec![handle],
         None => (0..threads)

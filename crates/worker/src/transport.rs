@@ -67,28 +67,6 @@ pub trait Transport: Send + Sync {
     /// body is dropped first when that is cheap).
     fn finish(&mut self, py: Python<'_>) -> bool;
 
-    /// The hop slot that carries this request, for a transport that is one (the front tells the
-    /// worker through it when the client has gone: see `asgi::ClientWatcher`).
-    fn hop_slot(&self) -> Option<usize> {
-        None
-    }
-
-    /// Whether operations may wait (they may, unless told otherwise). One that may not serves
-    /// from an event loop's thread: a read with nothing to read fails with `WouldBlock`, and
-    /// output that cannot go at once is kept for [`Transport::flush`].
-    fn set_waiting(&mut self, _may_wait: bool) {}
-
-    /// Whether something is kept for [`Transport::flush`].
-    fn pending(&self) -> bool {
-        false
-    }
-
-    /// Sends what was kept back, and ends the exchange if that was kept back too; waits as
-    /// needed (call it off the event loop's thread).
-    fn flush(&mut self, _py: Python<'_>) -> io::Result<()> {
-        Ok(())
-    }
-
     /// The app failed: what of the response is not sent yet never will be. A transport whose
     /// peer waits for the end of the response tells it here (a connection is simply closed).
     fn abandon(&mut self, _py: Python<'_>) {}

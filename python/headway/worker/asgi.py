@@ -1,32 +1,35 @@
 """ASGI 3 in the bundled worker: telling an ASGI app from a WSGI one, the lifespan protocol, and
-the `http` scope's `receive` and `send`, on an asyncio loop (uvloop when it is installed).
+the task that calls the app for each request of the `http` scope, on an asyncio loop (uvloop when
+it is installed).
 
 Why this shape: the app's coroutines all run on one loop thread, which must never wait on a
 client or a ring, and a worker with T slots never has more than T requests in the app: the front's
 queue keeps the rest, in its order. Served by the front, over the hop, the loop claims requests and
-does their I/O itself (`LoopExchange`), since under load the request is on the ring when it is
-claimed and the response fits it: a request that crossed to a slot thread and back three times,
-each crossing waiting for the GIL, cost about three times the CPU. What would wait (a body not
-there yet, a ring full of response) goes to a thread of the loop's executor. On its own unix
-socket, the native core's T slot threads take connections and do their I/O, in calls that let go
-of the GIL while they wait; a request's `receive` and `send` hand a small operation to the slot
-thread that took the request and await its result (`SlotExchange`). WebSockets come on
-connections of their own and hold no slot (websocket.py).
+does their I/O itself, natively (claims.rs, cycle.rs): the scope is built, and `receive` and
+`send` done, without Python code of ours between the app and the ring; what would wait (a body
+not there yet, a ring full of response) waits for the front to ring the loop's work bell, not on a
+thread. A request that crossed to a slot thread and back three times, each crossing waiting for
+the GIL, cost about three times the CPU. On its own unix socket, the native core's T slot threads
+take connections and do their I/O, in calls that let go of the GIL while they wait; a request's
+`receive` and `send` hand a small operation to the slot thread that took the request and await its
+result (`SlotExchange`). WebSockets come on connections of their own and hold no slot
+(websocket.py).
 """
 
 import asyncio
 import contextlib
-import functools
+import contextvars
 import inspect
 import os
 import queue
+import sys
 import threading
 import traceback
 
 from headway import _native
 
 from . import log, websocket
-from .scope import ASGI_VERSION, connection_scope, status_line
+from .scope import ASGI_VERSION, status_line
 
 # How much of a file an `http.response.pathsend` reads at a time.
 FILE_PIECE = 256 * 1024
@@ -84,8 +87,6 @@ class Server:
         self.thread = threading.Thread(target=self.loop.run_forever, name="headway-asgi-loop", daemon=True)
         self.lifespan = Lifespan(app)
         self.websockets = None  # the listener for handshakes, when there is one
-        self.exchanges = {}  # hop slot -> the HttpExchange under way on it (touched on the loop)
-        self.watcher = None  # hears the front mark clients gone, over the hop
 
     def start(self, websocket_path):
         self.thread.start()
@@ -119,54 +120,70 @@ class Server:
     async def serve_websocket(self, reader, writer):
         await websocket.WebSocket(self.app, self.lifespan.state, self.root_path, reader, writer).run()
 
-    def watch_clients(self, watcher):
-        """Started by the front: the front marks the hop slot of a request whose client has gone,
-        and a thread of ours waits for those marks, for the exchanges on the loop to hear them."""
-
-        self.watcher = watcher
-
-        def watch():
-            while (slots := watcher.wait()) is not None:
-                self.loop.call_soon_threadsafe(self.clients_gone, watcher, slots)
-
-        threading.Thread(target=watch, name="headway-asgi-clients", daemon=True).start()
-
-    def clients_gone(self, watcher, slots):
-        for slot in slots:
-            exchange = self.exchanges.get(slot)
-            # A mark may be the slot's previous request's: the flag is cleared for the next one.
-            if exchange is not None and watcher.is_gone(slot):
-                exchange.gone()
-
     def serve_channel(self, channel):
         """Serves a transport's requests one after another; called on a slot thread."""
         while True:
-            head = channel.next_request()
-            if head is None or not SlotExchange(self, channel, head).run():
+            request = channel.next_request(self.lifespan.state, self.root_path)
+            if request is None or not SlotExchange(self, channel, *request).run():
                 return
 
     def serve_claims(self, claims):
-        """Started by the front: the loop serves the hop's requests itself (see claims.rs)."""
-        self.claims = claims
+        """Started by the front: the loop serves the hop's requests itself (claims.rs)."""
 
         def start():
-            self.loop.add_reader(claims.fileno(), self.take_claims, True)
-            self.take_claims()  # and asks to be rung
+            claims.begin(self.serve_cycle, task_starter(self.loop), self.send_file, self.loop.create_future,
+                          self.lifespan.state, self.root_path)
+            self.loop.add_reader(claims.fileno(), claims.turn, True)
+            claims.turn()  # and asks to be rung
 
         self.loop.call_soon_threadsafe(start)
 
-    def take_claims(self, rung=False):
-        for channel in self.claims.take(rung):
-            self.loop.create_task(self.serve_claimed(channel))
-
-    async def serve_claimed(self, channel):
+    async def serve_cycle(self, scope, cycle):
+        """One request from the hop: the app, with the cycle's native `receive` and `send`."""
+        error = None
         try:
-            head = channel.next_request()
-            if head is not None:
-                await LoopExchange(self, channel, head).run()
+            await self.app(scope, cycle.receive, cycle.send)
+        except Exception as raised:
+            error = raised
         finally:
-            self.claims.done()
-            self.take_claims()  # the next request, before the loop sleeps
+            cycle.finish(error)
+
+    async def send_file(self, cycle, path):
+        """The `http.response.pathsend` extension: the file at `path` is the whole body, read off
+        the loop a piece at a time and sent as the app's body pieces would be."""
+        await send_file(self.loop, path, lambda piece, more: cycle.send(
+            {"type": "http.response.body", "body": piece, "more_body": more}))
+
+
+def task_starter(loop):
+    """How the loop starts the task of a request: in a context of its own (a copy of the loop's,
+    so that no request sees another's context variables), and where Python can (3.12+) eagerly: an
+    app that needs to wait for nothing is done before the call returns, with no trip through the
+    loop."""
+    base = contextvars.copy_context()
+    if sys.version_info >= (3, 12):
+        def start(coroutine):
+            return asyncio.Task(coroutine, loop=loop, context=base.copy(), eager_start=True)
+    elif sys.version_info >= (3, 11):
+        def start(coroutine):
+            return loop.create_task(coroutine, context=base.copy())
+    else:
+        def start(coroutine):
+            return base.copy().run(loop.create_task, coroutine)
+    return start
+
+
+async def send_file(loop, path, send_body):
+    """Reads the file at `path` off the loop, a piece at a time, and awaits `send_body(piece,
+    more)` for each (the last with more false)."""
+    with open(path, "rb") as file:
+        piece = await loop.run_in_executor(None, file.read, FILE_PIECE)
+        while True:
+            following = await loop.run_in_executor(None, file.read, FILE_PIECE) if piece else b""
+            await send_body(piece, bool(following))
+            if not following:
+                return
+            piece = following
 
 
 class Lifespan:
@@ -222,16 +239,15 @@ class Lifespan:
             step.set_result(None)
 
 
-class HttpExchange:
-    """One request of the `http` scope: the app's `receive` and `send`, whose I/O goes through
-    `io`, which each way of serving defines."""
+class SlotExchange:
+    """One request of the `http` scope on the worker's own socket, served by the slot thread that
+    took its connection: `run` is that thread's side; it starts the app on the loop and carries
+    out the app's reads and sends until the app is done."""
 
-    def __init__(self, server, channel, head):
+    def __init__(self, server, channel, scope, has_body):
         self.server, self.channel, self.loop = server, channel, server.loop
-        self.slot = channel.slot
-        self.scope = connection_scope("http", head, server.lifespan.state, server.root_path)
-        self.scope["extensions"] = {"http.response.pathsend": {}}
-        self.body_left = head[-1]  # whether a body follows
+        self.scope = scope
+        self.body_left = has_body
         self.request_read = False
         self.start = None  # the `http.response.start` message, sent with the first body piece
         self.head_sent = False
@@ -241,14 +257,39 @@ class HttpExchange:
         # Set when the exchange ends (complete, client gone, app returned), for a `receive` that
         # waits for that; made only then, as most apps never call it.
         self.finished = None
+        self.operations = queue.SimpleQueue()
+
+    def run(self):
+        """Returns whether the channel can carry another request."""
+        done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
+        done.add_done_callback(lambda _: self.operations.put(None))
+        while True:
+            operation = self.operations.get()
+            if operation is None:
+                break
+            function, args, waiter = operation
+            try:
+                result, error = function(*args), None
+            except Exception as raised:
+                result, error = None, raised
+            self.loop.call_soon_threadsafe(settle, waiter, result, error)
+        try:
+            if not self.complete:
+                self.channel.fail()  # the exchange must end even if the client is gone
+                return False
+            return self.channel.finish() and not self.disconnected
+        except OSError:
+            return False  # the client left while we ended the exchange
+
+    async def io(self, function, *args):
+        """Has the slot thread run `function(*args)`, and waits for its result."""
+        if self.over:
+            raise RuntimeError("the request this belongs to is over")
+        waiter = self.loop.create_future()
+        self.operations.put((function, args, waiter))
+        return await waiter
 
     async def call_app(self):
-        if self.slot is not None:
-            self.server.exchanges[self.slot] = self
-            # The mark may have come before this exchange was there to hear it.
-            watcher = self.server.watcher
-            if watcher is not None and watcher.is_gone(self.slot):
-                self.gone()
         try:
             await self.server.app(self.scope, self.receive, self.send)
             if not self.complete and not self.disconnected:
@@ -260,8 +301,6 @@ class HttpExchange:
         finally:
             self.over = True
             self.end()
-            if self.server.exchanges.get(self.slot) is self:
-                del self.server.exchanges[self.slot]
 
     async def receive(self):
         if not self.request_read:
@@ -300,7 +339,7 @@ class HttpExchange:
         elif kind == "http.response.pathsend":
             if self.start is None or self.head_sent:
                 raise RuntimeError("http.response.pathsend must follow http.response.start, alone")
-            await self.send_file(message["path"])
+            await send_file(self.loop, message["path"], self.send_body)
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
 
@@ -318,18 +357,6 @@ class HttpExchange:
             self.complete = True
             self.end()
 
-    async def send_file(self, path):
-        """The `http.response.pathsend` extension: the file at `path` is the whole body. It is
-        read off the loop, a piece at a time, and goes out as the app's body pieces would."""
-        with open(path, "rb") as file:
-            piece = await self.loop.run_in_executor(None, file.read, FILE_PIECE)
-            while True:
-                following = await self.loop.run_in_executor(None, file.read, FILE_PIECE) if piece else b""
-                await self.send_body(piece, bool(following))
-                if not following:
-                    return
-                piece = following
-
     def gone(self):
         """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
         self.disconnected = True
@@ -339,112 +366,6 @@ class HttpExchange:
         """Wakes a `receive` waiting for the exchange to end."""
         if self.finished is not None:
             self.finished.set()
-
-
-class SlotExchange(HttpExchange):
-    """A request served by the slot thread that took it: `run` is that thread's side; it starts
-    the app on the loop and carries out the app's reads and sends until the app is done."""
-
-    def __init__(self, server, channel, head):
-        super().__init__(server, channel, head)
-        self.operations = queue.SimpleQueue()
-
-    def run(self):
-        """Returns whether the channel can carry another request."""
-        done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
-        done.add_done_callback(lambda _: self.operations.put(None))
-        while True:
-            operation = self.operations.get()
-            if operation is None:
-                break
-            function, args, waiter = operation
-            try:
-                result, error = function(*args), None
-            except Exception as raised:
-                result, error = None, raised
-            self.loop.call_soon_threadsafe(settle, waiter, result, error)
-        try:
-            if not self.complete:
-                self.channel.fail()  # the exchange must end even if the client is gone
-                return False
-            return self.channel.finish() and not self.disconnected
-        except OSError:
-            return False  # the client left while we ended the exchange
-
-    async def io(self, function, *args):
-        """Has the slot thread run `function(*args)`, and waits for its result."""
-        if self.over:
-            raise RuntimeError("the request this belongs to is over")
-        waiter = self.loop.create_future()
-        self.operations.put((function, args, waiter))
-        return await waiter
-
-
-class LoopExchange(HttpExchange):
-    """A request the loop claimed from the hop and serves itself: an operation runs at once,
-    unless it has to wait (a body piece not on the ring yet, output kept back because the ring
-    was full), which a thread of the loop's executor does.
-
-    The channel takes one operation at a time, and while a thread waits in one, it holds the
-    channel: an app that reads its body in one task while it sends in another (a streaming
-    proxy, a task listening for http.disconnect) must not reach it then, or the operation fails
-    with "Already borrowed" and the request with it. So every operation first waits until no
-    thread holds the channel (`idle`)."""
-
-    def __init__(self, server, channel, head):
-        super().__init__(server, channel, head)
-        self.busy = None  # the executor's operation on the channel, while it runs
-
-    async def run(self):
-        await self.call_app()
-        if self.busy is not None:
-            await self.idle()  # an app task cancelled while it awaited a thread did not stop it
-        try:
-            if self.complete:
-                self.channel.finish()
-            else:
-                self.channel.fail()  # the exchange must end even if the client is gone
-            if self.channel.pending:
-                await self.flush()
-        except OSError:
-            pass  # the client left while we ended the exchange
-
-    async def io(self, function, *args):
-        if self.busy is not None:
-            await self.idle()
-        if self.over:
-            raise RuntimeError("the request this belongs to is over")
-        try:
-            result = function(*args)
-        except BlockingIOError:
-            result = await self.off_loop(functools.partial(function, *args, wait=True))
-        if self.busy is not None or self.channel.pending:
-            await self.flush()
-        return result
-
-    async def flush(self):
-        """Sends the output kept back, if any."""
-        await self.idle()
-        if self.channel.pending:
-            await self.off_loop(self.channel.flush)
-
-    async def off_loop(self, call):
-        """Runs `call`, which may wait, on a thread of the executor; the thread holds the channel
-        until `call` returns, even if the caller is cancelled meanwhile."""
-        future = self.loop.run_in_executor(None, call)
-        self.busy = future
-        # Before any waiter wakes (done callbacks run in the order they were added).
-        future.add_done_callback(self.not_busy)
-        return await asyncio.shield(future)
-
-    def not_busy(self, future):
-        if self.busy is future:
-            self.busy = None
-
-    async def idle(self):
-        """Waits until no thread holds the channel."""
-        while self.busy is not None:
-            await asyncio.wait((self.busy,))
 
 
 def settle(waiter, result, error):

@@ -15,7 +15,7 @@ import traceback
 from headway import _native
 
 from . import log
-from .scope import connection_scope, status_line
+from .scope import status_line
 
 # The most a handshake's head may take, as for any request head.
 MAX_HEAD = 64 * 1024
@@ -85,7 +85,7 @@ class WebSocket:
             self.writer.close()
 
     def scope(self, head):
-        scope = connection_scope("websocket", _native.parse_head(head), self.state, self.root_path)
+        scope = _native.parse_scope("websocket", head, self.state, self.root_path)
         fields = scope["headers"]
         self.key = next((value for name, value in fields if name == b"sec-websocket-key"), None)
         if scope.pop("method") != "GET" or self.key is None:

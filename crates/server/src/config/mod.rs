@@ -55,12 +55,11 @@ pub struct ServeArgs {
     #[arg(short, long, default_value_t = 5, value_name = "T")]
     pub threads: usize,
 
-    /// Threads of the front, which holds every client connection and the queue. One suits
-    /// most machines: a request then costs no wake-up of another thread, which on a small
-    /// machine costs more than a second thread gains. Raise it when the headway process itself
-    /// (not its workers) nears one core of CPU
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub front_threads: usize,
+    /// Threads of the front, which holds every client connection and the queue. auto: one for
+    /// every four CPUs the server may use, at least one (one thread costs no wake-up of another
+    /// per request, which below eight CPUs costs more than a second thread gains)
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = parse_front_threads)]
+    pub front_threads: FrontThreads,
 
     /// Which CPU each worker process runs on. auto: the bundled worker's processes are pinned
     /// one to a CPU when there are at least as many workers as CPUs (its threads then wait for
@@ -417,9 +416,11 @@ impl Config {
         if !(1..=1024).contains(&workers) {
             bail!("--workers must be between 1 and 1024, not {workers}");
         }
-        if !(1..=256).contains(&args.front_threads) {
-            bail!("--front-threads must be between 1 and 256, not {}", args.front_threads);
-        }
+        let front_threads = match args.front_threads {
+            FrontThreads::Auto => front_threads_for(std::thread::available_parallelism().map_or(1, usize::from)),
+            FrontThreads::Count(threads) if (1..=256).contains(&threads) => threads,
+            FrontThreads::Count(threads) => bail!("--front-threads must be between 1 and 256, not {threads}"),
+        };
         if !(1..=1024).contains(&args.threads) {
             bail!("--threads must be between 1 and 1024, not {}", args.threads);
         }
@@ -531,7 +532,7 @@ impl Config {
         let request_spool = SpoolLimits { memory: args.request_buffer as usize, file: u64::MAX, disk: disk.clone() };
         let response_spool = SpoolLimits { memory: args.response_buffer as usize, file: args.max_temp_file_size, disk };
         Ok(Config {
-            front_threads: args.front_threads,
+            front_threads,
             binds,
             control,
             supervisor: SupervisorConfig {
@@ -658,6 +659,30 @@ pub fn parse_secs(text: &str) -> Result<Duration, String> {
 }
 
 /// `--queue-target`: `auto`, or seconds where 0 means off.
+/// `--front-threads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrontThreads {
+    Auto,
+    Count(usize),
+}
+
+pub fn parse_front_threads(text: &str) -> Result<FrontThreads, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(FrontThreads::Auto);
+    }
+    text.trim().parse().map(FrontThreads::Count).map_err(|_| format!("'{text}' is not a number of threads or auto"))
+}
+
+/// `--front-threads auto` on a machine (or cpuset, or CPU quota) of `cpus` CPUs: one thread for
+/// every four, at least one. One front thread takes a request for some 25 us of CPU, whatever the
+/// app, so a machine whose workers need about three times that per request or more (any app
+/// doing real work) keeps up with one thread in four; a second thread of tokio's scheduler costs
+/// each request a third to a half more of the front's CPU in wake-ups between threads, which only
+/// pays where one thread is the limit: not on 2 or 4 CPUs (docs/design/speed.md).
+pub fn front_threads_for(cpus: usize) -> usize {
+    (cpus / 4).max(1)
+}
+
 pub fn parse_target(text: &str) -> Result<Target, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
         return Ok(Target::Auto);
@@ -734,6 +759,15 @@ mod tests {
         assert_eq!(parse_target("0"), Ok(Target::Off));
         assert_eq!(parse_target("0.02"), Ok(Target::Fixed(Duration::from_millis(20))));
         assert_eq!(parse_target("soon"), Err("'soon' is not a number of seconds or auto".to_owned()));
+    }
+
+    #[test]
+    fn front_threads() {
+        assert_eq!(parse_front_threads("auto"), Ok(FrontThreads::Auto));
+        assert_eq!(parse_front_threads("3"), Ok(FrontThreads::Count(3)));
+        assert!(parse_front_threads("many").is_err());
+        let auto: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().map(front_threads_for).collect();
+        assert_eq!(auto, [1, 1, 1, 2, 4, 8, 16]);
     }
 
     #[test]

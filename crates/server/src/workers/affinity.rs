@@ -38,6 +38,13 @@
 //!
 //! Worker N (from 1) gets the N-th CPU of the set the server was started with, round robin;
 //! a worker started again (after a crash, a reload, a recycle) gets the same one.
+//!
+//! Measured on 2 cores; on larger machines (docs/design/speed.md, "Defaults tuned on 2 cores"):
+//! `-w`'s default is the number of CPUs, so `auto` pins on 8, 16 or 64 CPUs alike, each worker on
+//! a CPU of its own, while the front's threads (a quarter of the CPUs, `--front-threads auto`)
+//! float over the same CPUs and, not being batch threads, preempt a worker when they wake. A CPU
+//! quota without a cpuset (4 of a host's 64) makes `-w` 4 against 64 CPUs: nothing is pinned.
+//! Where the machine has several NUMA nodes, pinning is untested.
 
 use std::io;
 

@@ -14,6 +14,14 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+/// Bytes of each ring, each way, of every slot. A body larger than a ring goes through it a ring
+/// at a time, each time the ring fills or empties costing a wake-up of the side that waits; a 64
+/// MiB upload took 72-178 ms of CPU at 64 KiB and 55-65 at 256 KiB, and larger rings gained
+/// nothing measurable. What it costs: every ring is touched in time (records go round it), so a
+/// worker's region is resident in both processes, 2 x 256 KiB a slot (5 MiB for 2 workers of 5
+/// slots; docs/design/speed.md).
+pub const RING_BYTES: usize = 256 * 1024;
+
 /// The front's side of one worker process's region.
 pub struct HopLink {
     /// The worker generation (process) the region belongs to.
@@ -30,9 +38,9 @@ pub struct HopLink {
 
 impl HopLink {
     /// A region for a worker process with `slots` slots about to start; its rings hold a request
-    /// head of up to `max_head` bytes.
+    /// head of up to `max_head` bytes, and at least [`RING_BYTES`].
     pub fn prepare(slots: usize, max_head: usize) -> io::Result<Arc<FrontEnd>> {
-        let layout = Layout::new(slots as u32, (2 * max_head).max(64 * 1024));
+        let layout = Layout::new(slots as u32, (2 * max_head).max(RING_BYTES));
         Ok(Arc::new(FrontEnd::new(layout)?))
     }
 

@@ -1,38 +1,23 @@
-//! One transport's requests, as the ASGI side of the worker sees them: the request head in the
-//! shape of an ASGI `http` scope, the body as `read` calls, and the response as a head followed
-//! by body pieces. Served by a slot thread, every method is called on that thread, and the ones
-//! that may wait let go of the GIL while they do (the transport's rule), so the asyncio loop
-//! runs other requests meanwhile. Served by the loop itself ([`Channel::on_loop`], over the
-//! hop), no method waits: `read` raises BlockingIOError when nothing has come yet, and output
-//! that cannot go at once waits for `flush`; the loop runs those two on another thread.
+//! One connection's requests on the worker's own socket (the worker run without the front), as
+//! the ASGI side sees them: each request's scope, the body as `read` calls, and the response as a
+//! head followed by body pieces. Every method is called on the slot thread that took the
+//! connection, and the ones that may wait let go of the GIL while they do (the transport's rule),
+//! so the asyncio loop runs other requests meanwhile.
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyDict};
 
+use super::scope::{Head, ScopeMaker};
 use crate::http::reader::RECV_BYTES;
-use crate::http::request::{self, Request};
+use crate::http::request::Request;
 use crate::http::HttpError;
 use crate::transport::{Next, Transport};
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::validate;
 use headway_http1::body::BodyKind;
-use headway_http1::request::{parse_head as parse_request_head, Limits};
 
 const OVER: &str = "the connection this belongs to is over";
-
-/// What a request's head gives the ASGI scope: method, raw path, query string, HTTP version,
-/// headers (lowercased names), scheme, client address, and whether a body follows.
-type Head<'py> = (
-    String,
-    Bound<'py, PyBytes>,
-    Bound<'py, PyBytes>,
-    &'static str,
-    Bound<'py, PyList>,
-    &'static str,
-    Option<String>,
-    bool,
-);
 
 #[pyclass(module = "headway._native", name = "Channel")]
 pub struct Channel {
@@ -46,8 +31,6 @@ pub struct Channel {
     /// The transport has been told that the app reads the body.
     body_wanted: bool,
     head_sent: bool,
-    /// Served on the loop's thread: operations may not wait.
-    on_loop: bool,
 }
 
 impl Channel {
@@ -59,14 +42,7 @@ impl Channel {
             body_done: true,
             body_wanted: false,
             head_sent: false,
-            on_loop: false,
         }
-    }
-
-    /// A channel served on the asyncio loop's thread, which must never wait.
-    pub fn on_loop(mut transport: Box<dyn Transport>) -> Self {
-        transport.set_waiting(false);
-        Channel { on_loop: true, ..Channel::new(transport) }
     }
 
     pub fn take_transport(&mut self) -> Option<Box<dyn Transport>> {
@@ -107,9 +83,15 @@ impl Channel {
 
 #[pymethods]
 impl Channel {
-    /// The next request's head, or None when no more come this way (a malformed one is
-    /// answered here, with the status it deserves).
-    fn next_request<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Head<'py>>> {
+    /// The next request's scope (with a copy of the lifespan `state`, under `root_path`) and
+    /// whether a body follows, or None when no more come this way (a malformed one is answered
+    /// here, with the status it deserves).
+    fn next_request<'py>(
+        &mut self,
+        py: Python<'py>,
+        state: Py<PyDict>,
+        root_path: String,
+    ) -> PyResult<Option<(Bound<'py, PyDict>, bool)>> {
         let request = match self.transport()?.next_request(py) {
             Next::Request(request) => request,
             Next::Refused(error) => {
@@ -119,37 +101,13 @@ impl Channel {
             Next::Closed => return Ok(None),
         };
         self.start(&request);
-        scope_head(py, request, !self.body_done).map(Some)
-    }
-
-    /// The hop slot this channel's requests come through, when they come through the hop.
-    #[getter]
-    fn slot(&self) -> Option<usize> {
-        self.transport.as_ref().and_then(|transport| transport.hop_slot())
+        let scope = ScopeMaker::new(py, false, state, root_path)?.make(py, &Head::from_request(&request))?;
+        Ok(Some((scope, !self.body_done)))
     }
 
     /// The next piece of the request body and whether more follows (`(b"", False)` at its end).
-    /// On the loop, `wait` lets it wait for the piece (call it on another thread then).
-    #[pyo3(signature = (wait=false))]
-    fn read<'py>(&mut self, py: Python<'py>, wait: bool) -> PyResult<(Bound<'py, PyBytes>, bool)> {
-        if !wait || !self.on_loop {
-            return self.read_body(py);
-        }
-        self.transport()?.set_waiting(true);
-        let read = self.read_body(py);
-        self.transport()?.set_waiting(false);
-        read
-    }
-
-    /// Whether output waits for `flush`.
-    #[getter]
-    fn pending(&self) -> bool {
-        self.transport.as_ref().is_some_and(|transport| transport.pending())
-    }
-
-    /// Sends the output kept back, waiting as long as it takes (call it off the loop's thread).
-    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
-        Ok(self.transport()?.flush(py)?)
+    fn read<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, bool)> {
+        self.read_body(py)
     }
 
     /// Sends the response head (`status` as `"200 OK"`, `headers` as a list of str pairs, checked
@@ -208,46 +166,4 @@ impl Channel {
     fn finish(&mut self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.transport()?.finish(py))
     }
-}
-
-/// A request head's own name (lowercased, as ASGI wants it) from its CGI environ key.
-fn header_name(key: &str) -> Vec<u8> {
-    let name = key.strip_prefix("HTTP_").unwrap_or(key);
-    name.bytes().map(|b| if b == b'_' { b'-' } else { b.to_ascii_lowercase() }).collect()
-}
-
-/// The head of a request that came on a connection of its own (a WebSocket handshake), up to
-/// and without the blank line that ends it, in the shape `Channel.next_request` gives; a
-/// malformed one raises ValueError with what is wrong.
-#[pyfunction]
-pub fn parse_head<'py>(py: Python<'py>, head: &[u8]) -> PyResult<Head<'py>> {
-    let head = [head, b"\r\n\r\n"].concat();
-    let limits = Limits { max_head: head.len(), max_body: u64::MAX };
-    let request = match parse_request_head(&head, &limits) {
-        Ok(Some((head, _))) => request::from_head(head),
-        Ok(None) => return Err(PyValueError::new_err("an incomplete request head")),
-        Err(error) => return Err(PyValueError::new_err(error.reason)),
-    };
-    scope_head(py, request, false)
-}
-
-fn scope_head(py: Python<'_>, request: Request, has_body: bool) -> PyResult<Head<'_>> {
-    let headers = PyList::empty(py);
-    for (key, value) in &request.headers {
-        let value: Vec<u8> = value.chars().map(|c| c as u32 as u8).collect(); // read as latin-1
-        headers.append((PyBytes::new(py, &header_name(key)), PyBytes::new(py, &value)))?;
-    }
-    let scheme = if request.is_https() { "https" } else { "http" };
-    let client = request.client().map(str::to_owned);
-    let version = request.protocol().trim_start_matches("HTTP/");
-    Ok((
-        request.method,
-        PyBytes::new(py, request.path.as_bytes()),
-        PyBytes::new(py, request.query.as_bytes()),
-        version,
-        headers,
-        scheme,
-        client,
-        has_body,
-    ))
 }

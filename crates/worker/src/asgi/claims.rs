@@ -1,27 +1,62 @@
-//! Requests from the hop for the asyncio loop to serve itself, so that under load a request never
-//! crosses a thread: the loop claims a published request, reads its head, runs the app and writes
-//! the response, all on its own thread, as uvicorn's loop does with a socket.
+//! Requests from the hop for the asyncio loop to serve itself, so that a request never crosses a
+//! thread: the loop claims a published request, builds its scope, runs the app and writes the
+//! response, all on its own thread, as uvicorn's loop does with a socket.
 //!
-//! The loop cannot sleep on the hop's futex, so it watches the hop's work bell (`add_reader`),
+//! The loop cannot sleep on the hop's futexes, so it watches the hop's work bell (`add_reader`),
 //! an eventfd the front rings when it publishes a request while the loop waits for one
-//! ([`WorkerEnd::arm_loop`]). The loop claims whenever it is rung and whenever a request ends,
-//! while it has room; only when it has room and finds nothing does it ask to be rung. It takes a
-//! free place before claiming, so the worker never holds more than T requests at once, and the
-//! front's queue keeps the rest. (A thread used to sleep on the futex for the loop and ring it:
-//! two wake-ups where one does, a quarter of the worker's CPU in hello-world runs.)
+//! ([`WorkerEnd::arm_loop`]), when a ring moves that a request of the loop's waits on, and when a
+//! client leaves. Each ring, and each request that ends, is a [`Claims::turn`]: the requests
+//! under way are poked ([`HttpCycle::poke`]), those that are over give their place back, and
+//! published requests are claimed while there is a free place; only when there is room and
+//! nothing is published does the loop ask to be rung. It takes a free place before claiming, so
+//! the worker never has more than T requests in the app at once, and the front's queue keeps
+//! the rest in its order.
+//!
+//! A claimed request's app runs in a task of its own, each in a context of its own (a copy of the
+//! loop's, so that no request sees another's context variables); where Python can (3.12+), the
+//! task starts eagerly, so an app that needs to wait for nothing is done before the turn goes
+//! on, with no trip through the loop.
 
-use std::os::fd::{AsFd, AsRawFd};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use headway_hop::worker::WorkerEnd;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use super::channel::Channel;
+use super::cycle::HttpCycle;
+use super::ready::Ready;
+use super::scope::{Head, ScopeMaker};
 use crate::hop::Exchange;
+use crate::log::{log, print_traceback};
 
 #[pyclass(module = "headway._native", name = "Claims", frozen)]
 pub struct Claims {
     shared: Arc<Shared>,
+    /// The request under way on each hop slot.
+    live: Mutex<Vec<Option<Py<HttpCycle>>>>,
+    /// A turn is running: one asked for meanwhile (a request ended inside it) runs after it.
+    turning: AtomicBool,
+    again: AtomicBool,
+    /// Set by `begin`, on the loop's thread.
+    serving: OnceLock<Serving>,
+}
+
+/// What the Python side gives for serving requests.
+struct Serving {
+    /// `serve(scope, cycle)`: the coroutine that runs the app for one request.
+    serve: Py<PyAny>,
+    /// `start(coroutine)`: starts it as a task (eagerly where Python can) and returns the task.
+    start: Py<PyAny>,
+    /// `send_file(cycle, path)`: the coroutine that sends a file (`http.response.pathsend`).
+    send_file: Py<PyAny>,
+    /// The loop's `create_future`.
+    create_future: Py<PyAny>,
+    scopes: ScopeMaker,
+    /// What a `send` that needed no waiting returns.
+    done: Py<PyAny>,
+    /// This object, for the cycles to call back.
+    me: Py<Claims>,
 }
 
 struct Shared {
@@ -37,10 +72,146 @@ impl Claims {
     /// Claims for at most `places` requests at once, and a thread that returns once the hop is
     /// stopped and every request the loop claimed has ended (the worker waits for it to exit).
     pub fn start(end: Arc<WorkerEnd>, places: usize) -> std::io::Result<(Claims, std::thread::JoinHandle<()>)> {
+        end.serve_from_loop();
+        let slots = end.slots();
         let shared = Arc::new(Shared { end, places, free: Mutex::new(places), freed: Condvar::new() });
         let drained = shared.clone();
         let handle = std::thread::Builder::new().name("headway-asgi-drain".into()).spawn(move || drained.drain())?;
-        Ok((Claims { shared }, handle))
+        let claims = Claims {
+            shared,
+            live: Mutex::new((0..slots).map(|_| None).collect()),
+            turning: AtomicBool::new(false),
+            again: AtomicBool::new(false),
+            serving: OnceLock::new(),
+        };
+        Ok((claims, handle))
+    }
+
+    fn serving(&self) -> &Serving {
+        self.serving.get().expect("begin runs before the first turn")
+    }
+
+    /// A new asyncio future on the loop.
+    pub fn new_future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.serving().create_future.call0(py)
+    }
+
+    /// What a `send` that needed no waiting returns.
+    pub fn done(&self, py: Python<'_>) -> Py<PyAny> {
+        self.serving().done.clone_ref(py)
+    }
+
+    pub fn send_file<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.serving().send_file.bind(py).clone()
+    }
+
+    fn live(&self) -> MutexGuard<'_, Vec<Option<Py<HttpCycle>>>> {
+        self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Pokes the requests under way, gives back the places of those that are over, and claims
+    /// published requests while there is room. A turn asked for while one runs (a request that
+    /// ends inside it) makes that one go round again instead.
+    pub fn turn(&self, py: Python<'_>, rung: bool) {
+        if rung {
+            self.shared.end.work_bell().drain();
+        }
+        if self.turning.swap(true, Ordering::SeqCst) {
+            self.again.store(true, Ordering::SeqCst);
+            return;
+        }
+        loop {
+            self.again.store(false, Ordering::SeqCst);
+            self.poke(py);
+            self.claim(py);
+            if !self.again.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        self.turning.store(false, Ordering::SeqCst);
+    }
+
+    fn poke(&self, py: Python<'_>) {
+        let cycles: Vec<(usize, Py<HttpCycle>)> = self
+            .live()
+            .iter()
+            .enumerate()
+            .filter_map(|(index, cycle)| Some((index, cycle.as_ref()?.clone_ref(py))))
+            .collect();
+        for (index, cycle) in cycles {
+            // A cycle borrowed now is the one whose app called in here: it is poked next time.
+            let over = cycle.bind(py).try_borrow_mut().is_ok_and(|mut cycle| cycle.poke(py));
+            if over {
+                self.live()[index] = None;
+                *self.shared.free() += 1;
+                self.shared.freed.notify_one();
+            }
+        }
+    }
+
+    fn claim(&self, py: Python<'_>) {
+        let mut armed = false;
+        loop {
+            {
+                let mut free = self.shared.free();
+                if *free == 0 {
+                    return;
+                }
+                match self.shared.end.try_claim() {
+                    Some(index) => {
+                        *free -= 1;
+                        drop(free);
+                        self.begin_cycle(py, index);
+                        continue;
+                    }
+                    // Then one more look: a request published before the front could see the flag.
+                    None if !armed => {
+                        self.shared.end.arm_loop();
+                        armed = true;
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+
+    /// Reads the head of the request claimed on slot `index` and starts its app.
+    fn begin_cycle(&self, py: Python<'_>, index: usize) {
+        let serving = self.serving();
+        let mut exchange = Exchange::on_loop(self.shared.end.clone(), index);
+        let scope = match exchange.read_head_record(py) {
+            Ok(head) => serving.scopes.make(py, &Head::from_hop(&head)),
+            Err(error) => Err(error.into()),
+        };
+        let cycle = match Py::new(py, HttpCycle::new(exchange, serving.me.clone_ref(py))) {
+            Ok(cycle) => cycle,
+            Err(error) => {
+                log(py, "cannot make a request's objects:");
+                print_traceback(py, &error);
+                self.release(index);
+                return;
+            }
+        };
+        self.live()[index] = Some(cycle.clone_ref(py));
+        let started = scope.and_then(|scope| {
+            let coroutine = serving.serve.call1(py, (scope, cycle.clone_ref(py)))?;
+            serving.start.call1(py, (coroutine,))
+        });
+        match started {
+            // asyncio holds a task only weakly: the cycle holds it until the app is done.
+            Ok(task) => cycle.borrow_mut(py).hold(task),
+            // The app never ran: the request gets its 500, and the place comes back once the
+            // exchange has ended.
+            Err(error) => {
+                let _ = HttpCycle::finish(cycle.bind(py), Some(error.value(py).as_any()));
+            }
+        }
+    }
+
+    fn release(&self, index: usize) {
+        self.live()[index] = None;
+        *self.shared.free() += 1;
+        self.shared.freed.notify_one();
     }
 }
 
@@ -57,54 +228,40 @@ impl Shared {
             free = self.freed.wait(free).unwrap_or_else(|poisoned| poisoned.into_inner());
         }
     }
-
-    /// Claims published requests while there is room; asks to be rung if there is room left.
-    fn claim(&self) -> Vec<usize> {
-        let mut free = self.free();
-        let mut indexes = Vec::new();
-        let mut armed = false;
-        while *free > 0 {
-            if let Some(index) = self.end.try_claim() {
-                *free -= 1;
-                indexes.push(index);
-            } else if armed {
-                break;
-            } else {
-                // Then one more look: a request published before the front could see the flag.
-                self.end.arm_loop();
-                armed = true;
-            }
-        }
-        indexes
-    }
 }
 
 #[pymethods]
 impl Claims {
-    /// The work bell: readable when the front published a request for the loop.
+    /// Called once, on the loop's thread, before the first turn: `serve(scope, cycle)` makes the
+    /// coroutine that runs the app, `start(coroutine)` starts it as a task and returns the task,
+    /// `send_file(cycle, path)` makes the coroutine that sends a file, `create_future` is the
+    /// loop's; `state` is the lifespan state and `root_path` the prefix the app is mounted under.
+    fn begin(
+        slf: &Bound<'_, Self>,
+        serve: Py<PyAny>,
+        start: Py<PyAny>,
+        send_file: Py<PyAny>,
+        create_future: Py<PyAny>,
+        state: Py<PyDict>,
+        root_path: String,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let done = Py::new(py, Ready::new(None))?.into_any();
+        let scopes = ScopeMaker::new(py, false, state, root_path)?;
+        let serving = Serving { serve, start, send_file, create_future, scopes, done, me: slf.clone().unbind() };
+        slf.get().serving.set(serving).map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("begun already"))
+    }
+
+    /// The work bell: readable when the front has news for the loop.
     fn fileno(&self) -> i32 {
+        use std::os::fd::{AsFd, AsRawFd};
         self.shared.end.work_bell().as_fd().as_raw_fd()
     }
 
-    /// The requests the loop can claim now that it has room for; each is a channel to serve, then
-    /// to give back with `done`. `rung`: called because the work bell is readable, which this
-    /// clears.
-    #[pyo3(signature = (rung=false))]
-    fn take(&self, py: Python<'_>, rung: bool) -> PyResult<Vec<Py<Channel>>> {
-        let shared = &self.shared;
-        if rung {
-            shared.end.work_bell().drain();
-        }
-        shared
-            .claim()
-            .into_iter()
-            .map(|index| Py::new(py, Channel::on_loop(Box::new(Exchange::new(shared.end.clone(), index)))))
-            .collect()
-    }
-
-    /// A request taken with `take` has ended: its place is free.
-    fn done(&self) {
-        *self.shared.free() += 1;
-        self.shared.freed.notify_one();
+    /// A turn (see [`Claims::turn`]); `rung`: called because the work bell is readable, which
+    /// this clears.
+    #[pyo3(name = "turn", signature = (rung=false))]
+    fn py_turn(&self, py: Python<'_>, rung: bool) {
+        self.turn(py, rung);
     }
 }

@@ -1,21 +1,24 @@
-//! ASGI 3: the native half. The protocol itself (scopes, `receive`/`send`, lifespan) runs on an
-//! asyncio loop in Python (`headway/worker/asgi.py`); what it needs from the native core is a
-//! request's I/O, done on the slot thread that claimed it so that the loop never blocks: a
-//! [`channel::Channel`] hands the Python side one transport's requests and takes its responses.
+//! ASGI 3: the native half. The protocol's Python side (lifespan, the task that calls the app,
+//! WebSocket connections) runs on an asyncio loop in Python (`headway/worker/asgi.py`); what is
+//! native is everything a request passes through on its way: its scope ([`scope`]), its
+//! `receive` and `send` ([`cycle`]), and how the loop takes requests from the hop ([`claims`]).
 //!
-//! Slots keep their meaning: each of the T slot threads carries one request at a time to the
-//! loop and waits with it, so an ASGI worker runs at most T HTTP requests at once and the
-//! front's queue decides the order. Over the hop the loop serves requests itself, without slot
-//! threads and with the same bound ([`claims`]): handing each request from thread to thread was
-//! where most of its time went. A WebSocket holds no slot: the front opens a connection of
-//! its own for each handshake, which the Python side serves on its loop, with [`websocket`] for
-//! the frames.
+//! Slots keep their meaning: an ASGI worker has at most T HTTP requests in the app at once, and
+//! the front's queue decides the order of the rest. Started by the front, the loop serves the
+//! hop's requests itself, without slot threads and with that bound ([`claims`]): handing each
+//! request from thread to thread was where most of its time went. Run on its own unix socket,
+//! each of the T slot threads carries one connection's requests to the loop ([`channel`]). A
+//! WebSocket holds no slot: the front opens a connection of its own for each handshake, which
+//! the Python side serves on its loop, with [`websocket`] for the frames.
 
 pub mod channel;
 pub mod claims;
+pub mod cycle;
+pub mod ready;
+pub mod scope;
 pub mod websocket;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use headway_hop::worker::WorkerEnd;
@@ -30,8 +33,8 @@ use claims::Claims;
 
 /// The Python side (`headway.worker.asgi.Server`): its `serve_channel(channel)`, called on a slot
 /// thread, serves the channel's requests and returns when the transport can carry no more; when
-/// the worker serves the front, its `watch_clients(watcher)` is given a [`ClientWatcher`] and
-/// its `serve_claims(claims)` the hop's requests as [`claims::Claims`].
+/// the worker serves the front, its `serve_claims(claims)` is given the hop's requests as
+/// [`claims::Claims`].
 pub struct Handler {
     pub server: Py<PyAny>,
 }
@@ -39,12 +42,6 @@ pub struct Handler {
 impl Application for Handler {
     fn takes_websockets(&self) -> bool {
         true
-    }
-
-    fn attach(&self, py: Python<'_>, end: &Arc<WorkerEnd>) -> PyResult<()> {
-        let watcher = ClientWatcher { end: end.clone(), seen: Mutex::new(0) };
-        self.server.bind(py).call_method1(intern!(py, "watch_clients"), (watcher,))?;
-        Ok(())
     }
 
     fn serve_hop(&self, py: Python<'_>, end: &Arc<WorkerEnd>, threads: usize) -> PyResult<Option<JoinHandle<()>>> {
@@ -65,32 +62,5 @@ impl Application for Handler {
             return None;
         }
         Some(transport)
-    }
-}
-
-/// Hears from the front that the clients of requests under way have gone (it marks their hop
-/// slots), for the Python side to tell their apps (`http.disconnect`).
-#[pyclass(module = "headway._native", name = "ClientWatcher", frozen)]
-pub struct ClientWatcher {
-    end: Arc<WorkerEnd>,
-    /// The front's count of marks already looked at.
-    seen: Mutex<u32>,
-}
-
-#[pymethods]
-impl ClientWatcher {
-    /// Waits (without the GIL) for the front to mark a client gone; returns the slots whose
-    /// client is gone now, or None once the worker stops.
-    fn wait(&self, py: Python<'_>) -> Option<Vec<usize>> {
-        py.detach(|| {
-            let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            self.end.wait_for_gone_clients(&mut seen)
-        })
-    }
-
-    /// Whether the client of the request on slot `index` is gone, now: a mark seen by `wait`
-    /// may belong to the slot's previous request (the next one clears it).
-    fn is_gone(&self, index: usize) -> bool {
-        index < self.end.slots() && self.end.slot(index).is_client_gone()
     }
 }

@@ -76,10 +76,17 @@ impl WebSocketCodec {
                 Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
                 Err(Error::Io(error)) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(Error::ConnectionClosed | Error::AlreadyClosed) => break,
-                // The front checked the client's frames; what is left is a protocol error of the
-                // peer's (bad UTF-8 and the like), which tungstenite has answered with a close.
+                // The front walks frame headers only; what it lets through and breaks the protocol
+                // (bad UTF-8, a reserved bit, a continuation of nothing) fails the connection: the
+                // peer gets a close frame with the code for it (RFC 6455 section 7.4.1), and the
+                // app the same code.
                 Err(error) => {
-                    messages.append(("close", u16::from(CloseCode::Protocol), error.to_string()))?;
+                    let code = failure_code(&error);
+                    let reason = error.to_string();
+                    let frame = CloseFrame { code, reason: truncated(&reason, MAX_CLOSE_REASON).into() };
+                    // An error after the close handshake began has nothing left to close.
+                    let _ = self.socket.close(Some(frame));
+                    messages.append(("close", u16::from(code), reason))?;
                     break;
                 }
             }
@@ -115,6 +122,28 @@ impl WebSocketCodec {
     fn write(&mut self, message: Message) -> PyResult<()> {
         self.socket.send(message).map_err(|error| PyValueError::new_err(error.to_string()))
     }
+}
+
+/// A close frame's reason fits a control frame's 125 bytes after its two-byte code.
+const MAX_CLOSE_REASON: usize = 123;
+
+/// The close code for a protocol error of the peer's: 1007 for a text message that is not UTF-8,
+/// 1009 for a message over the codec's size limit, 1002 for every other rule broken.
+fn failure_code(error: &Error) -> CloseCode {
+    match error {
+        Error::Utf8(_) => CloseCode::Invalid,
+        Error::Capacity(_) => CloseCode::Size,
+        _ => CloseCode::Protocol,
+    }
+}
+
+/// At most `limit` bytes of `text`, cut at a character boundary.
+fn truncated(text: &str, limit: usize) -> &str {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The `Sec-WebSocket-Accept` value that answers a handshake's `Sec-WebSocket-Key`.

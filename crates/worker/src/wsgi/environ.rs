@@ -5,6 +5,7 @@
 //! the rest of the path when the path starts with it; a path without it (a router that took it
 //! off) is PATH_INFO whole.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -43,8 +44,24 @@ thread_local! {
     static KEYS: RefCell<HashMap<String, Py<PyString>>> = RefCell::new(HashMap::new());
 }
 
-/// The interned str of an environ key.
+/// The interned str of an environ key: those of the fields nearly every request has without a
+/// lookup, the others from a cache per thread.
 fn key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
+    let common = match name {
+        "HTTP_HOST" => intern!(py, "HTTP_HOST"),
+        "HTTP_X_FORWARDED_FOR" => intern!(py, "HTTP_X_FORWARDED_FOR"),
+        "HTTP_X_FORWARDED_PROTO" => intern!(py, "HTTP_X_FORWARDED_PROTO"),
+        "HTTP_X_REQUEST_START" => intern!(py, "HTTP_X_REQUEST_START"),
+        "HTTP_USER_AGENT" => intern!(py, "HTTP_USER_AGENT"),
+        "HTTP_ACCEPT" => intern!(py, "HTTP_ACCEPT"),
+        "CONTENT_TYPE" => intern!(py, "CONTENT_TYPE"),
+        "CONTENT_LENGTH" => intern!(py, "CONTENT_LENGTH"),
+        _ => return cached_key(py, name),
+    };
+    common.clone()
+}
+
+fn cached_key<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
     KEYS.with(|keys| {
         if let Some(key) = keys.borrow().get(name) {
             return key.bind(py).clone();
@@ -101,9 +118,18 @@ pub fn path_info(path: &str) -> String {
     if !path.contains('%') {
         return path.to_owned();
     }
-    // Like Python's unquote_to_bytes, which decodes the UTF-8 encoding of the str.
-    let mut decoded = Vec::with_capacity(path.len());
-    let mut rest = path.as_bytes();
+    // The path's bytes as sent (it was read as latin-1), percent-escapes decoded.
+    latin1(&percent_decoded(&bytes_of_latin1(path)))
+}
+
+/// `bytes` with each `%` and two hex digits replaced by the byte they name (what is not such an
+/// escape stays as it is, as Python's `unquote_to_bytes` has it).
+pub fn percent_decoded(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if !bytes.contains(&b'%') {
+        return Cow::Borrowed(bytes);
+    }
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
     while let Some((&byte, tail)) = rest.split_first() {
         let hex = |b: u8| (b as char).to_digit(16);
         match tail {
@@ -117,7 +143,12 @@ pub fn path_info(path: &str) -> String {
             }
         }
     }
-    latin1(&decoded)
+    Cow::Owned(decoded)
+}
+
+/// The bytes a head's text was read from (as latin-1: one character a byte).
+pub fn bytes_of_latin1(text: &str) -> Vec<u8> {
+    text.chars().map(|c| c as u32 as u8).collect()
 }
 
 /// The part of `path` below `root_path`: all of it if it is not there.
@@ -151,6 +182,8 @@ mod tests {
         assert_eq!(path_info("/envir%6Fn"), "/environ");
         assert_eq!(path_info("/caf%C3%A9"), "/caf\u{c3}\u{a9}");
         assert_eq!(path_info("/100%/%zz/%4"), "/100%/%zz/%4");
+        // Raw bytes beside an escape stay the bytes they were (the path is read as latin-1).
+        assert_eq!(path_info("/caf\u{c3}\u{a9}%20"), "/caf\u{c3}\u{a9} ");
     }
 
     #[test]

@@ -257,7 +257,7 @@ pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value.get_type().name().map(|name| name.to_string()).unwrap_or_else(|_| "?".to_owned())
 }
 
-fn repr(value: &Bound<'_, PyAny>) -> String {
+pub fn repr(value: &Bound<'_, PyAny>) -> String {
     value.repr().map(|repr| repr.to_string()).unwrap_or_else(|_| "?".to_owned())
 }
 
@@ -338,17 +338,22 @@ fn header_name(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let Ok(text) = name.cast::<PyString>() else {
         return Err(PyTypeError::new_err(format!("header name must be a str, not {}", type_name(name))));
     };
-    let bytes = match latin1_bytes(text) {
-        Ok(bytes) if is_token(bytes.as_bytes()) => bytes.as_bytes().to_vec(),
-        _ => return Err(PyValueError::new_err(format!("bad header name {}", repr(name)))),
-    };
-    if HOP_BY_HOP.iter().any(|hop| hop.as_bytes().eq_ignore_ascii_case(&bytes)) {
-        return Err(PyValueError::new_err(format!(
-            "hop-by-hop header {} is not allowed from a WSGI app (PEP 3333)",
-            repr(name)
-        )));
-    }
+    let bytes = latin1_bytes(text).map(|bytes| bytes.as_bytes().to_vec()).unwrap_or_default();
+    check_name(&bytes, name, "a WSGI app (PEP 3333)")?;
     Ok(bytes)
+}
+
+/// A response header name (its bytes, and as the app gave it, for the message) must be a token
+/// and not one of the hop-by-hop fields: framing is the server's job (PEP 3333, and every ASGI
+/// server takes it so). `whose` names the app's kind in the message.
+pub fn check_name(bytes: &[u8], given: &Bound<'_, PyAny>, whose: &str) -> PyResult<()> {
+    if !is_token(bytes) {
+        return Err(PyValueError::new_err(format!("bad header name {}", repr(given))));
+    }
+    if HOP_BY_HOP.iter().any(|hop| hop.len() == bytes.len() && hop.as_bytes().eq_ignore_ascii_case(bytes)) {
+        return Err(PyValueError::new_err(format!("hop-by-hop header {} is not allowed from {whose}", repr(given))));
+    }
+    Ok(())
 }
 
 fn content_length_value(value: &Bound<'_, PyAny>) -> PyResult<u64> {

@@ -10,7 +10,7 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use headway_hop::front::FrontSlot;
 use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::HopError;
@@ -24,8 +24,10 @@ use crate::workers::region::HopLink;
 pub(super) struct SlotLine {
     link: Arc<HopLink>,
     index: usize,
-    /// Reused for every record read.
+    /// The request head's record, encoded; reused for every request.
     record: Vec<u8>,
+    /// The response record read last, in memory of its own: a body piece goes on as it is.
+    response: Bytes,
     /// An exchange broke off mid-way: what the rings hold can no longer be trusted, and the line
     /// waits for the next process.
     pub(super) poisoned: bool,
@@ -37,7 +39,7 @@ impl SlotLine {
         let link = links.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         match link {
             Some(link) if link.generation == generation => {
-                Ok(SlotLine { link, index, record: Vec::new(), poisoned: false })
+                Ok(SlotLine { link, index, record: Vec::new(), response: Bytes::new(), poisoned: false })
             }
             _ => Err(io::Error::other("the worker process's region is not there yet")),
         }
@@ -87,7 +89,7 @@ impl SlotLine {
             match exchange.step()? {
                 Step::Record(RESPONSE_HEAD) => {
                     exchange.head_read = true;
-                    let head = response_head(&exchange.line.record)?;
+                    let head = response_head(&exchange.line.response)?;
                     return Ok((head, exchange));
                 }
                 Step::Record(_) => return Err(HopError::Corrupt("a response record before its head").into()),
@@ -128,8 +130,16 @@ impl Exchange<'_> {
     fn step(&mut self) -> Result<Step, LinkError> {
         let slot = self.line.link.slot(self.line.index);
         self.upload.feed(&slot)?;
-        match slot.pop(&mut self.line.record)? {
-            Some(kind) => Ok(Step::Record(kind)),
+        let mut record = BytesMut::new();
+        let popped = slot.pop_into(|len| {
+            record = BytesMut::zeroed(len);
+            &mut record[..]
+        })?;
+        match popped {
+            Some(kind) => {
+                self.line.response = record.freeze();
+                Ok(Step::Record(kind))
+            }
             None => Ok(Step::Wait),
         }
     }
@@ -149,8 +159,8 @@ impl Exchange<'_> {
         loop {
             return match self.step()? {
                 Step::Wait => Ok(None),
-                Step::Record(BODY) if self.line.record.is_empty() => continue,
-                Step::Record(BODY) => Ok(Some(Some(Bytes::copy_from_slice(&self.line.record)))),
+                Step::Record(BODY) if self.line.response.is_empty() => continue,
+                Step::Record(BODY) => Ok(Some(Some(std::mem::take(&mut self.line.response)))),
                 Step::Record(END) => {
                     if !self.upload.is_done() {
                         return Err(HopError::Corrupt("the response ended before the request body was read").into());
@@ -162,7 +172,7 @@ impl Exchange<'_> {
                     // The app failed after its head: the worker ended the exchange cleanly, the
                     // client must see a cut response.
                     self.line.poisoned = !self.upload.is_done();
-                    Err(LinkError::Aborted(String::from_utf8_lossy(&self.line.record).into_owned()))
+                    Err(LinkError::Aborted(String::from_utf8_lossy(&self.line.response).into_owned()))
                 }
                 Step::Record(_) => Err(HopError::Corrupt("an unexpected record in a response body").into()),
             };
@@ -245,10 +255,9 @@ impl Upload {
 }
 
 /// The response head a worker wrote, checked as the front checks anything from outside. The
-/// values share one copy of the record rather than one allocation each.
-fn response_head(record: &[u8]) -> Result<http::response::Parts, LinkError> {
-    let record = Bytes::copy_from_slice(record);
-    let head = message::decode_response_head(&record)?;
+/// values share the record's memory rather than one allocation each.
+fn response_head(record: &Bytes) -> Result<http::response::Parts, LinkError> {
+    let head = message::decode_response_head(record)?;
     let status = StatusCode::from_u16(head.status).map_err(|_| HopError::Corrupt("an invalid status code"))?;
     let mut response = http::Response::new(());
     *response.status_mut() = status;

@@ -315,7 +315,9 @@ impl Slot {
             };
             match next {
                 Ok(Some(Ok(piece))) => {
-                    // Waits while the client is too far behind (the spool is full): back-pressure.
+                    // A client keeping pace gets the body from memory, not through the disk;
+                    // one too far behind holds the slot back (the spool is full): back-pressure.
+                    writer.room(piece.len()).await;
                     if let Err(err) = writer.write(piece).await {
                         warn!("cannot buffer response: {err}");
                         return After::Broken;

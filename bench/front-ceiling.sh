@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The front's own ceiling: requests/s headway serves when its workers cost nothing, for each
+# number of front threads in THREADS. The workers are crates/hop/examples/stub_worker.rs, which
+# answers every request on the hop at once (`Hello, world!`), started by the front in place of
+# the Python worker; so whatever limits the rate is the front (and wrk, which runs beside it, as
+# a user's would: nothing pinned). Each number of threads runs ROUNDS times, interleaved; the
+# table shows the median round, every round, and the front's CPU a request.
+#
+# With INSTRUCTIONS=1, also the front's user-space instructions a request for each number of
+# threads (callgrind, `headway load -c 32`, FIRST and SECOND requests: their difference over the
+# difference in requests, so start-up cancels out): a figure that repeats on a busy machine where
+# requests/s do not. Needs valgrind.
+#
+# Usage: bench/front-ceiling.sh
+# Env:   THREADS="1 2"  ROUNDS=5  DURATION=5s  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
+#        INSTRUCTIONS=0 FIRST=2000 SECOND=10000  HEADWAY=path/to/headway (a cargo build's, so
+#        that the stub is built beside it)
+set -euo pipefail
+
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+THREADS="${THREADS:-1 2}"
+ROUNDS="${ROUNDS:-5}"
+DURATION="${DURATION:-5s}"
+WARMUP="${WARMUP:-2s}"
+CONNECTIONS="${CONNECTIONS:-64}"
+WORKERS="${WORKERS:-2}"
+SLOTS="${SLOTS:-5}"
+INSTRUCTIONS="${INSTRUCTIONS:-0}"
+FIRST="${FIRST:-2000}"
+SECOND="${SECOND:-10000}"
+
+bench_need wrk curl cargo
+[[ "$INSTRUCTIONS" != 1 ]] || bench_need valgrind
+bench_find_headway
+BENCH_OUT="$BENCH_OUT/front-ceiling"
+bench_init
+bench_say "building the stub worker"
+(cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
+STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+results="$BENCH_OUT/results.tsv"
+: >"$results"
+
+# start THREADS PORT LOG [WRAPPER...]: headway with the stub as its workers.
+start() {
+    local threads="$1" port="$2" log="$3"
+    shift 3
+    HEADWAY_PYTHON="$STUB" bench_start "$log" "http://127.0.0.1:$port/hello" "$@" "$HEADWAY" serve -w "$WORKERS" \
+        -t "$SLOTS" --front-threads "$threads" -b "127.0.0.1:$port" --log-level warn
+}
+
+{
+    echo "# the front's ceiling: stub workers ($WORKERS x $SLOTS slots) answering at once; wrk -t1 -c$CONNECTIONS -d$DURATION" \
+        "(warm-up $WARMUP), $ROUNDS rounds, front threads: $THREADS; nothing pinned"
+    bench_headway_line
+    bench_autogroup_line
+    bench_machine_line
+} | tee "$BENCH_OUT/header.txt"
+
+for round in $(seq "$ROUNDS"); do
+    # shellcheck disable=SC2086 # the numbers, one a word
+    for threads in $(bench_round_order "$round" $THREADS); do
+        port="$(bench_free_port)"
+        start "$threads" "$port" "r$round-t$threads"
+        url="http://127.0.0.1:$port/hello"
+        wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
+        raw="$BENCH_OUT/r$round-t$threads.txt"
+        front="$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat")"
+        bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" "$url"
+        front=$(($(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat") - front))
+        bench_stop
+        rps="$(awk '/^Requests\/sec:/ {print $2}' "$raw")"
+        requests="$(awk '/ requests in / {print $1}' "$raw")"
+        front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.1f", n ? t * 10000 / n : 0}')"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$threads" "$rps" "$front_us" "$BENCH_OTHER_CPU" >>"$results"
+        printf 'round %s  %s front thread(s)  %8.0f req/s  front CPU %s us/req  other CPU %s%%\n' \
+            "$round" "$threads" "$rps" "$front_us" "$BENCH_OTHER_CPU"
+    done
+done
+
+echo
+echo "medians of $ROUNDS rounds; 'front CPU us/req' is the CPU time of the headway process (the front) per request"
+echo "| front threads | req/s | req/s per thread | front CPU us/req | req/s of each round | other CPU % of each round |"
+echo "|---:|---:|---:|---:|---|---|"
+for threads in $THREADS; do
+    rps="$(bench_column_median "$results" "$threads" 3)"
+    printf '| %s | %.0f | %.0f | %s | %s | %s |\n' "$threads" "$rps" "$(echo "$rps / $threads" | bc -l)" \
+        "$(bench_column_median "$results" "$threads" 4)" "$(bench_column_all "$results" "$threads" 3)" \
+        "$(bench_column_all "$results" "$threads" 5)"
+done
+
+if [[ "$INSTRUCTIONS" == 1 ]]; then
+    # instructions THREADS N: the instructions callgrind counted in the front over N requests.
+    instructions() {
+        local threads="$1" requests="$2" port out="$BENCH_OUT/front.callgrind"
+        port="$(bench_free_port)"
+        rm -f "$out"
+        start "$threads" "$port" "callgrind-t$threads" valgrind --tool=callgrind --callgrind-out-file="$out"
+        "$HEADWAY" load -n "$requests" -c 32 "http://127.0.0.1:$port/hello" >"$BENCH_OUT/callgrind-load.txt" ||
+            bench_die "the load run failed: $BENCH_OUT/callgrind-load.txt"
+        bench_stop
+        awk '/^(summary|totals):/ {print $2; exit}' "$out"
+    }
+    echo
+    echo "the front's user-space instructions a request (callgrind, $FIRST and $SECOND requests, headway load -c 32)"
+    for threads in $THREADS; do
+        first="$(instructions "$threads" "$FIRST")"
+        second="$(instructions "$threads" "$SECOND")"
+        echo "$threads front thread(s): $(((second - first) / (SECOND - FIRST))) instructions a request"
+    done
+fi
+echo "raw outputs and server logs: $BENCH_OUT"

@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# headway against the servers FastAPI and Flask users compare it with, measured the way they
+# measure: every server started with its defaults and 2 workers (1 for large bodies), plain
+# `wrk -t1 -c64` (nothing pinned, no scheduler settings), ROUNDS rounds with the servers
+# interleaved (their order reversed every other round), and for each server the median round,
+# every round's requests/s and headway's ratio to it in that round, p50 and p99, and the CPU a
+# request of all the server's processes (headway's front apart too). Parts (PARTS):
+#
+#   fastapi  FastAPI JSON (headway.twins.fastapi_bench:app, /json): headway, uvicorn (uvloop,
+#            httptools, no access log), granian ASGI
+#   wsgi     the plain WSGI hello world (the demo app, /hello): headway, granian WSGI
+#   flask    Flask JSON and the sqlite + template page (headway.twins.flask_bench:app, /json and
+#            /fortunes): headway, granian WSGI
+#   bodies   large bodies (headway.twins.bodies:app), 1 worker each, curl one at a time: COUNT
+#            uploads and COUNT downloads of BODY_MIB MiB and ECHOES echoes of 5 MB; MB/s, CPU a
+#            transfer, and headway's front's peak RSS (VmHWM) while it all passes: headway,
+#            granian WSGI, gunicorn
+#   fastapi-busy, wsgi-busy, flask-busy
+#            the same beside a CPU-bound neighbour process (one shell loop, started before the
+#            part and stopped after it): the busy-machine case
+#
+# The text tables go to stdout and bench/out/versus/; each part's result is written as
+# bench/results/versus-PART.json (bench/results.py; docs/benchmarks.md is built from those).
+# Tails are the lab's business: `headway lab run keepalive-tail mixed-tail overload`.
+#
+# Usage: bench/versus.sh
+# Env:   PARTS="fastapi wsgi flask bodies fastapi-busy"  ROUNDS=5  DURATION=5s  WARMUP=2s
+#        CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
+#        BENCH_VENV=bench/.venv (the peers, FastAPI and Flask, from PyPI on first use)
+#        BENCH_QUIET=25 BENCH_QUIET_WAIT=60 (bench/lib.sh; not waited for in a -busy part)
+#        RESULTS=0: no bench/results/ files (a trial run)
+set -euo pipefail
+
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+PARTS="${PARTS:-fastapi wsgi flask bodies fastapi-busy}"
+ROUNDS="${ROUNDS:-5}"
+DURATION="${DURATION:-5s}"
+WARMUP="${WARMUP:-2s}"
+CONNECTIONS="${CONNECTIONS:-64}"
+COUNT="${COUNT:-16}"
+BODY_MIB="${BODY_MIB:-64}"
+ECHOES="${ECHOES:-8}"
+RESULTS="${RESULTS:-1}"
+WORKERS=2
+ECHO_BYTES=5000000
+
+bench_need wrk curl python3 setsid /usr/bin/time
+bench_find_headway
+BENCH_PYTHON_PEERS+=(fastapi flask)
+bench_python_peers
+# The apps are this tree's, whichever headway is installed where.
+export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+"$HEADWAY_PYTHON" -c 'import fastapi, flask' 2>/dev/null ||
+    bench_die "headway's worker Python ($HEADWAY_PYTHON) has no FastAPI or Flask: pip install fastapi flask there"
+"$BENCH_VENV/bin/python" -c 'import fastapi, flask' 2>/dev/null ||
+    bench_die "$BENCH_VENV has no FastAPI or Flask: $BENCH_VENV/bin/pip install fastapi flask"
+BENCH_OUT="$BENCH_OUT/versus"
+bench_init
+results="$BENCH_OUT/results.tsv"
+bodies="$BENCH_OUT/bodies.tsv"
+: >"$results"
+: >"$bodies"
+
+# The servers of a part, headway first; the app and the endpoints measured.
+servers_of() {
+    case "${1%-busy}" in
+        fastapi) echo "headway uvicorn granian-asgi" ;;
+        wsgi | flask) echo "headway granian-wsgi" ;;
+        bodies) echo "headway granian-wsgi gunicorn" ;;
+        *) bench_die "unknown part $1 (known: fastapi wsgi flask bodies, and each but bodies with -busy)" ;;
+    esac
+}
+app_of() {
+    case "${1%-busy}" in
+        fastapi) echo headway.twins.fastapi_bench:app ;;
+        wsgi) echo headway.demo:app ;;
+        flask) echo headway.twins.flask_bench:app ;;
+        bodies) echo headway.twins.bodies:app ;;
+    esac
+}
+endpoints_of() {
+    case "${1%-busy}" in
+        fastapi | flask) [[ "${1%-busy}" == flask ]] && echo "/json /fortunes" || echo "/json" ;;
+        wsgi) echo "/hello" ;;
+        bodies) echo "/download?size=1" ;;
+    esac
+}
+label() {
+    case "$1" in
+        headway) echo "headway -w $2" ;;
+        uvicorn) echo "uvicorn --workers $2" ;;
+        granian-asgi) echo "granian asgi --workers $2" ;;
+        granian-wsgi) echo "granian wsgi --workers $2" ;;
+        gunicorn) echo "gunicorn -w $2" ;;
+    esac
+}
+
+# start_server NAME APP WORKERS PORT LOG URL: NAME with its defaults and WORKERS workers.
+start_server() {
+    local name="$1" app="$2" workers="$3" port="$4" log="$5" url="$6"
+    case "$name" in
+        headway) bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$app" ;;
+        uvicorn)
+            bench_start "$log" "$url" uvicorn --workers "$workers" --no-access-log --host 127.0.0.1 \
+                --port "$port" "$app" ;;
+        granian-asgi)
+            bench_start "$log" "$url" granian --interface asgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
+        granian-wsgi)
+            bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
+        gunicorn) bench_start "$log" "$url" gunicorn -w "$workers" -b "127.0.0.1:$port" "$app" ;;
+    esac
+}
+
+# CPU ticks (1/100 s) of the server's first process alone: headway's front.
+front_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat" 2>/dev/null || echo 0; }
+
+# A CPU-bound neighbour for a -busy part: one shell loop in a session of its own.
+neighbour_pid=""
+start_neighbour() {
+    setsid sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+    neighbour_pid=$!
+}
+stop_neighbour() {
+    [[ -n "$neighbour_pid" ]] || return 0
+    kill -KILL -- "-$neighbour_pid" 2>/dev/null || kill -KILL "$neighbour_pid" 2>/dev/null || true
+    wait "$neighbour_pid" 2>/dev/null || true
+    neighbour_pid=""
+}
+trap 'stop_neighbour; bench_stop; bench_autogroup_restore' EXIT
+
+# run_throughput PART: ROUNDS rounds of every server of PART, each endpoint under wrk.
+run_throughput() {
+    local part="$1" app servers round name port url log endpoint raw rps p50 p99 errors requests front cpu_us front_us
+    app="$(app_of "$part")"
+    servers="$(servers_of "$part")"
+    for round in $(seq "$ROUNDS"); do
+        # shellcheck disable=SC2086 # the names, one a word
+        for name in $(bench_round_order "$round" $servers); do
+            port="$(bench_free_port)"
+            log="$part-r$round-$name"
+            url="http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
+            start_server "$name" "$app" "$WORKERS" "$port" "$log" "$url"
+            for endpoint in $(endpoints_of "$part"); do
+                url="http://127.0.0.1:$port$endpoint"
+                wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$log-${endpoint//\//}-warmup.txt"
+                raw="$BENCH_OUT/$log-${endpoint//\//}.txt"
+                front="$(front_ticks)"
+                bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
+                front=$(($(front_ticks) - front))
+                read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
+                cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+                front_us="-"
+                [[ "$name" != headway ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" \
+                    "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" >>"$results"
+                printf '%-12s round %s  %-28s %-9s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \
+                    "$part" "$round" "$(label "$name" "$WORKERS")" "$endpoint" "$rps" "$p50" "$p99" "$errors" "$cpu_us" \
+                    "$front_us" "$BENCH_OTHER_CPU"
+            done
+            bench_stop
+        done
+    done
+}
+
+# median_of: the median of the numbers on stdin.
+median_of() { bench_median; }
+
+# transfer_times N COMMAND...: runs COMMAND (a curl with -w '%{time_total}') N times, one time a line.
+transfer_times() {
+    local n="$1" i
+    shift
+    for i in $(seq "$n"); do "$@"; done
+}
+
+# run_bodies: ROUNDS rounds of every server of the bodies part, 1 worker each.
+run_bodies() {
+    local part=bodies app servers round name port base log ticks0 ticks1 ticks2 up_times down_times echo_times hwm
+    app="$(app_of bodies)"
+    servers="$(servers_of bodies)"
+    local body="$BENCH_OUT/body.bin" echo_body="$BENCH_OUT/echo.bin" size=$((BODY_MIB << 20))
+    [[ -s "$body" && $(stat -c %s "$body") == "$size" ]] || head -c "$size" /dev/zero >"$body"
+    [[ -s "$echo_body" ]] || head -c "$ECHO_BYTES" /dev/urandom >"$echo_body"
+    local curl_up=(curl -fsS -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/octet-stream' --data-binary "@$body")
+    local curl_echo=(curl -fsS -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/octet-stream' --data-binary "@$echo_body")
+    local curl_down=(curl -fsS -o /dev/null -w '%{time_total}\n')
+    for round in $(seq "$ROUNDS"); do
+        # shellcheck disable=SC2086 # the names, one a word
+        for name in $(bench_round_order "$round" $servers); do
+            port="$(bench_free_port)"
+            base="http://127.0.0.1:$port"
+            log="bodies-r$round-$name"
+            start_server "$name" "$app" 1 "$port" "$log" "$base/download?size=1"
+            "${curl_up[@]}" "$base/upload" >/dev/null # warm-up, one each way
+            "${curl_down[@]}" "$base/download?size=$size" >/dev/null
+            bench_wait_quiet
+            ticks0="$(bench_session_ticks "$bench_server_pid")"
+            up_times="$(transfer_times "$COUNT" "${curl_up[@]}" "$base/upload")"
+            ticks1="$(bench_session_ticks "$bench_server_pid")"
+            down_times="$(transfer_times "$COUNT" "${curl_down[@]}" "$base/download?size=$size")"
+            ticks2="$(bench_session_ticks "$bench_server_pid")"
+            echo_times="$(transfer_times "$ECHOES" "${curl_echo[@]}" "$base/echo")"
+            hwm="-"
+            [[ "$name" != headway ]] || hwm="$(awk '/^VmHWM:/ {printf "%.1f", $2 / 1024}' "/proc/$bench_server_pid/status")"
+            bench_stop
+            local up down echo_s up_cpu down_cpu
+            up="$(echo "$up_times" | median_of)"
+            down="$(echo "$down_times" | median_of)"
+            echo_s="$(echo "$echo_times" | median_of)"
+            up_cpu=$(((ticks1 - ticks0) * 10 / COUNT))
+            down_cpu=$(((ticks2 - ticks1) * 10 / COUNT))
+            local up_mbs down_mbs
+            up_mbs="$(awk -v s="$size" -v t="$up" 'BEGIN {printf "%.0f", s / t / 1e6}')"
+            down_mbs="$(awk -v s="$size" -v t="$down" 'BEGIN {printf "%.0f", s / t / 1e6}')"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$up_mbs" "$down_mbs" "$echo_s" "$up_cpu" "$down_cpu" \
+                "$hwm" >>"$bodies"
+            printf 'bodies       round %s  %-28s upload %5s MB/s  download %5s MB/s  5 MB echo %s s  CPU %s / %s ms a transfer  front peak RSS %s MiB\n' \
+                "$round" "$(label "$name" 1)" "$up_mbs" "$down_mbs" "$echo_s" "$up_cpu" "$down_cpu" "$hwm"
+        done
+    done
+}
+
+{
+    echo "# versus: $PARTS; $ROUNDS rounds, servers interleaved; wrk -t1 -c$CONNECTIONS -d$DURATION (warm-up $WARMUP)," \
+        "$WORKERS workers; bodies: 1 worker, $COUNT x $BODY_MIB MiB each way, $ECHOES echoes of 5 MB; nothing pinned"
+    bench_versions
+} | tee "$BENCH_OUT/header.txt"
+
+for part in $PARTS; do
+    servers_of "$part" >/dev/null
+    if [[ "$part" == bodies ]]; then
+        run_bodies
+        continue
+    fi
+    if [[ "$part" == *-busy ]]; then
+        start_neighbour
+        BENCH_QUIET=101 run_throughput "$part"
+        stop_neighbour
+    else
+        run_throughput "$part"
+    fi
+done
+
+# The tables, and the results for docs/benchmarks.md.
+BENCH_REPO="$BENCH_REPO" RESULTS="$RESULTS" PARTS="$PARTS" ROUNDS="$ROUNDS" DURATION="$DURATION" CONNECTIONS="$CONNECTIONS" \
+    WORKERS="$WORKERS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" ECHOES="$ECHOES" \
+    VERSIONS="$(sed -n 's/^# //p' "$BENCH_OUT/header.txt")" \
+    python3 "$BENCH_REPO/bench/versus_tables.py" "$results" "$bodies" | tee "$BENCH_OUT/tables.txt"
+echo "raw outputs and server logs: $BENCH_OUT"
