@@ -131,8 +131,8 @@ class Server:
         """Started by the front: the loop serves the hop's requests itself (claims.rs)."""
 
         def start():
-            claims.begin(self.serve_cycle, task_starter(self.loop), self.send_file, self.loop.create_future,
-                          self.lifespan.state, self.root_path)
+            claims.begin(self.serve_cycle, task_starter(self.loop), self.send_file, self.loop, self.lifespan.state,
+                          self.root_path)
             self.loop.add_reader(claims.fileno(), claims.turn, True)
             claims.turn()  # and asks to be rung
 

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use headway_hop::worker::WorkerEnd;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -50,8 +51,11 @@ struct Serving {
     start: Py<PyAny>,
     /// `send_file(cycle, path)`: the coroutine that sends a file (`http.response.pathsend`).
     send_file: Py<PyAny>,
-    /// The loop's `create_future`.
+    /// The loop's `create_future` and `call_soon`.
     create_future: Py<PyAny>,
+    call_soon: Py<PyAny>,
+    /// This object's `turn`, for `call_soon`.
+    turn: Py<PyAny>,
     scopes: ScopeMaker,
     /// What a `send` that needed no waiting returns.
     done: Py<PyAny>,
@@ -120,15 +124,32 @@ impl Claims {
             self.again.store(true, Ordering::SeqCst);
             return;
         }
+        // A turn starts at most T requests: on Python 3.12+ an app that waits for nothing is done
+        // inside the turn and its place is free again, and a turn that went on for as long as
+        // the front publishes would keep the loop from everything else it does (WebSockets,
+        // timers). The rest waits for a turn of its own, after the loop's other work.
+        let mut budget = self.shared.places;
         loop {
             self.again.store(false, Ordering::SeqCst);
             self.poke(py);
-            self.claim(py);
+            if !self.claim(py, &mut budget) {
+                self.turn_later(py);
+                break;
+            }
             if !self.again.load(Ordering::SeqCst) {
                 break;
             }
         }
         self.turning.store(false, Ordering::SeqCst);
+    }
+
+    /// Has the loop run a turn once it has done what else is ready.
+    fn turn_later(&self, py: Python<'_>) {
+        let serving = self.serving();
+        if let Err(error) = serving.call_soon.call1(py, (serving.turn.clone_ref(py),)) {
+            log(py, "cannot schedule the loop's next turn:");
+            print_traceback(py, &error);
+        }
     }
 
     fn poke(&self, py: Python<'_>) {
@@ -149,28 +170,32 @@ impl Claims {
         }
     }
 
-    fn claim(&self, py: Python<'_>) {
+    /// Claims and starts published requests while there are free places and `budget` lasts;
+    /// asks to be rung if there is room left and nothing published. Returns false if the budget
+    /// ran out first (the loop must come back without being rung).
+    fn claim(&self, py: Python<'_>, budget: &mut usize) -> bool {
         let mut armed = false;
         loop {
-            {
-                let mut free = self.shared.free();
-                if *free == 0 {
-                    return;
+            let mut free = self.shared.free();
+            if *free == 0 {
+                return true;
+            }
+            if *budget == 0 {
+                return false;
+            }
+            match self.shared.end.try_claim() {
+                Some(index) => {
+                    *free -= 1;
+                    *budget -= 1;
+                    drop(free);
+                    self.begin_cycle(py, index);
                 }
-                match self.shared.end.try_claim() {
-                    Some(index) => {
-                        *free -= 1;
-                        drop(free);
-                        self.begin_cycle(py, index);
-                        continue;
-                    }
-                    // Then one more look: a request published before the front could see the flag.
-                    None if !armed => {
-                        self.shared.end.arm_loop();
-                        armed = true;
-                    }
-                    None => return,
+                // Then one more look: a request published before the front could see the flag.
+                None if !armed => {
+                    self.shared.end.arm_loop();
+                    armed = true;
                 }
+                None => return true,
             }
         }
     }
@@ -234,21 +259,25 @@ impl Shared {
 impl Claims {
     /// Called once, on the loop's thread, before the first turn: `serve(scope, cycle)` makes the
     /// coroutine that runs the app, `start(coroutine)` starts it as a task and returns the task,
-    /// `send_file(cycle, path)` makes the coroutine that sends a file, `create_future` is the
-    /// loop's; `state` is the lifespan state and `root_path` the prefix the app is mounted under.
+    /// `send_file(cycle, path)` makes the coroutine that sends a file; `event_loop` is the loop,
+    /// `state` the lifespan state and `root_path` the prefix the app is mounted under.
     fn begin(
         slf: &Bound<'_, Self>,
         serve: Py<PyAny>,
         start: Py<PyAny>,
         send_file: Py<PyAny>,
-        create_future: Py<PyAny>,
+        event_loop: &Bound<'_, PyAny>,
         state: Py<PyDict>,
         root_path: String,
     ) -> PyResult<()> {
         let py = slf.py();
         let done = Py::new(py, Ready::new(None))?.into_any();
         let scopes = ScopeMaker::new(py, false, state, root_path)?;
-        let serving = Serving { serve, start, send_file, create_future, scopes, done, me: slf.clone().unbind() };
+        let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
+        let call_soon = event_loop.getattr(intern!(py, "call_soon"))?.unbind();
+        let turn = slf.getattr(intern!(py, "turn"))?.unbind();
+        let serving =
+            Serving { serve, start, send_file, create_future, call_soon, turn, scopes, done, me: slf.clone().unbind() };
         slf.get().serving.set(serving).map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("begun already"))
     }
 
