@@ -279,7 +279,11 @@ impl Writer {
             room.as_mut().enable();
             let deadline = {
                 let mut state = self.shared.lock();
-                if state.reader_gone || state.spill.is_some() || state.memory_bytes + len <= memory || state.memory_bytes == 0 {
+                if state.reader_gone
+                    || state.spill.is_some()
+                    || state.memory_bytes + len <= memory
+                    || state.memory_bytes == 0
+                {
                     return;
                 }
                 state.writer_waits = true;
