@@ -70,13 +70,19 @@ class Client:
         """Reads and handles frames until `until()` holds or the connection closes."""
         self.sock.settimeout(timeout)
         while not until() and not self.closed:
-            data = self.sock.recv(65536)
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                data = b""
             if not data:
                 self.closed = True
                 break
             for event in self.conn.receive_data(data):
                 self.handle(event)
-            self.flush()
+            try:
+                self.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the peer has closed (after a GOAWAY, say): what it sent is still to read
         return until()
 
     def handle(self, event):
