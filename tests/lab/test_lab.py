@@ -50,7 +50,7 @@ def test_scale_out_restarts_a_fleet_behind_haproxy_without_a_failed_request():
     for row in rows[:2]:
         assert row["errors"] == 0 and row["status_codes"] == {"200": row["requests"]}, row
     # Round-robin piles slow requests onto one instance while others idle: its controlled delay
-    # may refuse some with 503 rather than let them wait (issue 13), but every one is answered.
+    # may refuse some with 503 rather than let them wait, but every one is answered.
     assert rows[2]["errors"] == 0 and set(rows[2]["status_codes"]) <= {"200", "503"}, rows[2]
     assert len(rows[0]["worker_share"]["deviation_pct"]) == 3, "every instance served"
 

@@ -42,7 +42,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a WSGI app (or any HTTP server given with --cmd) behind one FIFO queue.
+    /// Serve a WSGI or ASGI app (or any HTTP server given with --cmd) behind one FIFO queue.
     // Boxed, as `Load`: their many flags make them far larger than the other commands.
     Serve(Box<headway_server::ServeArgs>),
     /// Print the stats of a running server, read from its --control address.

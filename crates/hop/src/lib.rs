@@ -16,16 +16,13 @@
 //! withdrawal stay in one place in safe Rust; each ring has one writer and one reader, so no
 //! compare-and-swap races between processes; and a worker that dies takes only its own region
 //! with it (a new process gets a new region), failing only the requests its slots held.
-//! What that costs, measured since (docs/benchmarks.md, "Where the last idle share goes"): on a
-//! loaded 2-core machine a worker that finishes its requests waits for the front to publish the
-//! next, and the front itself may wait half a millisecond for a CPU. Requests published in a
-//! worker ahead of its threads (an experiment, not the one queue) served 7-10 % more on the Flask
-//! sqlite page. A queue in shared memory that every worker takes from, with every rule of the
-//! queue kept, was then built and measured (the "stage", commits `3dd4da5`..`bb43469`, reverted
-//! by `41b8070`; docs/benchmarks.md, "The stage"): it took the idle share away but not the gap,
-//! because a worker whose slots never run dry runs all its requests at once and they wait for the
-//! GIL instead of in the FIFO (the sqlite page's p99 rose to granian's), and workers that never
-//! sleep kept the front off the CPUs. These rings stay until a shared queue measures better.
+//! What that costs on a loaded 2-core machine: a worker that finishes its requests waits for the
+//! front to publish the next, and the front itself may wait for a CPU. A queue in shared memory
+//! that every worker takes from, with every rule of the queue kept, takes that idle share away
+//! but not the gap: a worker whose slots never run dry runs all its requests at once, and they
+//! wait for the GIL instead of in the FIFO; and workers that never sleep keep the front off the
+//! CPUs. These rings stay until a shared queue measures better; what was built and measured, and
+//! what a shared queue would need first: docs/design/hop.md.
 //!
 //! [`front`] is the front's end of one worker's region, [`worker`] the worker's. Everything read
 //! from shared memory is validated: a broken or malicious worker can fail its own requests,

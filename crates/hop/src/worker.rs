@@ -6,36 +6,13 @@
 //! without sleeping or handing anything over. Only a thread that finds nothing sleeps
 //! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
 //!
-//! Tried and left (2026-11-23): waking no second thread while one serves, with an idle thread on
-//! the lookout for a blocked app. It cut a hello-world worker's CPU per request by a third (the
-//! plain hello-world benchmark reached 0.75x granian's with it), but in the Flask lab
-//! with 2 workers it cost a quarter to a third of the throughput (interleaved runs, against
-//! granian in each): with nothing claimed ahead, a worker whose one thread runs dry idles until
-//! the front, short of CPU itself, publishes again; claimed requests waiting for the GIL keep it
-//! busy.
-//!
-//! Also tried and left (2026-11-23, evening): claiming only with the GIL in hand, so that the
-//! thread that serves takes every published request itself and the others queue for the GIL
-//! without a request of their own. Flask JSON with 2 workers: the same context switches a request
-//! (1.19-1.32 against 1.25-1.32) and no gain in requests/s. Every woken thread still waits for
-//! the GIL, and two thirds of the workers' futex calls stay the GIL's (perf record of
-//! sys_enter_futex); granian's 2 workers make 1.8 context switches and 6 system calls a request
-//! on the same load, headway's front and workers 1.8 and 7.
-//!
-//! Also tried and left (2026-11-23, night): one thread standing by. A thread that claimed without
-//! the GIL was counted in the header while it waited for it, the front and the other threads
-//! woke nobody while one stood by, and it passed the wake-up on once it had the GIL. Flask with 2
-//! workers, three interleaved pairs each (wrk -c64): /json 0.84 -> 0.60 context switches a
-//! request in the workers but no more requests/s (6411 -> 6161, medians), the sqlite page 1.74 ->
-//! 2.07 and 4361 -> 4255: its queries let the GIL go a dozen times a request, and a single thread
-//! waiting for it hands it back and forth more than several do. An earlier form (the claimer
-//! passed one wake-up on before standing by) did no better in two interleaved lab runs each way:
-//! the sqlite page at 0.80-0.83x granian's, against 0.85-0.98x.
-//!
-//! Also tried and left (2026-11-24): no wake-up passed on after a claim (`hand_on`).
-//! The demo's hello world with 2 workers: the workers' CPU a request down by a quarter and their
-//! futex calls from 0.8 to 0.16, but no more requests/s, since the front is the stage the others
-//! wait on; and a burst into a worker whose app blocks would no longer get a thread per request.
+//! A thread that claims passes a wake-up on while more requests wait
+//! ([`WorkerEnd::claim_waiting`]), so the other threads hold requests claimed ahead: a worker
+//! whose serving thread runs dry does not idle until the front, short of CPU itself, publishes
+//! again, and a burst into a worker whose app blocks gets a thread per request. The other ways
+//! measured against this one (no second thread woken while one serves, claiming only with the
+//! GIL in hand, one thread standing by for the GIL, no wake-up passed on after a claim) and why
+//! each was left: docs/design/hop.md, "How a worker's threads take requests".
 //!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 

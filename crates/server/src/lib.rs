@@ -70,7 +70,7 @@ pub(crate) fn front_runtime(threads: usize) -> tokio::runtime::Builder {
     // clients share the cores with it, they run first, and the thread comes back to a batch of
     // responses and requests instead of being woken for each one (a doorbell, a client's bytes),
     // preempting a worker that may hold the GIL. Alone on its CPU, it costs one system call.
-    // docs/benchmarks.md, "The front yields before it sleeps", has what it changed.
+    // docs/design/scheduling.md, "The front yields before it sleeps", has what it changed.
     runtime.on_thread_park(std::thread::yield_now);
     runtime.enable_all();
     runtime

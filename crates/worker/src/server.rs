@@ -1,14 +1,18 @@
-//! The worker process: bind the unix socket, run one thread per slot, stop cleanly on a signal.
+//! The worker process: serve the shared memory the headway front passed down (or, run on its
+//! own, bind the unix socket), run one thread per slot, stop cleanly on a signal.
 //!
 //! Each of the T slot threads is a Python thread that keeps its thread state for life and holds
-//! the GIL except while it waits with nothing to do (for a connection, a request, or a socket
-//! that would block): see `socket.rs`. There is no queue inside the worker: a slot thread
-//! takes a connection only while it has none (`unix.rs`).
+//! the GIL except while it waits with nothing to do (for a request, a connection, or a socket
+//! that would block): see `hop.rs` and `socket.rs`. There is no queue inside the worker: a slot
+//! thread claims a published request only when it is free (`hop.rs`), and on a socket takes a
+//! connection only while it has none (`unix.rs`). An ASGI app may serve the hop from its event
+//! loop instead, with at most T requests at once ([`Application::serve_hop`]).
 //!
 //! SIGTERM and SIGINT reach Python's C-level handler, which writes the signal number to a
-//! wake-up pipe; the main thread waits on that pipe without the GIL. Then the socket file is
-//! removed (no new connection can reach us), slots waiting to accept are woken, idle
-//! connections are closed, requests in flight finish, and `serve` returns 0.
+//! wake-up pipe; the main thread waits on that pipe without the GIL. Over the hop, the slot
+//! threads then serve what is already published and stop once nothing is. On a socket, the
+//! socket file is removed (no new connection can reach us), slots waiting to accept are woken,
+//! idle connections are closed, requests in flight finish. Then `serve` returns 0.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -104,8 +108,7 @@ fn serve_with(py: Python<'_>, app: Arc<dyn Application>, path: &str, threads: us
     }
 }
 
-/// Runs `serve_request` for every request, on a new thread: a bug costs one request (or
-/// connection), not the thread.
+/// Starts slot thread `number`, which runs `body` attached to Python.
 fn spawn_thread(number: usize, body: impl FnOnce(Python<'_>) + Send + 'static) -> PyResult<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("headway-slot-{number}"))

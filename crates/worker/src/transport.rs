@@ -1,12 +1,12 @@
 //! How a slot receives a request and sends its response, whatever carries them.
 //!
-//! The WSGI layer (`wsgi/`) knows only this trait: it asks for the next request, reads the
-//! body when the app does, and hands over the response head and body bytes. HTTP/1.1 on a unix
-//! socket (`unix.rs`) is the first implementation; a transport through shared memory with the
-//! front can be another without touching the WSGI code.
+//! The WSGI layer (`wsgi/`) and the ASGI side (`asgi/`) know only this trait: they ask for the
+//! next request, read the body when the app does, and hand over the response head and body
+//! bytes. There are two implementations: the shared memory the headway front passed down
+//! (`hop.rs`), and HTTP/1.1 on a unix socket for a worker run on its own (`unix.rs`).
 //!
 //! Every method gets the GIL token: an implementation keeps the GIL while an operation can
-//! complete at once and lets it go only while it has to wait (see `unix.rs`).
+//! complete at once and lets it go only while it has to wait (see `socket.rs` and `hop.rs`).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -54,7 +54,8 @@ pub trait Transport: Send + Sync {
     fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()>;
 
     /// Sends the rest of the body (as much as the head's `Content-Length` announced) from the
-    /// file `fd`, starting at `offset`, without copying it through user space.
+    /// file `fd`, starting at `offset`: on a socket with `sendfile`, without copying it through
+    /// user space; over the hop, read into the ring a piece at a time.
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()>;
 
     /// Ends the response body.

@@ -1,5 +1,5 @@
-//! HTTP/1.1 over a unix socket: the transport the headway front (and any direct client)
-//! speaks to the worker today.
+//! HTTP/1.1 over a unix socket: the transport of a worker run on its own, outside the headway
+//! front (which reaches the worker it started over shared memory, `hop.rs`), for any client.
 //!
 //! A slot accepts one connection at a time, only while it has none, so the worker never holds
 //! more than T connections: one beyond T waits in the listen backlog until a slot frees (the

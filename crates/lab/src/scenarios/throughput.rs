@@ -1,10 +1,10 @@
-//! `throughput` (issue 10, "Native speed"): how many requests a server answers per second when
-//! the app is cheap, and where its CPU goes. Hello world, TechEmpower's "json" (a small object
-//! serialized per request) and "fortunes" (a sqlite query, sorted, rendered through an
-//! HTML-escaping template), with 1 and 2 workers, 64 keep-alive clients in a closed loop. The
-//! WSGI servers (headway, gunicorn, granian) run the Flask app where the lab's Python has Flask,
-//! else the demo app; Puma, uvicorn and Node run the demo's twins. The issue measures headway
-//! against granian WSGI, so each row shows its requests/s as a ratio to granian's.
+//! `throughput`: how many requests a server answers per second when the app is cheap, and where its
+//! CPU goes. Hello world, TechEmpower's "json" (a small object serialized per request) and
+//! "fortunes" (a sqlite query, sorted, rendered through an HTML-escaping template), with 1 and 2
+//! workers, 64 keep-alive clients in a closed loop. The WSGI servers (headway, gunicorn, granian)
+//! run the Flask app where the lab's Python has Flask, else the demo app; Puma, uvicorn and Node
+//! run the demo's twins. Granian WSGI is the peer to beat on these, so each row shows its
+//! requests/s as a ratio to granian's.
 //!
 //! Each row also shows the CPU time the server used per request, summed over every process of
 //! its tree, and split between headway's front and its workers (from headway's stats) or a

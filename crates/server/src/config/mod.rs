@@ -42,8 +42,8 @@ pub struct ServeArgs {
     pub app: Option<String>,
 
     /// How the bundled worker calls the app. auto: ASGI if it is a coroutine function or has an
-    /// async __call__, else WSGI. WebSockets reach the app only with asgi: the front must know
-    /// before the workers start
+    /// async __call__, else WSGI. WebSockets reach an ASGI app either way (with auto, each worker
+    /// tells the front once it has imported the app)
     #[arg(long, value_enum, default_value = "auto", value_name = "KIND", conflicts_with = "cmd")]
     pub interface: Interface,
 

@@ -20,14 +20,8 @@
 //! that program's turn to end (a few milliseconds at most) rather than taking the CPU at once.
 //! What a worker starts (a subprocess of the app) inherits both its CPU and its policy.
 //!
-//! Measured (2026-11-24, 2 cores, 2 workers x 5 slots; docs/benchmarks.md). Pinned alone,
-//! against not: under `headway load -c 64` with Flask, the sqlite page 1.12x, JSON 1.02x and
-//! hello world 1.21x (medians of 4-6 interleaved pairs), the workers' futex calls a request on
-//! the sqlite page 2.1 -> 1.4; but the demo's bare hello world (some 20 µs of app a request)
-//! lost 5 % of its requests/s under `wrk`, with 15 % more CPU a request. Pinned and
-//! `SCHED_BATCH`: that hello world at 33.0-36.6k requests/s against 25.0-30.2k pinned alone and
-//! 23.7-26.9k not pinned (38-42 µs of CPU a request against 48-56), and 1.11x and 1.03x
-//! granian's in `bench/hello-throughput.sh` (0.78x with `off` between them).
+//! What pinning and `SCHED_BATCH` changed on 2 cores, with 2 workers x 5 slots (Flask's pages,
+//! the demo's hello world): docs/design/scheduling.md.
 //!
 //! When. `auto` pins the bundled worker when the workers cover every CPU the server may use
 //! (at least as many workers as CPUs, and more than one CPU): a server sized to its machine or

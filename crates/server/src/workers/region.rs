@@ -117,10 +117,9 @@ async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>
         }
         let Ok(mut guard) = doorbell.readable().await else { return };
         // Drained, although every ring is an edge of its own for tokio's edge-triggered
-        // registration: left undrained (tried 2026-11-23: 0.3-0.45 fewer system calls a
-        // request), mixed-tail's fast p99 with 4 clients went from 1.14-1.50x of ideal to
-        // 1.09-3.41x in interleaved runs, for a reason not found: not a lost wake-up, as far as
-        // slot::tests::hop's stress test sees (none in 400,000 exchanges without the drain).
+        // registration: undrained, it saves a few system calls a request but widens mixed-tail's
+        // fast p99, for a reason not found (slot::tests::hop's stress test sees no lost
+        // wake-up). The figures: docs/design/hop.md, "The front's doorbell".
         end.doorbell().drain();
         guard.clear_ready();
     }
