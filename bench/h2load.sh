@@ -6,12 +6,13 @@
 # The sweep runs ROUNDS times, servers interleaved, and the table shows the median requests/s
 # (and h2load's mean time per request) over the rounds, with headway's ratio to granian; every
 # round is shown as well. Each run waits for a quiet machine first, then a WARMUP run
-# (discarded) lets every worker start. h2load runs pinned to CPU H2LOAD_CPU (taskset) unless it
-# is empty. Certificates: a throwaway self-signed P-256 one made with openssl.
-# Raw h2load outputs and server logs go to bench/out/h2load/.
+# (discarded) lets every worker start. Nothing is pinned, as a user would run it; H2LOAD_CPU=N
+# pins h2load to CPU N (taskset). Certificates: a throwaway self-signed P-256 one made with
+# openssl. Raw h2load outputs and server logs go to bench/out/h2load/; the result, to
+# bench/results/h2load.json.
 #
 # Usage: bench/h2load.sh
-# Env:   ROUNDS=5  DURATION=10  WARMUP=2 (seconds)  CONNECTIONS=4  STREAMS=16  H2LOAD_CPU=1
+# Env:   ROUNDS=5  DURATION=10  WARMUP=2 (seconds)  CONNECTIONS=4  STREAMS=16  H2LOAD_CPU=
 #        HEADWAY_THREADS=5  SERVERS="headway granian"  HEADWAY=path/to/headway
 #        BENCH_VENV=bench/.venv (created with pip on first use)
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60: before each run, wait up to 60 s for the machine to
@@ -26,7 +27,7 @@ DURATION="${DURATION:-10}"
 WARMUP="${WARMUP:-2}"
 CONNECTIONS="${CONNECTIONS:-4}"
 STREAMS="${STREAMS:-16}"
-H2LOAD_CPU="${H2LOAD_CPU-1}"
+H2LOAD_CPU="${H2LOAD_CPU:-}"
 HEADWAY_THREADS="${HEADWAY_THREADS:-5}"
 SERVERS="${SERVERS:-headway granian}"
 WORKERS=2
@@ -129,3 +130,28 @@ for name in $SERVERS; do
         "$(column_median "$name" 7)" "$(column_all "$name" 3)" "$(column_all "$name" 6)"
 done
 echo "raw h2load outputs and server logs: $BENCH_OUT"
+
+# The result: the same medians, every round's requests/s and other CPU beside them.
+medians="$BENCH_OUT/medians.tsv"
+printf 'server\treq/s\tvs granian\tmean ms\tfailed\tCPU us/req\treq/s, each round\tother CPU %%, each round\n' >"$medians"
+summary=""
+for name in $SERVERS; do
+    rps="$(column_median "$name" 3)"
+    ratio="-"
+    [[ "$reference" == "-" ]] || ratio="$(printf '%.2f' "$(echo "$rps / $reference" | bc -l)")"
+    printf '%s\t%.0f\t%s\t%.2f\t%s\t%s\t%s\t%s\n' "$(label "$name")" "$rps" "$ratio" "$(column_median "$name" 4)" \
+        "$(awk -F'\t' -v n="$name" '$2 == n {s += $5} END {print s + 0}' "$results")" "$(column_median "$name" 7)" \
+        "$(column_all "$name" 3)" "$(column_all "$name" 6)" >>"$medians"
+    [[ "$name" == granian || "$ratio" == "-" ]] || summary+="$(label "$name"): ${ratio}x granian's requests/s. "
+done
+failed_all="$(awk -F'\t' '{s += $5} END {print s + 0}' "$results")"
+summary+="Median of $ROUNDS rounds, $CONNECTIONS connections x $STREAMS streams; $failed_all requests failed in all."
+tools="headway h2load"
+[[ " $SERVERS " != *" granian "* ]] || tools+=" granian python"
+bench_result h2load "$tools" \
+    --title "HTTP/2 hello world over TLS (h2load)" --order 40 \
+    --command "$(bench_command ROUNDS=5 DURATION=10 CONNECTIONS=4 STREAMS=16 H2LOAD_CPU= "SERVERS=headway granian")" \
+    --summary "$summary" \
+    --table "Medians of $ROUNDS rounds, servers interleaved" "$medians" \
+    --note "The demo app's \`$ENDPOINT\` with $WORKERS worker processes over TLS (ALPN h2, a throwaway P-256 certificate): \`headway serve -w $WORKERS -t $HEADWAY_THREADS --certfile --keyfile\` and \`granian --interface wsgi --http 2 --workers $WORKERS\`, each started fresh for every round; \`h2load -c $CONNECTIONS -m $STREAMS -D $DURATION\` after a ${WARMUP}s warm-up, h2load ${H2LOAD_CPU:+pinned to CPU $H2LOAD_CPU}${H2LOAD_CPU:-not pinned}." \
+    --note "CPU us/req: the CPU time all the server's processes used a request. Other CPU: the share of the machine's CPU used by neither the server nor h2load (other tenants, steal); a round with a high figure measured a busy machine."

@@ -82,6 +82,7 @@ bench_version() {
         gunicorn | granian | uvicorn | httptools | uvloop) version="$(bench_pip_version "$1")" ;;
         python) version="$("$BENCH_VENV/bin/python" -c 'import platform; print(platform.python_version())' 2>/dev/null)" ;;
         nginx) version="$(/usr/sbin/nginx -v 2>&1 | sed -n 's/^nginx version: [^/]*\///p')" ;;
+        h2load) version="$(dpkg-query -W -f='${Version}' nghttp2-client 2>/dev/null)" ;;
         *) version="$(dpkg-query -W -f='${Version}' "$1" 2>/dev/null)" ;;
     esac
     echo "${version:-?}"
