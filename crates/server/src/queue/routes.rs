@@ -319,7 +319,18 @@ impl Routes {
             self.reclassify();
         } else if let Some(route) = self.routes.get_mut(&key.folded) {
             let reference = self.reference;
-            route.all_mut().for_each(|learned| learned.classify(reference));
+            let mut turned_slow = false;
+            for learned in route.all_mut() {
+                let was_slow = learned.slow;
+                learned.classify(reference);
+                turned_slow |= learned.slow && !was_slow;
+            }
+            // Slow against a typical time computed before it changed: judged again against a
+            // fresh one. The typical request may be this route's own (an app of one main route
+            // whose requests take longer under load), and a route is never slow against itself.
+            if turned_slow {
+                self.reclassify();
+            }
         }
     }
 
@@ -464,6 +475,18 @@ mod tests {
         run(&mut routes, "/hello", Duration::from_micros(50), 20);
         run(&mut routes, "/json", Duration::from_micros(600), 2);
         assert_eq!(arrive(&mut routes, "/json"), LaneId::FAST, "12 x the typical request, but under 1 ms");
+    }
+
+    #[test]
+    fn a_route_that_slows_is_not_slow_against_itself() {
+        let mut routes = Routes::default();
+        run(&mut routes, "/json", Duration::from_micros(300), 3 * REFERENCE_EVERY as usize);
+        run(&mut routes, "/hello", Duration::from_micros(300), 1);
+        // Under load every request of the app's main route takes ten times as long.
+        for _ in 0..REFERENCE_EVERY - 2 {
+            run(&mut routes, "/json", 3 * MS, 1);
+            assert_eq!(arrive(&mut routes, "/json"), LaneId::FAST, "the typical request is this route's");
+        }
     }
 
     #[test]
