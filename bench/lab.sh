@@ -14,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 ROUNDS="${ROUNDS:-3}"
 SERVERS="${SERVERS:-}"
 SCENARIOS=("$@")
+# Their places on the benchmark page, whichever of them a run measures.
+PAGE_ORDER=(keepalive-tail mixed-tail multiplexed concurrency-sweep long-tail-sweep overload pipelining scale-out)
 ((${#SCENARIOS[@]})) || SCENARIOS=(keepalive-tail mixed-tail concurrency-sweep long-tail-sweep overload pipelining scale-out)
 
 bench_find_headway
@@ -26,7 +28,7 @@ raw="$BENCH_OUT/lab.json"
 bench_say "headway lab run ${SCENARIOS[*]} --rounds $ROUNDS ${server_args[*]}"
 "$HEADWAY" lab run "${SCENARIOS[@]}" --rounds "$ROUNDS" "${server_args[@]}" --json >"$raw"
 
-ROUNDS="$ROUNDS" BENCH_REPO="$BENCH_REPO" python3 - "$raw" <<'PY'
+ROUNDS="$ROUNDS" BENCH_REPO="$BENCH_REPO" PAGE_ORDER="${PAGE_ORDER[*]}" python3 - "$raw" <<'PY'
 import json
 import os
 import sys
@@ -38,13 +40,17 @@ report = json.load(open(sys.argv[1]))
 versions = {server["name"]: server["version"].removeprefix(server["name"]).strip().removeprefix("version ")
             for server in report["servers"]}
 rounds = os.environ["ROUNDS"]
-for order, scenario in enumerate(report["scenarios"]):
+page_order = os.environ["PAGE_ORDER"].split()
+for scenario in report["scenarios"]:
+    name = scenario["name"]
+    order = page_order.index(name) if name in page_order else len(page_order)
     tables = [{"title": table["title"], "columns": table["header"], "rows": table["rows"]}
               for table in scenario["tables"]]
     notes = [note for table in scenario["tables"] for note in table.get("notes", [])]
     notes = list(dict.fromkeys(notes))
     failed = sum(row["errors"] for row in scenario["rows"])
-    summary = (f"Seed {scenario['seed']}: {scenario['about']} Each row is its median round of {rounds}; "
+    seed = f"Seed {scenario['seed']}: " if scenario.get("seed") else ""
+    summary = (f"{seed}{scenario['about']} Each row is its median round of {rounds}; "
                f"requests without an answer: {failed}.")
     path = results.write(f"lab-{scenario['name']}", title=f"The lab: {scenario['name']}", order=20 + order,
                          command=f"bench/lab.sh {scenario['name']}", summary=summary, tables=tables,
