@@ -7,10 +7,11 @@ load --websocket`), and slow clients (a head sent a byte at a time, a large resp
 little at a time). Meanwhile the workers are recycled (`--max-requests`, set by soak.sh) and
 reloaded (SIGHUP) every few minutes.
 
-Writes RESULT (JSON: settings, samples, the load reports, slow-client counts, summary) and
-prints the summary: whether RSS and descriptors stayed within 10 % after warm-up, and every
-failed request with its reason. Failures by design: WebSockets closed with 1001 by a reload
-(their worker is replaced) reconnect and are counted apart.
+Writes RESULT (JSON: settings, samples, the load reports, slow-client counts, summary), the
+page's result (bench/results/soak.json, for docs/benchmarks.md) and prints the summary: whether
+RSS and descriptors stayed within 10 % after warm-up, and every failed request with its reason.
+Failures by design: WebSockets closed with 1001 by a reload (their worker is replaced) reconnect
+and are counted apart.
 """
 
 import argparse
@@ -23,6 +24,8 @@ import subprocess
 import threading
 import time
 import urllib.request
+
+import results  # bench/results.py, next to this script
 
 SAMPLE_EVERY = 10
 # The slow clients' large response, read 64 KiB every 100 ms.
@@ -69,6 +72,43 @@ def main():
         json.dump({"settings": vars(args), "summary": summary, "samples": samples, "reloads": reloads,
                    "slow_clients": slow, "loads": reports}, result, indent=1)
     print(json.dumps(summary, indent=1))
+    print(write_page_result(args, summary))
+
+
+def write_page_result(args, summary):
+    """bench/results/soak.json: the trends, the requests and what failed."""
+    trends = []
+    for label, key, scale in (("front RSS, MiB", "rss_kib", 1 / 1024), ("descriptors", "fds", 1),
+                              ("threads", "threads", 1)):
+        trend = summary[key]
+        if trend is not None:
+            figures = (trend[name] * scale for name in ("first_third_median", "last_third_median", "min", "max"))
+            trends.append([label, *(round(value, 1) for value in figures), trend["change_percent"]])
+    requests = [[name, count or 0] for name, count in summary["requests"].items()]
+    requests.append(["slow clients (completed)", summary["slow_clients_completed"]])
+    outcomes = [[reason, count, "no"] for reason, count in summary["failed"].items()]
+    outcomes += [[reason, count, "yes"] for reason, count in summary["refused_by_design"].items()]
+    flat = "flat within 10 %" if summary["flat_within_10_percent"] else "not flat within 10 %"
+    failed = sum(summary["failed"].values())
+    version = subprocess.run([args.headway, "--version"], capture_output=True, text=True).stdout.strip()
+    return results.write(
+        "soak", title="Soak: mixed traffic with recycling and reloads", order=70,
+        command=f"bench/soak.sh --minutes {args.seconds // 60}",
+        summary=(f"{args.seconds // 60} minutes, {summary['reloads']} reloads: the front's RSS and descriptors "
+                 f"{flat} after the warm-up; {failed} requests failed that were not refused by design."),
+        tables=[
+            {"title": "The front after the warm-up (medians of the first and last thirds)",
+             "columns": ["figure", "first third", "last third", "min", "max", "change %"], "rows": trends},
+            {"title": "Traffic", "columns": ["load", "requests"], "rows": requests},
+            {"title": "Requests that did not succeed", "columns": ["reason", "count", "by design"],
+             "rows": outcomes or [["none", 0, "-"]]},
+        ],
+        notes=[f"`headway serve -w 2 -t 4 --interface asgi --max-requests 3000 --max-requests-jitter 300` "
+               f"serving bench/soak_app.py; {args.rate} HTTP requests a second (quick, 50 ms and 300 kB "
+               f"responses, 8:1:1), {args.websockets} WebSockets, {args.slow_clients} slow clients (a head sent "
+               f"a byte at a time, a 4 MiB response read 64 KiB every 100 ms); SIGHUP every {args.reload_every} s; "
+               f"the front sampled every {SAMPLE_EVERY} s. Warm-up: the first {summary['warm_up_seconds']:.0f} s."],
+        versions={"headway": version.removeprefix("headway ")})
 
 
 def load(args, flags):
