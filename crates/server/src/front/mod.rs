@@ -146,7 +146,8 @@ impl Front {
         }
         let deadline = arrival.deadline(&self.settings);
         match timeout_at(deadline, h2::opens_with_preface(&mut stream, &mut read)).await {
-            Ok(Ok(Some(true))) => h2::serve(self, ReadAhead::new(stream, read.freeze()), peer, arrival).await,
+            // On the heap too: an HTTP/2 connection's state would size every connection's task.
+            Ok(Ok(Some(true))) => Box::pin(h2::serve(self, ReadAhead::new(stream, read.freeze()), peer, arrival)).await,
             Ok(Ok(Some(false))) => Connection::new(stream, peer, self, arrival, read).serve().await,
             _ => {} // closed, broken or silent before a first request
         }

@@ -31,13 +31,15 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use h2::Reason;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, timeout_at, Instant};
 use tracing::debug;
 
-use super::conn::{Arrival, READ_CHUNK};
+use super::conn::Arrival;
 use super::forwarded::Peer;
+use super::read::read_when_ready;
+use super::stream::ClientStream;
 use super::Front;
 use guard::{Alarm, Guarded, PREFACE};
 
@@ -86,8 +88,9 @@ impl Http2Settings {
 }
 
 /// Reads a plain connection's first bytes into `read` until they show whether it opens with
-/// HTTP/2's preface. `None`: it closed before a byte.
-pub(super) async fn opens_with_preface<S: AsyncRead + Unpin>(
+/// HTTP/2's preface, holding no buffer while the client is silent. `None`: it closed before a
+/// byte.
+pub(super) async fn opens_with_preface<S: ClientStream>(
     stream: &mut S,
     read: &mut BytesMut,
 ) -> std::io::Result<Option<bool>> {
@@ -99,8 +102,7 @@ pub(super) async fn opens_with_preface<S: AsyncRead + Unpin>(
         if seen == PREFACE.len() {
             return Ok(Some(true));
         }
-        read.reserve(READ_CHUNK);
-        if stream.read_buf(read).await? == 0 {
+        if read_when_ready(stream, read).await? == 0 {
             return Ok((!read.is_empty()).then_some(false));
         }
     }

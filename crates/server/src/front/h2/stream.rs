@@ -28,7 +28,7 @@ use crate::front::forward::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Wait;
-use headway_http1::fields::strip_hop_by_hop;
+use headway_http1::fields::{self, strip_hop_by_hop};
 use headway_http1::response::{self, with_http_date};
 use headway_http1::HttpError;
 
@@ -290,10 +290,10 @@ impl Stream {
     }
 }
 
-/// The `content-length` the client gave (the `h2` crate has checked it is one number and will
-/// check the DATA frames against it).
+/// The `content-length` the client gave, by the one rule every path of headway reads it with (the
+/// `h2` crate has checked it too, and will check the DATA frames against it).
 fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+    fields::content_length(headers.get_all(header::CONTENT_LENGTH).iter().map(HeaderValue::as_bytes)).ok().flatten()
 }
 
 fn expects_continue(headers: &HeaderMap) -> bool {

@@ -12,6 +12,7 @@ use super::{settle, Harness};
 use crate::front::conn::Arrival;
 use crate::front::forwarded::Peer;
 use crate::front::h2::{opens_with_preface, serve};
+use crate::front::stream::ReadAhead;
 use crate::queue::Reader;
 
 impl Harness {
@@ -191,9 +192,10 @@ async fn only_the_preface_makes_a_plain_connection_http2() {
         (b"PRI", Some(false)), // then closed
         (b"", None),
     ] {
-        let (mut client, mut server) = tokio::io::duplex(1024);
+        let (mut client, server) = tokio::io::duplex(1024);
         client.write_all(sent).await.unwrap();
         drop(client);
+        let mut server = ReadAhead::new(server, bytes::Bytes::new());
         let mut read = bytes::BytesMut::new();
         assert_eq!(opens_with_preface(&mut server, &mut read).await.unwrap(), expected, "{sent:?}");
         assert!(sent.starts_with(&read), "what was read is kept to be read again");
