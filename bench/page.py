@@ -67,17 +67,21 @@ def table(spec):
     return lines + [""]
 
 
-def section(result):
+def section(result, noted):
+    """A result's section; `noted`: the notes earlier sections gave, said once on the page."""
     machine = result["machine"]
     lines = [f"## {result['title']}", "", result["summary"], ""]
-    lines += [f"`{result['command']}`", ""]
     versions = ", ".join(f"{name} {version}" for name, version in result.get("versions", {}).items())
-    lines.append(f"Run {result['finished']} on {machine['model']}, {machine['cpus']} CPUs, "
+    lines.append(f"`{result['command']}`: run {result['finished']} on {machine['model']}, {machine['cpus']} CPUs, "
                  f"{machine['memory_gib']} GiB, Linux {machine['kernel']}" + (f"; {versions}." if versions else "."))
     lines.append("")
     for spec in result["tables"]:
         lines += table(spec)
-    lines += [f"- {note}" for note in result.get("notes", [])]
+    notes = [note for note in result.get("notes", []) if note not in noted]
+    lines += [f"- {note}" for note in notes]
+    if len(notes) < len(result.get("notes", [])):
+        lines.append("- The notes of the sections above hold here too.")
+    noted.update(notes)
     if result.get("notes"):
         lines.append("")
     return lines
@@ -87,10 +91,11 @@ def render():
     results = sorted((json.loads(path.read_text()) for path in RESULTS.glob("*.json")),
                      key=lambda result: (result["order"], result["name"]))
     lines = [INTRO]
-    lines += [f"- [{result['title']}](#{anchor(result['title'])})" for result in results]
+    lines.append("Sections: " + " · ".join(f"[{result['title']}](#{anchor(result['title'])})" for result in results))
     lines.append("")
+    noted = set()
     for result in results:
-        lines += section(result)
+        lines += section(result, noted)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

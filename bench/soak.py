@@ -45,6 +45,9 @@ def main():
     parser.add_argument("--slow-clients", type=int, default=8)
     parser.add_argument("--result", required=True)
     args = parser.parse_args()
+    # The version of the front that runs now (the file may be rebuilt while it soaks).
+    args.version = subprocess.run([args.headway, "--version"], capture_output=True,
+                                  text=True).stdout.strip().removeprefix("headway ")
 
     stop = threading.Event()
     samples, slow, reloads = [], {"completed": 0, "failed": {}}, []
@@ -84,22 +87,20 @@ def write_page_result(args, summary):
         if trend is not None:
             figures = (trend[name] * scale for name in ("first_third_median", "last_third_median", "min", "max"))
             trends.append([label, *(round(value, 1) for value in figures), trend["change_percent"]])
-    requests = [[name, count or 0] for name, count in summary["requests"].items()]
-    requests.append(["slow clients (completed)", summary["slow_clients_completed"]])
+    traffic = ", ".join(f"{count or 0:,} {name}" for name, count in summary["requests"].items())
     outcomes = [[reason, count, "no"] for reason, count in summary["failed"].items()]
     outcomes += [[reason, count, "yes"] for reason, count in summary["refused_by_design"].items()]
     flat = "flat within 10 %" if summary["flat_within_10_percent"] else "not flat within 10 %"
     failed = sum(summary["failed"].values())
-    version = subprocess.run([args.headway, "--version"], capture_output=True, text=True).stdout.strip()
     return results.write(
         "soak", title="Soak: mixed traffic with recycling and reloads", order=70,
         command=f"bench/soak.sh --minutes {args.seconds // 60}",
-        summary=(f"{args.seconds // 60} minutes, {summary['reloads']} reloads: the front's RSS and descriptors "
+        summary=(f"{args.seconds // 60} minutes, {summary['reloads']} reloads, {traffic} and "
+                 f"{summary['slow_clients_completed']:,} slow clients' requests: the front's RSS and descriptors "
                  f"{flat} after the warm-up; {failed} requests failed that were not refused by design."),
         tables=[
             {"title": "The front after the warm-up (medians of the first and last thirds)",
              "columns": ["figure", "first third", "last third", "min", "max", "change %"], "rows": trends},
-            {"title": "Traffic", "columns": ["load", "requests"], "rows": requests},
             {"title": "Requests that did not succeed", "columns": ["reason", "count", "by design"],
              "rows": outcomes or [["none", 0, "-"]]},
         ],
@@ -108,7 +109,7 @@ def write_page_result(args, summary):
                f"responses, 8:1:1), {args.websockets} WebSockets, {args.slow_clients} slow clients (a head sent "
                f"a byte at a time, a 4 MiB response read 64 KiB every 100 ms); SIGHUP every {args.reload_every} s; "
                f"the front sampled every {SAMPLE_EVERY} s. Warm-up: the first {summary['warm_up_seconds']:.0f} s."],
-        versions={"headway": version.removeprefix("headway ")})
+        versions={"headway": args.version})
 
 
 def load(args, flags):

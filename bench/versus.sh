@@ -245,6 +245,7 @@ done
 # The tables, and the results for docs/benchmarks.md.
 BENCH_REPO="$BENCH_REPO" RESULTS="$RESULTS" PARTS="$PARTS" ROUNDS="$ROUNDS" DURATION="$DURATION" CONNECTIONS="$CONNECTIONS" \
     WORKERS="$WORKERS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" ECHOES="$ECHOES" \
-    VERSIONS="$(sed -n 's/^# //p' "$BENCH_OUT/header.txt")" \
+    VERSIONS="$(for tool in headway uvicorn granian gunicorn httptools uvloop python wrk; do
+        echo "$tool=$(bench_version "$tool")"; done)" \
     python3 "$BENCH_REPO/bench/versus_tables.py" "$results" "$bodies" | tee "$BENCH_OUT/tables.txt"
 echo "raw outputs and server logs: $BENCH_OUT"

@@ -165,10 +165,8 @@ def show(title, summary, tables):
 def main():
     settings = {key: os.environ.get(key, "") for key in
                 ("PARTS", "ROUNDS", "DURATION", "CONNECTIONS", "WORKERS", "COUNT", "BODY_MIB", "ECHOES")}
-    versions = {}
-    for line in os.environ.get("VERSIONS", "").splitlines()[1:]:
-        name, _, rest = line.partition(" ")
-        versions[name.rstrip(":")] = rest
+    # One "tool=version" a line, as bench_version says it.
+    versions = dict(line.split("=", 1) for line in os.environ.get("VERSIONS", "").splitlines() if "=" in line)
     with open(sys.argv[1]) as file:
         rows = [{"part": p, "round": int(r), "server": s, "endpoint": e, "rps": number(rps) or 0.0,
                  "p50": number(p50), "p99": number(p99), "errors": int(errors), "cpu": number(cpu),
