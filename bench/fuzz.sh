@@ -39,7 +39,7 @@ for target in $TARGETS; do
     status=0
     cargo +nightly fuzz run "$target" -O "$corpus" -- -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
         >"$log" 2>&1 || status=$?
-    runs="$(awk -F: '/stat::number_of_executed_units/ {gsub(/ /, "", $2); print $2}' "$log" | tail -1)"
+    runs="$(awk '/stat::number_of_executed_units/ {print $NF}' "$log" | tail -1)"
     cover="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')"
     inputs="$(find "$corpus" -type f | wc -l)"
     crashes=0
@@ -56,7 +56,7 @@ python3 "$BENCH_REPO/bench/results.py" fuzz <<JSON
 {
   "title": "Fuzzing the HTTP/1 parsers",
   "order": 90,
-  "command": "bench/fuzz.sh",
+  "command": "$(bench_command SECONDS_EACH=600 "TARGETS=request_head response_head chunked_body")",
   "versions": {"headway": "$(git -C "$BENCH_REPO" rev-parse --short HEAD)", "cargo-fuzz": "$CARGO_FUZZ_VERSION", "rustc": "$(rustup run nightly rustc --version | awk '{print $2}')"},
   "summary": "libFuzzer ran each parser of crates/http1 for ${SECONDS_EACH} s, checking besides panics that an accepted head is framed one way only, that an accepted response head has no bare CR, LF or NUL, and that a chunked body decodes the same whole and byte by byte. Crashes: $(if ((failed)); then echo 'yes, see the table'; else echo 'none'; fi).",
   "tables": [{"title": "", "columns": ["target", "seconds", "executions", "coverage (edges)", "corpus inputs", "crashes"], "rows": [$rows_json]}],
