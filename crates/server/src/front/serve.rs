@@ -29,6 +29,16 @@ use crate::queue::Wait;
 use headway_http1::request::RequestHead;
 use headway_http1::response::Persistence;
 
+/// What a connection does after a request.
+enum Next {
+    /// Reads the next request.
+    Request,
+    /// Is closed.
+    Closed,
+    /// Carries the WebSocket the request opened.
+    WebSocket(WebSocket),
+}
+
 impl<S: ClientStream> Connection<S> {
     /// Serves the connection until it ends.
     pub(super) async fn serve(mut self) {
@@ -48,49 +58,60 @@ impl<S: ClientStream> Connection<S> {
     /// Serves requests until the connection closes or becomes a WebSocket (returned, to be carried).
     async fn run(&mut self) -> Result<Option<WebSocket>, End> {
         loop {
-            let Some(mut head) = self.read_head().await? else { return Ok(None) };
-            let (method, version) = (head.method.clone(), head.version);
-            let uri = settle_target(&mut head.target).map_err(|error| End::Refuse(error, version))?;
-            let websocket = self.admit_websocket(&head)?;
-            let body = self.read_body(&head).await.map_err(|end| match end {
-                End::Refuse(error, _) => End::Refuse(error, version),
-                gone => gone,
-            })?;
-            self.requests += 1;
-            let persistence = self.persistence(&head);
-            if let Some(health) = self.front.health_response(&head, version, persistence) {
-                self.front.stats.response_sent(health.status);
-                self.write(&health.bytes).await?;
-                if persistence == Persistence::Close {
-                    self.linger().await;
-                    return Ok(None);
-                }
-                continue;
-            }
-            let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
-            let trusted = &self.front.settings.trusted_proxies;
-            let mut request =
-                worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
-            if websocket.is_some() {
-                ask_worker_to_upgrade(&mut request);
-            }
-            let wait = self.front.queue.enqueue(request);
-            if let Some(fields) = logged.as_mut() {
-                fields.took_lane(wait.lane());
-            }
-            let outcome = self.wait(wait).await?;
-            let sent = self.respond(&method, version, outcome, persistence).await?;
-            if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
-                log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
-            }
-            if let (Some(socket), Some(admitted)) = (sent.websocket, websocket) {
-                return Ok(Some(WebSocket { socket, admitted }));
-            }
-            if sent.persistence == Persistence::Close {
-                self.linger().await;
-                return Ok(None);
+            let Some(head) = self.read_head().await? else { return Ok(None) };
+            // On the heap: a request's states (its body, its wait, its relay) would otherwise size
+            // the connection's task, which an idle keep-alive connection keeps between requests.
+            match Box::pin(self.serve_request(head)).await? {
+                Next::Request => {}
+                Next::Closed => return Ok(None),
+                Next::WebSocket(websocket) => return Ok(Some(websocket)),
             }
         }
+    }
+
+    /// Serves one request whose head was read: its body, the queue, its response.
+    async fn serve_request(&mut self, mut head: RequestHead) -> Result<Next, End> {
+        let (method, version) = (head.method.clone(), head.version);
+        let uri = settle_target(&mut head.target).map_err(|error| End::Refuse(error, version))?;
+        let websocket = self.admit_websocket(&head)?;
+        let body = self.read_body(&head).await.map_err(|end| match end {
+            End::Refuse(error, _) => End::Refuse(error, version),
+            gone => gone,
+        })?;
+        self.requests += 1;
+        let persistence = self.persistence(&head);
+        if let Some(health) = self.front.health_response(&head, version, persistence) {
+            self.front.stats.response_sent(health.status);
+            self.write(&health.bytes).await?;
+            if persistence == Persistence::Close {
+                self.linger().await;
+                return Ok(Next::Closed);
+            }
+            return Ok(Next::Request);
+        }
+        let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
+        let trusted = &self.front.settings.trusted_proxies;
+        let mut request = worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
+        if websocket.is_some() {
+            ask_worker_to_upgrade(&mut request);
+        }
+        let wait = self.front.queue.enqueue(request);
+        if let Some(fields) = logged.as_mut() {
+            fields.took_lane(wait.lane());
+        }
+        let outcome = self.wait(wait).await?;
+        let sent = self.respond(&method, version, outcome, persistence).await?;
+        if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
+            log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
+        }
+        if let (Some(socket), Some(admitted)) = (sent.websocket, websocket) {
+            return Ok(Next::WebSocket(WebSocket { socket, admitted }));
+        }
+        if sent.persistence == Persistence::Close {
+            self.linger().await;
+            return Ok(Next::Closed);
+        }
+        Ok(Next::Request)
     }
 
     /// Whether the connection may carry another request after this one.
