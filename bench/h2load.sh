@@ -121,17 +121,7 @@ echo "CPU time all the server's processes used per request; 'other CPU' is the s
 echo "neither the server nor h2load (other tenants, steal), per round"
 echo "| server                             | req/s  | vs granian | mean ms | failed | CPU us/req | req/s of each round | other CPU % |"
 echo "|------------------------------------|-------:|-----------:|--------:|-------:|-----------:|---------------------|------------:|"
-for name in $SERVERS; do
-    rps="$(column_median "$name" 3)"
-    ratio="-"
-    [[ "$reference" == "-" ]] || ratio="$(printf '%.2fx' "$(echo "$rps / $reference" | bc -l)")"
-    printf '| %-34s | %6.0f | %10s | %7.2f | %6s | %10s | %-19s | %11s |\n' "$(label "$name")" "$rps" "$ratio" \
-        "$(column_median "$name" 4)" "$(awk -F'\t' -v n="$name" '$2 == n {s += $5} END {print s + 0}' "$results")" \
-        "$(column_median "$name" 7)" "$(column_all "$name" 3)" "$(column_all "$name" 6)"
-done
-echo "raw h2load outputs and server logs: $BENCH_OUT"
-
-# The result: the same medians, every round's requests/s and other CPU beside them.
+# The same medians for the result, with every round's requests/s and other CPU beside them.
 medians="$BENCH_OUT/medians.tsv"
 printf 'server\treq/s\tvs granian\tmean ms\tfailed\tCPU us/req\treq/s, each round\tother CPU %%, each round\n' >"$medians"
 summary=""
@@ -139,13 +129,19 @@ for name in $SERVERS; do
     rps="$(column_median "$name" 3)"
     ratio="-"
     [[ "$reference" == "-" ]] || ratio="$(printf '%.2f' "$(echo "$rps / $reference" | bc -l)")"
-    printf '%s\t%.0f\t%s\t%.2f\t%s\t%s\t%s\t%s\n' "$(label "$name")" "$rps" "$ratio" "$(column_median "$name" 4)" \
-        "$(awk -F'\t' -v n="$name" '$2 == n {s += $5} END {print s + 0}' "$results")" "$(column_median "$name" 7)" \
-        "$(column_all "$name" 3)" "$(column_all "$name" 6)" >>"$medians"
+    figures=("$(label "$name")" "$(printf '%.0f' "$rps")" "$ratio" "$(printf '%.2f' "$(column_median "$name" 4)")"
+        "$(awk -F'\t' -v n="$name" '$2 == n {s += $5} END {print s + 0}' "$results")" "$(column_median "$name" 7)"
+        "$(column_all "$name" 3)" "$(column_all "$name" 6)")
+    printf '| %-34s | %6s | %10s | %7s | %6s | %10s | %-19s | %11s |\n' "${figures[@]}"
+    (IFS=$'\t'; echo "${figures[*]}") >>"$medians"
     [[ "$name" == granian || "$ratio" == "-" ]] || summary+="$(label "$name"): ${ratio}x granian's requests/s. "
 done
+echo "raw h2load outputs and server logs: $BENCH_OUT"
+
 failed_all="$(awk -F'\t' '{s += $5} END {print s + 0}' "$results")"
 summary+="Median of $ROUNDS rounds, $CONNECTIONS connections x $STREAMS streams; $failed_all requests failed in all."
+pinned="not pinned"
+[[ -z "$H2LOAD_CPU" ]] || pinned="pinned to CPU $H2LOAD_CPU"
 tools="headway h2load"
 [[ " $SERVERS " != *" granian "* ]] || tools+=" granian python"
 bench_result h2load "$tools" \
@@ -153,5 +149,5 @@ bench_result h2load "$tools" \
     --command "$(bench_command ROUNDS=5 DURATION=10 CONNECTIONS=4 STREAMS=16 H2LOAD_CPU= "SERVERS=headway granian")" \
     --summary "$summary" \
     --table "Medians of $ROUNDS rounds, servers interleaved" "$medians" \
-    --note "The demo app's \`$ENDPOINT\` with $WORKERS worker processes over TLS (ALPN h2, a throwaway P-256 certificate): \`headway serve -w $WORKERS -t $HEADWAY_THREADS --certfile --keyfile\` and \`granian --interface wsgi --http 2 --workers $WORKERS\`, each started fresh for every round; \`h2load -c $CONNECTIONS -m $STREAMS -D $DURATION\` after a ${WARMUP}s warm-up, h2load ${H2LOAD_CPU:+pinned to CPU $H2LOAD_CPU}${H2LOAD_CPU:-not pinned}." \
+    --note "The demo app's \`$ENDPOINT\` with $WORKERS worker processes over TLS (ALPN h2, a throwaway P-256 certificate): \`headway serve -w $WORKERS -t $HEADWAY_THREADS --certfile --keyfile\` and \`granian --interface wsgi --http 2 --workers $WORKERS\`, each started fresh for every round; \`h2load -c $CONNECTIONS -m $STREAMS -D $DURATION\` after a ${WARMUP}s warm-up, h2load $pinned." \
     --note "CPU us/req: the CPU time all the server's processes used a request. Other CPU: the share of the machine's CPU used by neither the server nor h2load (other tenants, steal); a round with a high figure measured a busy machine."
