@@ -8,7 +8,8 @@
 #
 #   fastapi  FastAPI JSON (headway.twins.fastapi_bench:app, /json): headway, uvicorn (uvloop,
 #            httptools, no access log), granian ASGI
-#   wsgi     the plain WSGI hello world (the demo app, /hello): headway, granian WSGI
+#   wsgi     the plain WSGI hello world (the demo app, /hello): headway, granian WSGI, and headway
+#            with --no-lanes (one route: lanes should change nothing measurable)
 #   flask    Flask JSON and the sqlite + template page (headway.twins.flask_bench:app, /json and
 #            /fortunes): headway, granian WSGI
 #   bodies   large bodies (headway.twins.bodies:app), 1 worker each, curl one at a time: COUNT
@@ -67,7 +68,8 @@ bodies="$BENCH_OUT/bodies.tsv"
 servers_of() {
     case "${1%-busy}" in
         fastapi) echo "headway uvicorn granian-asgi" ;;
-        wsgi | flask) echo "headway granian-wsgi" ;;
+        wsgi) echo "headway granian-wsgi headway-no-lanes" ;;
+        flask) echo "headway granian-wsgi" ;;
         bodies) echo "headway granian-wsgi gunicorn" ;;
         *) bench_die "unknown part $1 (known: fastapi wsgi flask bodies, and each but bodies with -busy)" ;;
     esac
@@ -90,6 +92,7 @@ endpoints_of() {
 label() {
     case "$1" in
         headway) echo "headway -w $2" ;;
+        headway-no-lanes) echo "headway -w $2 --no-lanes" ;;
         uvicorn) echo "uvicorn --workers $2" ;;
         granian-asgi) echo "granian asgi --workers $2" ;;
         granian-wsgi) echo "granian wsgi --workers $2" ;;
@@ -102,6 +105,8 @@ start_server() {
     local name="$1" app="$2" workers="$3" port="$4" log="$5" url="$6"
     case "$name" in
         headway) bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$app" ;;
+        headway-no-lanes)
+            bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" --no-lanes -b "127.0.0.1:$port" "$app" ;;
         uvicorn)
             bench_start "$log" "$url" uvicorn --workers "$workers" --no-access-log --host 127.0.0.1 \
                 --port "$port" "$app" ;;
@@ -152,7 +157,7 @@ run_throughput() {
                 read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
                 cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
                 front_us="-"
-                [[ "$name" != headway ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+                [[ "$name" != headway* ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
                 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" \
                     "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" >>"$results"
                 printf '%-12s round %s  %-28s %-9s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \

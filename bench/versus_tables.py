@@ -27,14 +27,14 @@ import results  # noqa: E402
 
 TITLES = {
     "fastapi": "FastAPI JSON: headway, uvicorn and granian ASGI",
-    "wsgi": "WSGI hello world: headway and granian WSGI",
+    "wsgi": "WSGI hello world: headway, granian WSGI, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
 }
 ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5}
 LABELS = {
     "headway": "headway", "uvicorn": "uvicorn (uvloop, httptools)", "granian-asgi": "granian ASGI",
-    "granian-wsgi": "granian WSGI", "gunicorn": "gunicorn (sync)",
+    "granian-wsgi": "granian WSGI", "gunicorn": "gunicorn (sync)", "headway-no-lanes": "headway --no-lanes",
 }
 
 

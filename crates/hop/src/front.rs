@@ -119,6 +119,11 @@ impl FrontSlot<'_> {
         self.0.request.max_payload()
     }
 
+    /// The payload of a request body's records ([`crate::ring::Ring::body_record`]).
+    pub fn body_record(&self) -> usize {
+        self.0.request.body_record()
+    }
+
     /// Where the worker's reading of the request ring stands: pass it to [`FrontSlot::want_space`]
     /// after a push that did not fit.
     pub fn request_head(&self) -> u32 {
@@ -180,20 +185,11 @@ impl FrontSlot<'_> {
         self.0.request.head() == head
     }
 
-    /// Takes the next response record, if one is there; frees its space for a worker thread
-    /// that waits for it.
+    /// Takes the next response record, if one is there, into `payload`; frees its space for a
+    /// worker thread that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        self.pop_into(|len| {
-            payload.clear();
-            payload.resize(len, 0);
-            payload
-        })
-    }
-
-    /// [`FrontSlot::pop`], the payload copied into the buffer `buffer` gives for its length.
-    pub fn pop_into<'b>(&self, buffer: impl FnOnce(usize) -> &'b mut [u8]) -> Result<Option<u8>, HopError> {
-        let kind = self.0.response.try_pop_into(buffer)?;
-        if kind.is_some() {
+        let kind = self.0.response.try_pop(payload)?;
+        if kind.is_some() && self.0.response.half_free() {
             fence(Ordering::SeqCst);
             let control = self.0.response.control;
             self.wake(&control.producer_waiting, &control.head);

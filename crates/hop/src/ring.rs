@@ -44,6 +44,13 @@ impl<'a> Ring<'a> {
         self.capacity as usize - RECORD_HEADER
     }
 
+    /// The payload of a body's records: a quarter of the ring, so that the producer writes the
+    /// next records while the consumer copies out the last. (A record the size of the ring
+    /// would make the two take turns, each waiting for the other's copy.)
+    pub fn body_record(&self) -> usize {
+        self.capacity as usize / 4 - RECORD_HEADER
+    }
+
     /// Bytes written and not yet read.
     fn used(&self, tail: u32, head: u32) -> Result<u32, HopError> {
         let used = tail.wrapping_sub(head);
@@ -80,19 +87,9 @@ impl<'a> Ring<'a> {
     }
 
     /// Consumer: takes the next record if there is one, its payload replacing `payload`'s
-    /// contents. Returns its kind.
+    /// contents (copied once, straight into the vector's spare capacity: a body's records are
+    /// up to a quarter of a MiB, and zeroing them first would double the cost). Returns its kind.
     pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        self.try_pop_into(|len| {
-            payload.clear();
-            payload.resize(len, 0);
-            payload
-        })
-    }
-
-    /// Consumer: takes the next record if there is one, its payload copied into the buffer
-    /// `buffer` gives for its length (so that it is copied once, into where it goes). Returns its
-    /// kind.
-    pub fn try_pop_into<'b>(&self, buffer: impl FnOnce(usize) -> &'b mut [u8]) -> Result<Option<u8>, HopError> {
         let head = self.control.head.0.load(Ordering::Relaxed);
         let tail = self.control.tail.0.load(Ordering::Acquire);
         let used = self.used(tail, head)? as usize;
@@ -103,16 +100,30 @@ impl<'a> Ring<'a> {
             return Err(HopError::Corrupt("a partial record header"));
         }
         let mut header = [0u8; RECORD_HEADER];
-        self.read_at(head, &mut header);
+        // SAFETY: the header's 8 bytes, published (`used` is at least that).
+        unsafe { self.read_at(head, header.as_mut_ptr(), RECORD_HEADER) };
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         if len > used - RECORD_HEADER {
             return Err(HopError::Corrupt("a record longer than what was written"));
         }
-        let payload = buffer(len);
-        assert_eq!(payload.len(), len, "a buffer of the record's length");
-        self.read_at(head.wrapping_add(RECORD_HEADER as u32), payload);
+        payload.clear();
+        payload.reserve(len);
+        // SAFETY: `len` bytes were reserved and published; once copied, they are initialised.
+        unsafe {
+            self.read_at(head.wrapping_add(RECORD_HEADER as u32), payload.as_mut_ptr(), len);
+            payload.set_len(len);
+        }
         self.control.head.0.store(head.wrapping_add((RECORD_HEADER + len) as u32), Ordering::Release);
         Ok(Some(header[4]))
+    }
+
+    /// Whether at least half the ring is free: a consumer wakes a producer waiting for space only
+    /// then, so that a body streaming through wakes it once every few records, not for each.
+    /// (A ring read to its end is always half free, so a producer is never left waiting.)
+    pub(crate) fn half_free(&self) -> bool {
+        let used =
+            self.control.tail.0.load(Ordering::Acquire).wrapping_sub(self.control.head.0.load(Ordering::Relaxed));
+        used <= self.capacity / 2
     }
 
     /// Whether a record waits for the consumer.
@@ -141,13 +152,17 @@ impl<'a> Ring<'a> {
         }
     }
 
-    fn read_at(&self, position: u32, out: &mut [u8]) {
+    /// Copies the `len` bytes published at `position` to `out`.
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of `len` bytes, and `len` at most the capacity.
+    unsafe fn read_at(&self, position: u32, out: *mut u8, len: usize) {
         let offset = (position & (self.capacity - 1)) as usize;
-        let first = out.len().min(self.capacity as usize - offset);
-        // SAFETY: as in `write_at`, inside the ring, in space the producer has published.
+        let first = len.min(self.capacity as usize - offset);
+        // SAFETY: as in `write_at`, both copies come from inside the ring; `out` has room.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.data.as_ptr().add(offset), out.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(self.data.as_ptr(), out.as_mut_ptr().add(first), out.len() - first);
+            std::ptr::copy_nonoverlapping(self.data.as_ptr().add(offset), out, first);
+            std::ptr::copy_nonoverlapping(self.data.as_ptr(), out.add(first), len - first);
         }
     }
 }

@@ -248,6 +248,11 @@ impl WorkerSlot<'_> {
         self.view.response.max_payload()
     }
 
+    /// The payload of a response body's records ([`crate::ring::Ring::body_record`]).
+    pub fn body_record(&self) -> usize {
+        self.view.response.body_record()
+    }
+
     /// Whether the front has said that the client of the request under way has gone.
     pub fn is_client_gone(&self) -> bool {
         self.view.client_gone.0.load(Ordering::SeqCst) != 0
@@ -263,7 +268,7 @@ impl WorkerSlot<'_> {
     /// space that there is some.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
         let kind = self.view.request.try_pop(payload)?;
-        if kind.is_some() {
+        if kind.is_some() && self.view.request.half_free() {
             fence(Ordering::SeqCst);
             if self.view.request.control.producer_waiting.0.swap(0, Ordering::SeqCst) != 0 {
                 self.doorbell.ring();

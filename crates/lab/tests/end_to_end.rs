@@ -81,7 +81,9 @@ fn quick_scenarios_produce_json_and_an_html_report() {
     assert_eq!(keepalive["name"], "keepalive-tail");
     assert_eq!(keepalive["failures"].as_array().map(Vec::len), Some(0));
     let rows = keepalive["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 2, "keep-alive on and off");
+    assert_eq!(rows.len(), 4, "keep-alive on and off, headway's lanes on and off");
+    let lanes: Vec<&Value> = rows.iter().map(|row| &row["lanes"]).collect();
+    assert_eq!(lanes, [true, true, false, false], "lanes on as headway ships, then off");
     for row in rows {
         assert_eq!(row["server"], "headway");
         assert_eq!(row["requests"], 30);
@@ -97,7 +99,7 @@ fn quick_scenarios_produce_json_and_an_html_report() {
         assert!(row["peak_rss_bytes"].as_u64().unwrap() > 1 << 20, "the server's memory was sampled");
     }
     let table = &keepalive["tables"][0];
-    assert_eq!(table["rows"].as_array().map(Vec::len), Some(2));
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(4));
     assert_eq!(table["header"].as_array().map(Vec::len), table["rows"][0].as_array().map(Vec::len));
 
     let pipelining = &scenarios[1];

@@ -172,7 +172,7 @@ impl Exchange {
 
     /// Pushes body bytes, in records as large as the ring takes.
     fn push_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
-        for piece in data.chunks(self.slot().max_payload()) {
+        for piece in data.chunks(self.slot().body_record()) {
             self.push(py, BODY, &[piece])?;
         }
         Ok(())
@@ -386,7 +386,7 @@ impl Transport for Exchange {
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
         // The ring is memory: the file is read into it (no sendfile across processes).
         let BodyEncoder::Length { remaining, .. } = self.framing else { return Ok(()) };
-        let mut buffer = vec![0u8; self.slot().max_payload().min(remaining as usize)];
+        let mut buffer = vec![0u8; self.slot().body_record().min(remaining as usize)];
         let (mut offset, mut left) = (offset, remaining);
         while left > 0 {
             let want = buffer.len().min(left as usize);

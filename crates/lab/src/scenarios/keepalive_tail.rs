@@ -2,14 +2,17 @@
 //! 200 ms endpoint, 10 clients, 200 requests, keep-alive on and off (`hey -n 200 -c 10` and
 //! `hey -disable-keepalive`). With keep-alive, Puma serves up to 10 requests of one connection
 //! in a row while other connections wait: p95/p99 of 2+ s where the ideal is 0.4 s.
+//!
+//! Every request is alike here, so headway's lanes have nothing to sort: headway runs again with
+//! its lanes off to show that they change nothing.
 
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, Service};
 use crate::measure::{CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{on_off, rows_where, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
+use crate::scenarios::{on_off, rows_by_server, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
-use crate::table::{normalized, Table};
+use crate::table::{normalized, Column, Table};
 
 pub const SCENARIO: Scenario = Scenario {
     name: "keepalive-tail",
@@ -24,8 +27,12 @@ pub const SCENARIO: Scenario = Scenario {
 
 const CLIENTS: usize = 10;
 
+/// Every server with headway as it ships (lanes on); then headway alone with its lanes off.
 fn plan(size: Size, cores: usize) -> Vec<Group> {
-    let mut group = Group::new(ServerConfig::new(1, 5));
+    Group::lanes_on_and_off(ServerConfig::new(1, 5), |group| cases(group, size, cores))
+}
+
+fn cases(mut group: Group, size: Size, cores: usize) -> Group {
     let service = Service::waiting_ms(200.0);
     let ideal = closed_loop(group.capacity(cores), service, CLIENTS);
     let requests = if size.quick { 30 } else { size.requests(200.0, 20) };
@@ -41,13 +48,17 @@ fn plan(size: Size, cores: usize) -> Vec<Group> {
         let spec = LoadSpec::closed("/fixed", CLIENTS, keep_alive, requests, time_limit(requests, ideal));
         group.cases.push(Case { params, service, ideal, work: Work::Load(spec) });
     }
-    vec![group]
+    group
 }
 
 fn tables(rows: &[Row]) -> Vec<Table> {
-    let all = rows_where(rows, |_| true);
+    let all = rows_by_server(rows);
     let title = "keepalive-tail: 1 worker x 5 slots, GET /fixed (200 ms), 10 clients (latency / ideal 400 ms)";
-    vec![normalized(title.into(), &all, &[("keep-alive", |row: &Row| on_off(row.case.keep_alive).to_owned())])]
+    let key: [Column; 2] = [
+        ("keep-alive", |row| on_off(row.case.keep_alive).to_owned()),
+        ("lanes", |row| row.lanes.map_or("-", on_off).to_owned()),
+    ];
+    vec![normalized(title.into(), &all, &key)]
 }
 
 fn charts(rows: &[Row]) -> Vec<Chart> {

@@ -16,7 +16,7 @@ use crate::ideal::{closed_loop, open_loop, Service};
 use crate::measure::{CaseParams, Row};
 use crate::rounds::Headline;
 use crate::scenarios::{
-    distinct, on_off, rows_where, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work,
+    distinct, on_off, rows_by_server, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work,
 };
 use crate::servers::ServerConfig;
 use crate::table::{fixed, normalized_with, Column, Table};
@@ -69,12 +69,7 @@ const OPEN_CONNECTIONS: usize = 64;
 
 /// Every server with headway as it ships (lanes on); then headway alone with its lanes off.
 fn plan(size: Size, cores: usize) -> Vec<Group> {
-    let config = ServerConfig::new(2, 2);
-    let lanes_on = cases(Group::new(config.clone()), size, cores);
-    let mut lanes_off = cases(Group::new(ServerConfig { lanes: false, ..config }), size, cores);
-    lanes_off.label = format!("{}, lanes off", lanes_off.label);
-    lanes_off.headway_only = true;
-    vec![lanes_on, lanes_off]
+    Group::lanes_on_and_off(ServerConfig::new(2, 2), |group| cases(group, size, cores))
 }
 
 fn cases(mut group: Group, size: Size, cores: usize) -> Group {
@@ -140,11 +135,7 @@ const KIND_SERIES: [(&str, u32, f64); 4] = [
 ];
 
 fn tables(rows: &[Row]) -> Vec<Table> {
-    // headway with its lanes off right after headway: rows by server, in the order the servers
-    // first appear, each server's in the order they ran.
-    let servers = distinct(rows, |row| row.server.clone());
-    let mut all = rows_where(rows, |_| true);
-    all.sort_by_key(|row| servers.iter().position(|server| *server == row.server));
+    let all = rows_by_server(rows);
     let title = "mixed-tail: 2 workers x 2 slots, 90% GET /sleep/20 + 10% GET /sleep/500 (mean service 68 ms)";
     let key: [Column; 3] = [
         ("loop", |row| row.case.rate.map_or_else(|| "closed".to_owned(), |rate| format!("open {rate:.0}/s"))),

@@ -116,6 +116,16 @@ impl Group {
     pub fn capacity(&self, cores: usize) -> Capacity {
         Capacity { workers: self.config.workers, threads: self.config.threads, cores }
     }
+
+    /// The cases `cases` adds, run by every server with headway as it ships (lanes on), then by
+    /// headway alone with its lanes off (`--no-lanes`, one first-in-first-out order).
+    pub fn lanes_on_and_off(config: ServerConfig, cases: impl Fn(Group) -> Group) -> Vec<Group> {
+        let lanes_on = cases(Group::new(config.clone()));
+        let mut lanes_off = cases(Group::new(ServerConfig { lanes: false, ..config }));
+        lanes_off.label = format!("{}, lanes off", lanes_off.label);
+        lanes_off.headway_only = true;
+        vec![lanes_on, lanes_off]
+    }
 }
 
 pub fn plural(n: usize, word: &str) -> String {
@@ -416,6 +426,15 @@ pub fn on_off(keep_alive: bool) -> &'static str {
 }
 
 /// Rows of one group and one server, in the order they ran.
+/// Rows by server, in the order the servers first appear, each server's in the order they ran:
+/// headway with its lanes off right after headway.
+pub fn rows_by_server(rows: &[Row]) -> Vec<&Row> {
+    let servers = distinct(rows, |row| row.server.clone());
+    let mut all = rows_where(rows, |_| true);
+    all.sort_by_key(|row| servers.iter().position(|server| *server == row.server));
+    all
+}
+
 pub fn rows_where(rows: &[Row], keep: impl Fn(&Row) -> bool) -> Vec<&Row> {
     rows.iter().filter(|row| keep(row)).collect()
 }

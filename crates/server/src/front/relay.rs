@@ -5,7 +5,7 @@
 //! A response body still arriving from the worker comes through a spool, so a slow reader only
 //! ever holds its own connection, never a slot.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode, Version};
 use tracing::{debug, warn};
@@ -17,8 +17,10 @@ use headway_http1::body::BodyEncoder;
 use headway_http1::fields::{self, strip_hop_by_hop};
 use headway_http1::response::{body_encoder, plain_response, write_head, Persistence};
 
-/// Write out a streamed body once this much is gathered.
+/// A piece of a streamed body at least this large is sent from where it is, not copied.
 const FLUSH_AT: usize = 64 * 1024;
+/// Write out a streamed body once this much is gathered.
+const GATHER_AT: usize = 1024 * 1024;
 
 /// What was sent for one request.
 pub(super) struct Sent {
@@ -86,54 +88,80 @@ impl<S: ClientStream> Connection<S> {
         let mut reader = match body {
             ResponseBody::Complete(data) => {
                 body_bytes += self.put_body(&mut encoder, &mut out, &data);
-                return self.end_body(&encoder, &out).await.map(|()| sent(body_bytes));
+                return self.end_body(&encoder, out).await.map(|()| sent(body_bytes));
             }
             ResponseBody::Streaming(reader) => reader,
         };
+        // What is there now goes out in one write: framed pieces copied together, large ones
+        // sent from where they are (a large download is copied once less, and written in fewer,
+        // larger writes).
+        let mut gathered = Gathered::new(out);
         loop {
             let piece = match reader.try_next() {
                 Some(piece) => piece,
                 None => {
-                    if !out.is_empty() {
-                        self.write(&out).await?;
-                        out.clear();
-                    }
+                    self.write_gathered(&mut gathered).await?;
                     reader.next().await
                 }
             };
             match piece {
-                Some(Ok(data)) => body_bytes += self.put_body(&mut encoder, &mut out, &data),
-                None => return self.end_body(&encoder, &out).await.map(|()| sent(body_bytes)),
+                Some(Ok(data)) if data.len() >= FLUSH_AT && !matches!(encoder, BodyEncoder::Chunked) => {
+                    let admitted = self.admit(&mut encoder, &data).len();
+                    body_bytes += admitted as u64;
+                    gathered.push(data.slice(..admitted));
+                }
+                Some(Ok(data)) => body_bytes += self.put_body(&mut encoder, &mut gathered.tail, &data),
+                None => {
+                    self.write_gathered(&mut gathered).await?;
+                    return self.end_body(&encoder, gathered.tail).await.map(|()| sent(body_bytes));
+                }
                 Some(Err(truncated)) => {
                     // Too late for a status: end the connection so the client sees a body
                     // cut short, not a complete one.
                     debug!("{truncated}");
-                    let _ = self.write(&out).await;
+                    let _ = self.write_gathered(&mut gathered).await;
                     return Err(End::Gone);
                 }
             }
-            if out.len() >= FLUSH_AT {
-                self.write(&out).await?;
-                out.clear();
+            if gathered.len() >= GATHER_AT {
+                self.write_gathered(&mut gathered).await?;
             }
         }
+    }
+
+    /// Writes what is gathered, and empties it.
+    async fn write_gathered(&mut self, gathered: &mut Gathered) -> Result<(), End> {
+        if !gathered.tail.is_empty() {
+            let framed = gathered.tail.split().freeze();
+            gathered.pieces.push(framed);
+        }
+        if !gathered.pieces.is_empty() {
+            self.write_pieces(&gathered.pieces).await?;
+            gathered.pieces.clear();
+        }
+        Ok(())
     }
 
     /// Frames a piece of the body into `out`; returns how many body bytes went in.
     fn put_body(&self, encoder: &mut BodyEncoder, out: &mut BytesMut, data: &[u8]) -> u64 {
-        let (data, broken) = encoder.admit(data);
-        if let Some(broken) = broken {
-            warn!("a worker's response: {broken}");
-        }
+        let data = self.admit(encoder, data);
         encoder.put(out, data);
         data.len() as u64
     }
 
+    /// The part of a piece of the body that may be sent (see [`BodyEncoder::admit`]).
+    fn admit<'d>(&self, encoder: &mut BodyEncoder, data: &'d [u8]) -> &'d [u8] {
+        let (data, broken) = encoder.admit(data);
+        if let Some(broken) = broken {
+            warn!("a worker's response: {broken}");
+        }
+        data
+    }
+
     /// Writes what is left of the response with what ends its body. A body short of its length
     /// cannot be completed: the connection ends, so that the client sees it cut.
-    async fn end_body(&mut self, encoder: &BodyEncoder, out: &BytesMut) -> Result<(), End> {
+    async fn end_body(&mut self, encoder: &BodyEncoder, mut out: BytesMut) -> Result<(), End> {
         let (last, broken) = encoder.end();
-        let mut out = out.clone();
         out.extend_from_slice(last);
         self.write(&out).await?;
         match broken {
@@ -143,5 +171,30 @@ impl<S: ClientStream> Connection<S> {
             }
             None => Ok(()),
         }
+    }
+}
+
+/// A streamed response's bytes waiting for the next write, in order: the large pieces as they
+/// came, and what was framed or small, copied together, behind them in `tail`.
+struct Gathered {
+    pieces: Vec<Bytes>,
+    tail: BytesMut,
+}
+
+impl Gathered {
+    fn new(tail: BytesMut) -> Gathered {
+        Gathered { pieces: Vec::new(), tail }
+    }
+
+    fn push(&mut self, piece: Bytes) {
+        if !self.tail.is_empty() {
+            let framed = self.tail.split().freeze();
+            self.pieces.push(framed);
+        }
+        self.pieces.push(piece);
+    }
+
+    fn len(&self) -> usize {
+        self.pieces.iter().map(Bytes::len).sum::<usize>() + self.tail.len()
     }
 }

@@ -10,7 +10,7 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use headway_hop::front::FrontSlot;
 use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::HopError;
@@ -130,14 +130,10 @@ impl Exchange<'_> {
     fn step(&mut self) -> Result<Step, LinkError> {
         let slot = self.line.link.slot(self.line.index);
         self.upload.feed(&slot)?;
-        let mut record = BytesMut::new();
-        let popped = slot.pop_into(|len| {
-            record = BytesMut::zeroed(len);
-            &mut record[..]
-        })?;
-        match popped {
+        let mut record = Vec::new();
+        match slot.pop(&mut record)? {
             Some(kind) => {
-                self.line.response = record.freeze();
+                self.line.response = record.into();
                 Ok(Step::Record(kind))
             }
             None => Ok(Step::Wait),
@@ -238,7 +234,7 @@ impl Upload {
                 }
                 continue;
             }
-            let take = self.piece.len().min(slot.max_payload());
+            let take = self.piece.len().min(slot.body_record());
             let head = slot.request_head();
             if slot.push(BODY, &[&self.piece[..take]])? {
                 let _ = self.piece.split_to(take);
