@@ -58,7 +58,11 @@ fn tables(rows: &[Row]) -> Vec<Table> {
         ("keep-alive", |row| on_off(row.case.keep_alive).to_owned()),
         ("lanes", |row| row.lanes.map_or("-", on_off).to_owned()),
     ];
-    vec![normalized(title.into(), &all, &key)]
+    let table = normalized(title.into(), &all, &key).note(
+        "lanes: headway as it ships (on) and with --no-lanes (off); the peers have none (-). Every request \
+         here is alike, so the lanes have nothing to reorder",
+    );
+    vec![table]
 }
 
 fn charts(rows: &[Row]) -> Vec<Chart> {
