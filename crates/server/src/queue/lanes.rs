@@ -18,6 +18,11 @@
 //! - and, whatever else, any request when only one class waits: no slot idles while a request
 //!   waits.
 //!
+//! A request waits in the lane its route's speed gave it on arrival. When a route learned slow
+//! turns fast again while some of its requests wait in the slow lane, they are fast requests, and
+//! go in their arrival order among the fast ones rather than behind them (an app of one route
+//! after a warm-up of cheap requests shows it: its route seems slow, then is the typical request).
+//!
 //! Why this rule, and what it costs the slow requests, is in docs/design/lanes.md, with the
 //! simulation that chose it. Everything else about the queue holds for every lane alike: the length
 //! limit, the deadline and the refusals on arrival, controlled delay, the withdrawal of a request
@@ -331,10 +336,22 @@ impl Lanes {
     pub fn pop_next(&mut self, now: Instant) -> Option<Job> {
         let waited = |queue: &VecDeque<Job>| queue.front().map(|job| now.saturating_duration_since(job.complete_at));
         let slow_running = self.lanes.iter().skip(1).map(|lane| lane.running).sum();
-        let class = choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule())?;
+        let class = match self.fast_again_first() {
+            true => Class::Slow,
+            false => choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule())?,
+        };
         let job = self.class_mut(class).pop_front()?;
         self.lane_mut(job.routing.lane).into_iter().for_each(|lane| lane.waiting = lane.waiting.saturating_sub(1));
         Some(job)
+    }
+
+    /// Whether the first slow request is of a route learned fast since it arrived, and came before
+    /// the first fast one: then it goes first, as the fast request it now is.
+    fn fast_again_first(&mut self) -> bool {
+        let Some(job) = self.slow.front() else { return false };
+        let (arrived, routing) = (job.complete_at, job.routing);
+        let fast_again = routing.lane == LaneId::SLOW && routing.route.is_some_and(|route| !self.routes.is_slow(route));
+        fast_again && self.fast.front().is_none_or(|fast| arrived <= fast.complete_at)
     }
 
     /// Counts a request handed to a slot after waiting `waited`.
@@ -499,6 +516,49 @@ mod tests {
         assert_eq!(arrival("/export/x/y").declared, Some(LaneId(3)));
         let off = LaneSettings { enabled: false, declared: Vec::new() };
         assert!(off.arrival(&request("/a")).is_none());
+    }
+
+    #[test]
+    fn a_request_left_in_the_slow_lane_when_its_route_turns_fast_goes_in_its_arrival_order() {
+        let settings = LaneSettings::default();
+        let mut lanes = Lanes::new(&settings, 1, Duration::from_secs(10));
+        let request = |path: &str| {
+            let body = crate::queue::job::RequestBody::Memory(bytes::Bytes::new());
+            http::Request::builder().uri(path).body(body).expect("a request")
+        };
+        let arrive = |lanes: &mut Lanes, path: &str| {
+            let (mut job, _outcome) = Job::new(request(path));
+            job.routing = lanes.place(settings.arrival(&job.request), &job.request);
+            job
+        };
+        let learn = |lanes: &mut Lanes, job: Job, took: Duration| {
+            lanes.started(job.routing, Duration::ZERO);
+            lanes.finished(job.routing, took);
+        };
+        for _ in 0..9 {
+            let job = arrive(&mut lanes, "/a");
+            learn(&mut lanes, job, 10 * MS);
+        }
+        for _ in 0..2 {
+            let job = arrive(&mut lanes, "/b");
+            learn(&mut lanes, job, 500 * MS);
+        }
+        let left = arrive(&mut lanes, "/b?left");
+        assert_eq!(left.routing.lane, LaneId::SLOW);
+        lanes.push_back(left);
+        // /b now takes 10 ms: fast again once the typical request is computed again.
+        for _ in 0..21 {
+            let job = arrive(&mut lanes, "/b");
+            learn(&mut lanes, job, 10 * MS);
+        }
+        assert_eq!(arrive(&mut lanes, "/b").routing.lane, LaneId::FAST);
+        let later = arrive(&mut lanes, "/a?later");
+        assert_eq!(later.routing.lane, LaneId::FAST);
+        lanes.push_back(later);
+        let now = Instant::now();
+        let order: Vec<String> =
+            std::iter::from_fn(|| lanes.pop_next(now)).map(|job| job.request.uri().to_string()).collect();
+        assert_eq!(order, ["/b?left", "/a?later"], "in arrival order, as the fast requests both are");
     }
 
     #[test]

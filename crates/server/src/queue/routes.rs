@@ -298,6 +298,12 @@ impl Routes {
         learned.lane
     }
 
+    /// Whether requests of `key` are slow, as learned now (a route not in the table is fast).
+    pub fn is_slow(&mut self, key: RouteKey) -> bool {
+        let route = self.routes.get_mut(&key.folded);
+        route.and_then(|route| route.learned_mut(key)).is_some_and(|learned| learned.slow)
+    }
+
     /// Learns from a finished request of `key`. A route evicted since its request arrived
     /// learns nothing.
     pub fn record(&mut self, key: RouteKey, took: Duration) {
