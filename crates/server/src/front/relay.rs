@@ -106,9 +106,12 @@ impl<S: ClientStream> Connection<S> {
             };
             match piece {
                 Some(Ok(data)) if data.len() >= FLUSH_AT && !matches!(encoder, BodyEncoder::Chunked) => {
+                    // What may be sent: none of it for HEAD, none past a Content-Length.
                     let admitted = self.admit(&mut encoder, &data).len();
                     body_bytes += admitted as u64;
-                    gathered.push(data.slice(..admitted));
+                    if admitted > 0 {
+                        gathered.push(data.slice(..admitted));
+                    }
                 }
                 Some(Ok(data)) => body_bytes += self.put_body(&mut encoder, &mut gathered.tail, &data),
                 None => {
@@ -131,10 +134,7 @@ impl<S: ClientStream> Connection<S> {
 
     /// Writes what is gathered, and empties it.
     async fn write_gathered(&mut self, gathered: &mut Gathered) -> Result<(), End> {
-        if !gathered.tail.is_empty() {
-            let framed = gathered.tail.split().freeze();
-            gathered.pieces.push(framed);
-        }
+        gathered.seal_tail();
         if !gathered.pieces.is_empty() {
             self.write_pieces(&gathered.pieces).await?;
             gathered.pieces.clear();
@@ -186,12 +186,18 @@ impl Gathered {
         Gathered { pieces: Vec::new(), tail }
     }
 
+    /// Adds a piece (not empty) after what is gathered.
     fn push(&mut self, piece: Bytes) {
+        self.seal_tail();
+        self.pieces.push(piece);
+    }
+
+    /// Ends the tail as a piece of its own, so that what comes next goes after it.
+    fn seal_tail(&mut self) {
         if !self.tail.is_empty() {
             let framed = self.tail.split().freeze();
             self.pieces.push(framed);
         }
-        self.pieces.push(piece);
     }
 
     fn len(&self) -> usize {
