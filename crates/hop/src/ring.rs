@@ -87,8 +87,8 @@ impl<'a> Ring<'a> {
     }
 
     /// Consumer: takes the next record if there is one, its payload replacing `payload`'s
-    /// contents (copied once, straight into the vector's spare capacity: a body's records are
-    /// up to a quarter of a MiB, and zeroing them first would double the cost). Returns its kind.
+    /// contents (copied once, straight into the vector's spare capacity: zeroing a record first,
+    /// as a safe copy needs, would cost as much again). Returns its kind.
     pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
         let head = self.control.head.0.load(Ordering::Relaxed);
         let tail = self.control.tail.0.load(Ordering::Acquire);

@@ -42,7 +42,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-/// How much the reader takes from the file at a time: a record of the hop's ring.
+/// How much the reader takes from the file at a time: the hop's ring, which it fills in records.
 const FILE_READ_CHUNK: usize = 256 * 1024;
 
 /// A client that reads at least this fast (bytes a second) keeps pace with the worker: the slot

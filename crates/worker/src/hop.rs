@@ -170,7 +170,8 @@ impl Exchange {
         Ok(())
     }
 
-    /// Pushes body bytes, in records as large as the ring takes.
+    /// Pushes body bytes, in body records ([`WorkerSlot::body_record`]): the front copies one out
+    /// while the next is written.
     fn push_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
         for piece in data.chunks(self.slot().body_record()) {
             self.push(py, BODY, &[piece])?;

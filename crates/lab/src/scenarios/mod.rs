@@ -425,7 +425,6 @@ pub fn on_off(keep_alive: bool) -> &'static str {
     }
 }
 
-/// Rows of one group and one server, in the order they ran.
 /// Rows by server, in the order the servers first appear, each server's in the order they ran:
 /// headway with its lanes off right after headway.
 pub fn rows_by_server(rows: &[Row]) -> Vec<&Row> {
@@ -435,6 +434,7 @@ pub fn rows_by_server(rows: &[Row]) -> Vec<&Row> {
     all
 }
 
+/// The rows `keep` accepts, in the order they ran.
 pub fn rows_where(rows: &[Row], keep: impl Fn(&Row) -> bool) -> Vec<&Row> {
     rows.iter().filter(|row| keep(row)).collect()
 }

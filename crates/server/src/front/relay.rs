@@ -18,7 +18,7 @@ use headway_http1::fields::{self, strip_hop_by_hop};
 use headway_http1::response::{body_encoder, plain_response, write_head, Persistence};
 
 /// A piece of a streamed body at least this large is sent from where it is, not copied.
-const FLUSH_AT: usize = 64 * 1024;
+const LARGE_PIECE: usize = 64 * 1024;
 /// Write out a streamed body once this much is gathered.
 const GATHER_AT: usize = 1024 * 1024;
 
@@ -105,7 +105,7 @@ impl<S: ClientStream> Connection<S> {
                 }
             };
             match piece {
-                Some(Ok(data)) if data.len() >= FLUSH_AT && !matches!(encoder, BodyEncoder::Chunked) => {
+                Some(Ok(data)) if data.len() >= LARGE_PIECE && !matches!(encoder, BodyEncoder::Chunked) => {
                     // What may be sent: none of it for HEAD, none past a Content-Length.
                     let admitted = self.admit(&mut encoder, &data).len();
                     body_bytes += admitted as u64;
