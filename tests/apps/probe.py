@@ -104,13 +104,17 @@ def echo(environ, start_response):
 
 
 def digest(environ, start_response):
+    """The body's length and digest, read in pieces of `piece` bytes (all at once: -1)."""
     sha, length, stream = hashlib.sha256(), 0, environ["wsgi.input"]
+    size = int(_params(environ).get("piece", 65536))
     while True:
-        piece = stream.read(65536)
+        piece = stream.read(size)
         if not piece:
             break
         sha.update(piece)
         length += len(piece)
+        if size < 0:
+            break
     return _json(start_response, {"length": length, "sha256": sha.hexdigest()})
 
 
@@ -174,6 +178,7 @@ ROUTES = {
     "/closed": lambda env, sr: _json(sr, list(_closed)),
     "/endless": endless,
     "/crash": crash,
+    "/fds": lambda env, sr: _json(sr, len(os.listdir("/proc/self/fd"))),
     "/bodiless": bodiless,
 }
 

@@ -78,8 +78,11 @@ fn serve(end: &WorkerEnd) {
             }
             let mut body_left = message::decode_request_head(&record)?.body_len;
             while body_left > 0 {
-                slot.pop_waiting(&mut record, |wait| wait())?;
-                body_left = body_left.saturating_sub(record.len() as u64);
+                let kind = slot.pop_waiting(&mut record, |wait| wait())?;
+                body_left = body_left.saturating_sub(message::body_bytes(kind, &record)?);
+                if kind == message::BODY_FILE {
+                    slot.body_file(&record)?; // taken, so that it is closed
+                }
             }
             slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait())?;
             slot.push_waiting(BODY, &[BODY_TEXT], |wait| wait())?;

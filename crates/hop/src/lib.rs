@@ -24,10 +24,14 @@
 //! CPUs. These rings stay until a shared queue measures better; what was built and measured, and
 //! what a shared queue would need first: docs/design/hop.md.
 //!
+//! The rest of a request body that waits in the front's temporary file does not go through the
+//! ring: the worker is handed the file itself, and reads it from the page cache ([`files`]).
+//!
 //! [`front`] is the front's end of one worker's region, [`worker`] the worker's. Everything read
 //! from shared memory is validated: a broken or malicious worker can fail its own requests,
 //! never crash the front.
 
+pub mod files;
 pub mod front;
 pub mod message;
 pub mod region;

@@ -2,7 +2,8 @@
 //!
 //! A request is a [`REQUEST_HEAD`] record, then [`BODY`] records until the body length the head
 //! announced is reached (the front has read the whole body before the request queued, so it
-//! always knows it). A response is a [`RESPONSE_HEAD`] record, [`BODY`] records, and [`END`]; or,
+//! always knows it). The rest of a body that waits in a file may come as one [`BODY_FILE`]
+//! record instead, naming the file the front passed beside the ring ([`crate::files`]). A response is a [`RESPONSE_HEAD`] record, [`BODY`] records, and [`END`]; or,
 //! when the app fails after its head was written, [`ABORT`], after which the front cuts the
 //! client's connection so the client sees a truncated response, not a complete one.
 //!
@@ -17,6 +18,7 @@ pub const BODY: u8 = 2;
 pub const RESPONSE_HEAD: u8 = 3;
 pub const END: u8 = 4;
 pub const ABORT: u8 = 5;
+pub const BODY_FILE: u8 = 6;
 
 /// Header fields as (name, value), borrowing a record's bytes.
 pub type Fields<'a> = Vec<(&'a [u8], &'a [u8])>;
@@ -103,6 +105,46 @@ pub fn decode_response_head(record: &[u8]) -> Result<ResponseHead<'_>, HopError>
     Ok(ResponseHead { status, headers })
 }
 
+/// What a [`BODY_FILE`] record says: the body's next `len` bytes are those of the file sent as
+/// `token`, from `offset` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFile {
+    pub token: u64,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl BodyFile {
+    /// The length of a [`BODY_FILE`] record's payload.
+    pub const ENCODED: usize = 24;
+
+    pub fn encode(&self) -> [u8; BodyFile::ENCODED] {
+        let mut record = [0u8; BodyFile::ENCODED];
+        for (field, value) in record.chunks_exact_mut(8).zip([self.token, self.offset, self.len]) {
+            field.copy_from_slice(&value.to_le_bytes());
+        }
+        record
+    }
+
+    pub fn decode(record: &[u8]) -> Result<BodyFile, HopError> {
+        let mut reader = Reader(record);
+        let mut field = || Ok::<_, HopError>(u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes")));
+        let file = BodyFile { token: field()?, offset: field()?, len: field()? };
+        reader.end()?;
+        Ok(file)
+    }
+}
+
+/// How many body bytes a request record stands for: a body record its payload, a file record
+/// the file's part it names.
+pub fn body_bytes(kind: u8, record: &[u8]) -> Result<u64, HopError> {
+    match kind {
+        BODY => Ok(record.len() as u64),
+        BODY_FILE => Ok(BodyFile::decode(record)?.len),
+        _ => Err(HopError::Corrupt("a request body record was expected")),
+    }
+}
+
 fn put_short(out: &mut Vec<u8>, bytes: &[u8]) {
     let len = u16::try_from(bytes.len()).expect("a name is shorter than 64 KiB");
     out.extend_from_slice(&len.to_le_bytes());
@@ -175,6 +217,16 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn body_file_records_round_trip_and_count_their_bytes() {
+        let file = BodyFile { token: 3, offset: 262_144, len: 1 << 30 };
+        assert_eq!(BodyFile::decode(&file.encode()).unwrap(), file);
+        assert_eq!(body_bytes(BODY_FILE, &file.encode()).unwrap(), 1 << 30);
+        assert_eq!(body_bytes(BODY, b"abc").unwrap(), 3);
+        assert!(BodyFile::decode(&file.encode()[..23]).is_err());
+        assert!(body_bytes(END, b"").is_err());
+    }
 
     #[test]
     fn request_heads_round_trip() {

@@ -61,17 +61,13 @@ impl<'a> Ring<'a> {
     }
 
     /// Producer: writes a record made of `parts` if it fits now. `Ok(false)`: not enough space
-    /// yet (the consumer has not read enough); a payload larger than [`Ring::max_payload`] is a
-    /// bug of the caller and panics.
+    /// yet (the consumer has not read enough); see [`Ring::fits`].
     pub fn try_push(&self, kind: u8, parts: &[&[u8]]) -> Result<bool, HopError> {
         let len: usize = parts.iter().map(|part| part.len()).sum();
-        assert!(len <= self.max_payload(), "a record of {len} bytes does not fit a ring of {}", self.capacity);
-        let tail = self.control.tail.0.load(Ordering::Relaxed);
-        let head = self.control.head.0.load(Ordering::Acquire);
-        let free = self.capacity - self.used(tail, head)?;
-        if (RECORD_HEADER + len) as u32 > free {
+        if !self.fits(len)? {
             return Ok(false);
         }
+        let tail = self.control.tail.0.load(Ordering::Relaxed);
         let mut header = [0u8; RECORD_HEADER];
         header[..4].copy_from_slice(&(len as u32).to_le_bytes());
         header[4] = kind;
@@ -84,6 +80,17 @@ impl<'a> Ring<'a> {
         }
         self.control.tail.0.store(at, Ordering::Release);
         Ok(true)
+    }
+
+    /// Producer: whether a record of `len` payload bytes fits now (and so until the producer
+    /// itself writes: the consumer only frees space). A payload larger than
+    /// [`Ring::max_payload`] is a bug of the caller and panics.
+    pub(crate) fn fits(&self, len: usize) -> Result<bool, HopError> {
+        assert!(len <= self.max_payload(), "a record of {len} bytes does not fit a ring of {}", self.capacity);
+        let tail = self.control.tail.0.load(Ordering::Relaxed);
+        let head = self.control.head.0.load(Ordering::Acquire);
+        let free = self.capacity - self.used(tail, head)?;
+        Ok((RECORD_HEADER + len) as u32 <= free)
     }
 
     /// Consumer: takes the next record if there is one, its payload replacing `payload`'s

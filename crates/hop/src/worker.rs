@@ -16,11 +16,14 @@
 //!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
+use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::files::FileInbox;
 use crate::front::FrontEnd;
+use crate::message::BodyFile;
 use crate::region::{
     Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
 };
@@ -28,8 +31,10 @@ use crate::wake::{futex_wait, futex_wake, Doorbell};
 use crate::HopError;
 
 /// The environment variable through which the front names the descriptors it passed down:
-/// `REGION_FD,DOORBELL_FD,WORK_BELL_FD`.
+/// `REGION_FD,DOORBELL_FD,WORK_BELL_FD,FILES_FD`.
 pub const ENV: &str = "HEADWAY_HOP";
+/// How many descriptors a worker process is given ([`FrontEnd::descriptors`]).
+pub const DESCRIPTORS: usize = 4;
 
 /// The longest a worker thread sleeps at once: waits are woken by the front, and this only
 /// bounds how long a missed wake-up (there should be none) could cost.
@@ -44,17 +49,20 @@ pub struct WorkerEnd {
     doorbell: Doorbell,
     /// Rung by the front for an event loop that waits for requests ([`WorkerEnd::arm_loop`]).
     work_bell: Doorbell,
+    /// Request bodies' files ([`crate::files`]).
+    files: FileInbox,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
 }
 
 impl WorkerEnd {
     /// The worker's end of a region, from the descriptors [`FrontEnd::descriptors`] gives.
-    pub fn attach([region, doorbell, work_bell]: [OwnedFd; 3]) -> Result<WorkerEnd, HopError> {
+    pub fn attach([region, doorbell, work_bell, files]: [OwnedFd; DESCRIPTORS]) -> Result<WorkerEnd, HopError> {
         Ok(WorkerEnd {
             region: Region::attach(region)?,
             doorbell: Doorbell::from_fd(doorbell),
             work_bell: Doorbell::from_fd(work_bell),
+            files: FileInbox::new(files),
             stopped: AtomicBool::new(false),
         })
     }
@@ -73,8 +81,8 @@ impl WorkerEnd {
     pub unsafe fn from_env() -> Result<Option<WorkerEnd>, HopError> {
         let Ok(value) = std::env::var(ENV) else { return Ok(None) };
         let fds: Vec<i32> = value.split(',').filter_map(|fd| fd.trim().parse().ok()).collect();
-        let Ok(fds) = <[i32; 3]>::try_from(fds) else {
-            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD,WORK_BELL_FD"));
+        let Ok(fds) = <[i32; DESCRIPTORS]>::try_from(fds) else {
+            return Err(HopError::Corrupt("HEADWAY_HOP is not REGION_FD,DOORBELL_FD,WORK_BELL_FD,FILES_FD"));
         };
         // SAFETY: the caller vouches that the descriptors are ours to own.
         WorkerEnd::attach(fds.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })).map(Some)
@@ -228,7 +236,7 @@ impl WorkerEnd {
     }
 
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
-        WorkerSlot { view: self.region.view(index), doorbell: &self.doorbell }
+        WorkerSlot { view: self.region.view(index), doorbell: &self.doorbell, files: &self.files }
     }
 
     fn header(&self) -> &Header {
@@ -240,6 +248,7 @@ impl WorkerEnd {
 pub struct WorkerSlot<'a> {
     view: SlotView<'a>,
     doorbell: &'a Doorbell,
+    files: &'a FileInbox,
 }
 
 impl WorkerSlot<'_> {
@@ -275,6 +284,13 @@ impl WorkerSlot<'_> {
             }
         }
         Ok(kind)
+    }
+
+    /// The file a [`crate::message::BODY_FILE`] record names, and which of its bytes are the
+    /// body's.
+    pub fn body_file(&self, record: &[u8]) -> Result<(File, BodyFile), HopError> {
+        let named = BodyFile::decode(record)?;
+        Ok((File::from(self.files.take(named.token)?), named))
     }
 
     /// Takes the next request record, sleeping until the front writes it. The sleep goes

@@ -33,13 +33,14 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
+use headway_hop::files::read_at;
 use tokio::sync::Notify;
 
 /// How much the reader takes from the file at a time: the hop's ring, which it fills in records.
@@ -142,7 +143,7 @@ pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
         room: Notify::new(),
         limits: limits.clone(),
     });
-    (Writer { shared: shared.clone() }, Reader { shared, file: None })
+    (Writer { shared: shared.clone() }, Reader { shared, file: None, handed_on: 0 })
 }
 
 struct Shared {
@@ -349,6 +350,8 @@ pub struct Reader {
     shared: Arc<Shared>,
     /// Our own handle on the spill file, so reads happen outside the lock.
     file: Option<File>,
+    /// The disk a file handed on whole takes ([`Reader::offer_file`]), given back with the reader.
+    handed_on: u64,
 }
 
 impl Reader {
@@ -407,6 +410,28 @@ impl Reader {
         }
     }
 
+    /// Offers the rest of a complete body, when all of it waits in the file, to `take`: the file,
+    /// where the rest starts and its length, for a reader that reads the file itself (a worker
+    /// process, given the descriptor). `take` says whether it took it; if it did, the body ends
+    /// here for this reader, and the file's disk stays counted until the reader is dropped.
+    /// `Ok(None)`: there is no such rest to offer.
+    pub fn offer_file<E>(
+        &mut self,
+        take: impl FnOnce(BorrowedFd<'_>, u64, u64) -> Result<bool, E>,
+    ) -> Result<Option<bool>, E> {
+        let mut state = self.shared.lock();
+        if !state.memory.is_empty() || !matches!(state.end, Some(End::Complete)) {
+            return Ok(None);
+        }
+        let Some(spill) = state.spill.as_ref().filter(|spill| spill.read < spill.written) else { return Ok(None) };
+        if !take(spill.file.as_fd(), spill.read, spill.written - spill.read)? {
+            return Ok(Some(false));
+        }
+        // Out of the spool's hands: nothing here may empty the file under its new reader.
+        self.handed_on = state.spill.take().map_or(0, |spill| spill.written);
+        Ok(Some(true))
+    }
+
     fn read_file(&mut self, file: io::Result<File>, offset: u64, len: usize) -> Result<Bytes, Truncated> {
         let file = file.map_err(|_| Truncated)?;
         let data = read_exact_at(&file, offset, len).map_err(|_| Truncated)?;
@@ -415,21 +440,12 @@ impl Reader {
     }
 }
 
-/// `len` bytes of `file` from `offset`, read straight into a new buffer's spare capacity: zeroing
-/// a quarter of a MiB first, as a safe read needs, costs as much again as the read.
+/// `len` bytes of `file` from `offset`, in a new buffer.
 fn read_exact_at(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut data = Vec::with_capacity(len);
     while data.len() < len {
-        let at = (offset + data.len() as u64) as libc::off_t;
-        let spare = data.spare_capacity_mut();
-        // SAFETY: the kernel writes at most `spare.len()` bytes into the spare capacity.
-        let read = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
-        match read {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            // SAFETY: `read` more bytes are initialised.
-            1.. => unsafe { data.set_len(data.len() + read as usize) },
-            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
-            _ => return Err(io::Error::last_os_error()),
+        if read_at(file.as_fd(), offset + data.len() as u64, len - data.len(), &mut data)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
         }
     }
     Ok(data)
@@ -448,7 +464,7 @@ impl Drop for Reader {
         state.reader_gone = true;
         state.memory.clear();
         state.memory_bytes = 0;
-        let held = state.spill.take().map_or(0, |spill| spill.written);
+        let held = state.spill.take().map_or(0, |spill| spill.written) + self.handed_on;
         drop(state);
         self.shared.limits.disk.give_back(held);
         self.shared.left.notify_one();
@@ -502,6 +518,32 @@ mod tests {
         }
         writer.finish();
         assert_eq!(read_all(&mut reader).await.unwrap(), pieces.concat());
+    }
+
+    #[tokio::test]
+    async fn a_complete_body_past_memory_hands_its_file_on_once_its_memory_is_read() {
+        let disk = DiskBudget::new(u64::MAX);
+        let (writer, mut reader) = channel(&SpoolLimits { memory: 4, file: u64::MAX, disk: disk.clone() });
+        writer.try_write(Bytes::from_static(b"head")).unwrap();
+        writer.try_write(Bytes::from_static(b"rest of it")).unwrap();
+        let offer = |reader: &mut Reader, took: bool| {
+            reader.offer_file(|file, offset, len| {
+                let mut rest = vec![0u8; len as usize];
+                File::from(file.try_clone_to_owned().unwrap()).read_exact_at(&mut rest, offset).unwrap();
+                assert_eq!(rest, b"rest of it");
+                Ok::<_, io::Error>(took)
+            })
+        };
+        assert_eq!(offer(&mut reader, true).unwrap(), None, "not complete yet");
+        writer.finish();
+        assert_eq!(offer(&mut reader, true).unwrap(), None, "memory first");
+        assert_eq!(reader.next().await.unwrap().unwrap(), &b"head"[..]);
+        assert_eq!(offer(&mut reader, false).unwrap(), Some(false));
+        assert_eq!(offer(&mut reader, true).unwrap(), Some(true));
+        assert!(reader.next().await.is_none(), "the body ends at the file handed on");
+        assert_eq!(disk.used(), 10, "its disk counted while the reader lives");
+        drop(reader);
+        assert_eq!(disk.used(), 0);
     }
 
     #[tokio::test]

@@ -21,11 +21,13 @@
 //! and a small response fits the ring.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
-use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
+use headway_hop::files::read_at;
+use headway_hop::message::{self, ABORT, BODY, BODY_FILE, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::worker::{WorkerEnd, WorkerSlot};
 use headway_hop::HopError;
 use pyo3::Python;
@@ -58,6 +60,8 @@ pub struct Exchange {
     taken: usize,
     /// Request body bytes still on the ring.
     body_left: u64,
+    /// The rest of the body, when the front handed it over as a file.
+    file: Option<BodyFile>,
     is_head: bool,
     framing: BodyEncoder,
     /// False while served on an event loop's thread: see the module's comment.
@@ -94,6 +98,7 @@ impl Exchange {
             record: Vec::new(),
             taken: 0,
             body_left: 0,
+            file: None,
             is_head: false,
             framing: BodyEncoder::NoBody,
             may_wait: true,
@@ -208,27 +213,44 @@ impl Exchange {
 
     /// Whether request body bytes remain for the app to read (on the ring or still to come).
     pub fn body_remains(&self) -> bool {
-        self.taken < self.record.len() || self.body_left > 0
+        self.taken < self.record.len() || self.body_left > 0 || self.file.as_ref().is_some_and(|file| file.left > 0)
     }
 
     /// The next piece of the request body, at most `limit` bytes: of the unread rest of the body
-    /// record at hand, or of the next one; empty at the end of the body.
+    /// record at hand, or of the next one, or of the body's file; empty at the end of the body.
     pub fn body_piece(&mut self, py: Python<'_>, limit: usize) -> Result<&[u8], ReadError> {
-        if self.taken == self.record.len() {
-            if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
+        if limit == 0 {
+            return Ok(&[]);
+        }
+        while self.taken == self.record.len() {
+            if let Some(file) = self.file.as_mut().filter(|file| file.left > 0) {
+                // A whole piece, whatever the app asked for: small reads are served from it.
+                self.record.clear();
+                file.read(py, FILE_READ, &mut self.record)?;
+                self.taken = 0;
+            } else if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
                 return Ok(&[]);
+            } else {
+                self.take_body_record(py).map_err(ReadError::Io)?;
             }
-            match self.pop(py) {
-                Ok(BODY) => {}
-                Ok(_) => return Err(ReadError::Io(io::Error::other("a request body record was expected"))),
-                Err(error) => return Err(ReadError::Io(error)),
-            }
-            self.body_left = self.body_left.saturating_sub(self.record.len() as u64);
-            self.taken = 0;
         }
         let start = self.taken;
         self.taken += limit.min(self.record.len() - start);
         Ok(&self.record[start..self.taken])
+    }
+
+    /// Takes the next record of the request body off the ring: its bytes, or the file it names.
+    fn take_body_record(&mut self, py: Python<'_>) -> io::Result<()> {
+        let kind = self.pop(py)?;
+        self.body_left =
+            self.body_left.saturating_sub(message::body_bytes(kind, &self.record).map_err(io::Error::other)?);
+        if kind == BODY_FILE {
+            let (file, named) = self.slot().body_file(&self.record).map_err(io::Error::other)?;
+            self.file = Some(BodyFile { file, offset: named.offset, left: named.len });
+            self.record.clear();
+        }
+        self.taken = 0;
+        Ok(())
     }
 
     /// Sends the response head, made of `code` and the app's `fields` (checked already), and
@@ -312,15 +334,16 @@ impl Exchange {
             return Ok(());
         }
         while self.body_left > 0 {
-            match self.pop(py) {
-                Ok(BODY) => self.body_left = self.body_left.saturating_sub(self.record.len() as u64),
+            match self.take_body_record(py) {
+                Ok(()) => {}
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                     self.closing = Some((last, why.to_vec()));
                     return Ok(());
                 }
-                Ok(_) | Err(_) => break,
+                Err(_) => break,
             }
         }
+        self.file = None;
         self.stage = Stage::Over;
         self.slot().release();
         self.push(py, last, &[why])
@@ -347,6 +370,12 @@ impl Transport for Exchange {
     }
 
     fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+        // A large read from the body's file goes straight into `out`.
+        if let Some(file) = self.file.as_mut().filter(|file| file.left > 0 && self.taken == self.record.len()) {
+            if limit >= FILE_READ {
+                return file.read(py, FILE_READ, out);
+            }
+        }
         let piece = self.body_piece(py, limit)?;
         out.extend_from_slice(piece);
         Ok(piece.len())
@@ -387,20 +416,18 @@ impl Transport for Exchange {
     fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
         // The ring is memory: the file is read into it (no sendfile across processes).
         let BodyEncoder::Length { remaining, .. } = self.framing else { return Ok(()) };
-        let mut buffer = vec![0u8; self.slot().body_record().min(remaining as usize)];
+        // SAFETY: the caller keeps `fd` open for the call (a file wrapper's file).
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let chunk = self.slot().body_record().min(remaining as usize);
+        let mut buffer = Vec::with_capacity(chunk);
         let (mut offset, mut left) = (offset, remaining);
         while left > 0 {
-            let want = buffer.len().min(left as usize);
-            // SAFETY: pread into a live buffer of at least `want` bytes.
-            let read =
-                py.detach(|| unsafe { libc::pread(fd, buffer.as_mut_ptr().cast(), want, offset as libc::off_t) });
-            if read < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            buffer.clear();
+            let read = py.detach(|| read_at(fd, offset, chunk.min(left as usize), &mut buffer))?;
             if read == 0 {
                 break; // the file is shorter than promised: end_response reports it
             }
-            self.send_body(py, &buffer[..read as usize])?;
+            self.send_body(py, &buffer)?;
             (offset, left) = (offset + read as u64, left - read as u64);
         }
         Ok(())
@@ -447,5 +474,33 @@ impl Transport for Exchange {
         if let Err(error) = self.close(py, ABORT, b"the response was not finished") {
             log(py, &format!("cannot end the exchange over the hop: {error}"));
         }
+    }
+}
+
+/// How much is read from a body's file at once: what one piece given to the app may hold.
+const FILE_READ: usize = 1 << 20;
+
+/// The rest of a request body, in the file the front handed over: the worker reads it from the
+/// page cache itself, with no copy through the ring.
+struct BodyFile {
+    file: File,
+    offset: u64,
+    left: u64,
+}
+
+impl BodyFile {
+    /// Appends up to `limit` of the bytes left to `out`, without the GIL.
+    fn read(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+        let (fd, offset, want) = (self.file.as_fd(), self.offset, limit.min(self.left as usize));
+        if want == 0 {
+            return Ok(0);
+        }
+        let read = py.detach(|| read_at(fd, offset, want, out)).map_err(ReadError::Io)?;
+        if read == 0 {
+            return Err(ReadError::Io(io::Error::other("the request body's file is shorter than the front said")));
+        }
+        self.offset += read as u64;
+        self.left -= read as u64;
+        Ok(read)
     }
 }

@@ -65,7 +65,7 @@ def main(argv=None):
     channel.send(b"ready")
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, 4096, 3)  # region, doorbell, work bell
+            message, fds, _, _ = socket.recv_fds(channel, 4096, 4)  # region, bells, body files
         except InterruptedError:
             continue
         if not message:  # the front is gone

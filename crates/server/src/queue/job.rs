@@ -87,6 +87,18 @@ impl RequestBody {
         }
     }
 
+    /// Offers the rest of a spooled body that waits in its file alone (see
+    /// [`spool::Reader::offer_file`]); `Ok(None)` for any other.
+    pub fn offer_file<E>(
+        &mut self,
+        take: impl FnOnce(std::os::fd::BorrowedFd<'_>, u64, u64) -> Result<bool, E>,
+    ) -> Result<Option<bool>, E> {
+        match self {
+            RequestBody::Memory(_) => Ok(None),
+            RequestBody::Spooled { reader, .. } => reader.offer_file(take),
+        }
+    }
+
     /// The next piece of the body; `None` after the last. The body is complete before the
     /// request queues, so this never has to wait.
     pub fn take_piece(&mut self) -> Option<Result<Bytes, spool::Truncated>> {

@@ -24,8 +24,8 @@
 //!
 //! The Python side is `python -m headway.worker.preload`.
 
-use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use headway_hop::files::send_with_fds;
 use headway_hop::front::FrontEnd;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -113,7 +114,7 @@ impl Zygote {
         let zygote = self.clone();
         let answer = tokio::task::spawn_blocking(move || {
             let channel = zygote.channel.lock().unwrap_or_else(|p| p.into_inner());
-            send_with_fds(&channel, message.as_bytes(), &fds.each_ref().map(|fd| fd.as_raw_fd()))?;
+            send_with_fds(channel.as_fd(), message.as_bytes(), &fds.each_ref().map(|fd| fd.as_raw_fd()), 0)?;
             receive(&channel)
         })
         .await??;
@@ -199,33 +200,6 @@ fn receive(channel: &UnixDatagram) -> io::Result<String> {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the preloaded parent is gone"));
     }
     Ok(String::from_utf8_lossy(&buf[..read]).into_owned())
-}
-
-/// Sends `data` with the descriptors `fds` (SCM_RIGHTS).
-fn send_with_fds(channel: &UnixDatagram, data: &[u8], fds: &[RawFd; 3]) -> io::Result<()> {
-    let payload = std::mem::size_of_val(fds) as u32;
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
-    let mut control = vec![0u8; space];
-    let iov = [IoSlice::new(data)];
-    // SAFETY: msghdr is plain data; every pointer set below outlives the sendmsg call, and the
-    // control buffer is CMSG_SPACE bytes, room for one header and the two descriptors.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(payload) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(header).cast::<RawFd>(), fds.len());
-        if libc::sendmsg(channel.as_raw_fd(), &msg, 0) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// The zygote the next worker process is forked from, replaced by a reload.

@@ -201,18 +201,21 @@ impl WorkerBody for Exchange<'_> {
     }
 }
 
-/// A request body on its way into the request ring, one record at a time.
+/// A request body on its way into the request ring, one record at a time; or, for the rest of
+/// a body that waits in a file, the file itself (`headway_hop::files`).
 struct Upload {
     body: RequestBody,
     /// The part of the current piece not yet written.
     piece: Bytes,
     /// The body has no piece left to take.
     taken: bool,
+    /// The worker could not be sent a file: the rest goes through the ring.
+    no_files: bool,
 }
 
 impl Upload {
     fn new(body: RequestBody) -> Upload {
-        Upload { body, piece: Bytes::new(), taken: false }
+        Upload { body, piece: Bytes::new(), taken: false, no_files: false }
     }
 
     fn is_done(&self) -> bool {
@@ -224,18 +227,23 @@ impl Upload {
     fn feed(&mut self, slot: &FrontSlot<'_>) -> Result<(), LinkError> {
         let mut pushed = false;
         loop {
+            let head = slot.request_head();
             if self.piece.is_empty() {
-                match self.body.take_piece() {
-                    Some(piece) => self.piece = piece.map_err(|_| LinkError::BodyLost)?,
-                    None => {
-                        self.taken = true;
-                        break;
-                    }
+                match self.hand_file(slot)? {
+                    Some(true) => pushed = true,
+                    Some(false) if slot.want_space(head) => break,
+                    Some(false) => {}
+                    None => match self.body.take_piece() {
+                        Some(piece) => self.piece = piece.map_err(|_| LinkError::BodyLost)?,
+                        None => {
+                            self.taken = true;
+                            break;
+                        }
+                    },
                 }
                 continue;
             }
             let take = self.piece.len().min(slot.body_record());
-            let head = slot.request_head();
             if slot.push(BODY, &[&self.piece[..take]])? {
                 let _ = self.piece.split_to(take);
                 pushed = true;
@@ -247,6 +255,23 @@ impl Upload {
             slot.pushed();
         }
         Ok(())
+    }
+
+    /// Hands the worker the rest of the body as its file, if it waits in one: whether the record
+    /// went on the ring (false: the ring is full for now); `None` when there is no file to hand,
+    /// or it cannot be sent (the body's pieces go through the ring then).
+    fn hand_file(&mut self, slot: &FrontSlot<'_>) -> Result<Option<bool>, LinkError> {
+        if self.no_files {
+            return Ok(None);
+        }
+        match self.body.offer_file(|file, offset, len| slot.push_file(file, offset, len)) {
+            Err(HopError::Io(error)) => {
+                tracing::debug!("a request body's file could not be handed to the worker: {error}");
+                self.no_files = true;
+                Ok(None)
+            }
+            offered => Ok(offered?),
+        }
     }
 }
 
