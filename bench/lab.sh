@@ -61,7 +61,8 @@ for scenario in report["scenarios"]:
     notes = list(dict.fromkeys(notes))
     failed = sum(row["errors"] for row in scenario["rows"])
     seed = f"Seed {scenario['seed']}: " if scenario.get("seed") else ""
-    summary = (f"{seed}{scenario['about']} Each row is its median round of {rounds}; "
+    about = scenario["about"].rstrip(".?") + ("?" if scenario["about"].endswith("?") else ".")
+    summary = (f"{seed}{about} Each row is its median round of {rounds}; "
                f"requests without an answer: {failed}.")
     path = results.write(f"lab-{scenario['name']}", title=f"The lab: {scenario['name']}", order=20 + order,
                          command=f"bench/lab.sh {scenario['name']}", summary=summary, tables=tables,
