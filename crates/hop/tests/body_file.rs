@@ -77,7 +77,7 @@ fn a_file_record_the_ring_has_no_room_for_sends_no_file() {
     assert_eq!(worker.slot(0).pop(&mut record).unwrap(), Some(BODY));
     assert!(slot.push_file(file.as_fd(), 0, 1).unwrap());
     assert_eq!(worker.slot(0).pop(&mut record).unwrap(), Some(BODY_FILE));
-    // The file sent is the one this record names, not one left over from the refused push.
+    // The refused push sent nothing: the first file ever sent is the one this record names.
     let (_, named) = worker.slot(0).body_file(&record).unwrap();
-    assert_eq!(named.len, 1);
+    assert_eq!((named.token, named.len), (0, 1));
 }
