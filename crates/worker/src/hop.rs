@@ -61,7 +61,7 @@ pub struct Exchange {
     /// Request body bytes still on the ring.
     body_left: u64,
     /// The rest of the body, when the front handed it over as a file.
-    file: Option<BodyFile>,
+    file: Option<HandedFile>,
     is_head: bool,
     framing: BodyEncoder,
     /// False while served on an event loop's thread: see the module's comment.
@@ -246,7 +246,7 @@ impl Exchange {
             self.body_left.saturating_sub(message::body_bytes(kind, &self.record).map_err(io::Error::other)?);
         if kind == BODY_FILE {
             let (file, named) = self.slot().body_file(&self.record).map_err(io::Error::other)?;
-            self.file = Some(BodyFile { file, offset: named.offset, left: named.len });
+            self.file = Some(HandedFile { file, offset: named.offset, left: named.len });
             self.record.clear();
         }
         self.taken = 0;
@@ -376,10 +376,9 @@ impl Transport for Exchange {
 
     fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         // A large read from the body's file goes straight into `out`.
-        if let Some(file) = self.file.as_mut().filter(|file| file.left > 0 && self.taken == self.record.len()) {
-            if limit >= FILE_READ {
-                return file.read(py, FILE_READ, out);
-            }
+        let large = limit >= FILE_READ && self.taken == self.record.len();
+        if let Some(file) = self.file.as_mut().filter(|file| large && file.left > 0) {
+            return file.read(py, FILE_READ, out);
         }
         let piece = self.body_piece(py, limit)?;
         out.extend_from_slice(piece);
@@ -487,13 +486,13 @@ const FILE_READ: usize = 1 << 20;
 
 /// The rest of a request body, in the file the front handed over: the worker reads it from the
 /// page cache itself, with no copy through the ring.
-struct BodyFile {
+struct HandedFile {
     file: File,
     offset: u64,
     left: u64,
 }
 
-impl BodyFile {
+impl HandedFile {
     /// Appends up to `limit` of the bytes left to `out`, without the GIL.
     fn read(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         let (fd, offset, want) = (self.file.as_fd(), self.offset, limit.min(self.left as usize));

@@ -336,9 +336,10 @@ impl Lanes {
     pub fn pop_next(&mut self, now: Instant) -> Option<Job> {
         let waited = |queue: &VecDeque<Job>| queue.front().map(|job| now.saturating_duration_since(job.complete_at));
         let slow_running = self.lanes.iter().skip(1).map(|lane| lane.running).sum();
-        let class = match self.fast_again_first() {
-            true => Class::Slow,
-            false => choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule())?,
+        let class = if self.fast_again_first() {
+            Class::Slow
+        } else {
+            choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule())?
         };
         let job = self.class_mut(class).pop_front()?;
         self.lane_mut(job.routing.lane).into_iter().for_each(|lane| lane.waiting = lane.waiting.saturating_sub(1));
