@@ -6,6 +6,9 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /busy?ms=N         counts requests running at once, sleeps N ms; /max_busy reads the peak
 - /bytes?n=N         a body of N bytes, sent in one piece (the server can give a length)
 - /stream?n=N&k=K    N bytes in K pieces with no Content-Length (chunked on the wire)
+- /pattern?n=N&k=K&length=L
+                     N bytes of `pattern(0, N)` in K pieces, declaring a Content-Length of L (N
+                     unless given): a large body whose every byte says where it belongs
 - /echo              the request body, and what the environ said about it (SERVER_PROTOCOL too),
                      as JSON
 - /digest            the request body's length and SHA-256, read from wsgi.input in pieces
@@ -84,6 +87,23 @@ def stream(environ, start_response):
             time.sleep(0.001)  # make the pieces leave the worker separately
 
     return body()
+
+
+def pattern(start, length):
+    """The bytes at `start`..`start + length` of an endless run of 0..250: any byte out of place
+    shows."""
+    run = bytes(range(251))
+    first = start % 251
+    return (run * ((first + length) // 251 + 1))[first:first + length]
+
+
+def patterned(environ, start_response):
+    params = _params(environ)
+    total, pieces = int(params["n"]), int(params.get("k", "4"))
+    size = max(1, total // pieces)
+    length = params.get("length", str(total))
+    start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", length)])
+    return (pattern(at, min(size, total - at)) for at in range(0, total, size))
 
 
 def echo(environ, start_response):
@@ -171,6 +191,7 @@ ROUTES = {
     "/max_busy": lambda env, sr: _json(sr, _max_busy),
     "/bytes": lambda env, sr: _reply(sr, b"b" * int(_params(env)["n"]), content_type="application/octet-stream"),
     "/stream": stream,
+    "/pattern": patterned,
     "/echo": echo,
     "/digest": digest,
     "/environ": environ_types,

@@ -122,20 +122,78 @@ def test_slow_uploader_does_not_hold_a_slot(serve):
     assert status == 200 and json.loads(body)["body"] == "helloworld"
 
 
-def test_slow_reader_of_a_large_response_does_not_hold_a_slot(serve):
+def patterned(size):
+    """What the probe's /pattern sends: 0..250 over and over."""
+    return (bytes(range(251)) * (size // 251 + 1))[:size]
+
+
+@pytest.mark.parametrize("path, framing", [("/stream", "chunked"), ("/pattern", "length")])
+def test_slow_reader_of_a_large_response_does_not_hold_a_slot(serve, path, framing):
     """A client that asks for 48 MiB (more than loopback socket buffers hold) and reads
     nothing: the slot must be free as soon as the worker is done (the body waits in the
-    front's spool), and the client still gets every byte when it reads."""
+    front's spool), and the client still gets every byte in its place when it reads. A body with
+    a length is one the slot writes to the client's socket itself while the client keeps up."""
     server = serve("-w", "1", "-t", "1", "--response-buffer", "64KiB", "probe:app")
     size = 48 << 20
     reader = server.connect(timeout=60)
-    send_request(reader, "GET", f"/stream?n={size}&k=96")
+    send_request(reader, "GET", f"{path}?n={size}&k=96")
     wait_until(lambda: server.stats()["workers"][0]["requests"] == 1 and server.stats()["slots"]["busy"] == 0,
                timeout=60, message="the slot to be released while the client is not reading")
     assert server.get("/record?id=next")[0] == 200
     status, headers, body = read_response(reader.makefile("rb"))
-    assert status == 200 and headers["transfer-encoding"] == "chunked"
-    assert len(body) == size and body.count(b"x") == size
+    assert status == 200
+    if framing == "chunked":
+        assert headers["transfer-encoding"] == "chunked" and len(body) == size and body.count(b"x") == size
+    else:
+        assert headers["content-length"] == str(size) and body == patterned(size)
+
+
+def test_a_client_reading_a_large_response_in_small_sips_gets_it_exactly(serve):
+    """A client with a small receive buffer that reads a little at a time: the socket takes part
+    of what the slot offers, the spool the rest; the bytes still arrive in order, and the
+    connection serves the next request."""
+    server = serve("-w", "1", "-t", "1", "--response-buffer", "256KiB", "probe:app")
+    size = (8 << 20) + 13
+    sock = server.connect(timeout=60)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 10)
+    stream = sock.makefile("rb")
+    send_request(sock, "GET", f"/pattern?n={size}&k=7")
+    status_line = stream.readline()
+    while stream.readline() != b"\r\n":
+        pass
+    body = bytearray()
+    while len(body) < size:
+        body += stream.read1(min(48 << 10, size - len(body)))
+        if len(body) < (1 << 20):
+            time.sleep(0.001)  # slow at first: the slot finds the socket full
+    assert status_line.split()[1] == b"200" and bytes(body) == patterned(size)
+    send_request(sock, "GET", "/record?id=after")
+    assert read_response(stream)[2] == b"after"
+
+
+def test_a_large_body_longer_than_its_length_is_cut_at_the_length(serve):
+    """A worker that streams more than its Content-Length: the client gets exactly the length,
+    and nothing stray reaches the connection's next response."""
+    server = serve("-w", "1", "-t", "1", "--response-buffer", "64KiB", "probe:app")
+    size, length = 16 << 20, (8 << 20) + 7
+    sock = server.connect(timeout=60)
+    stream = sock.makefile("rb")
+    send_request(sock, "GET", f"/pattern?n={size}&k=64&length={length}")
+    status, headers, body = read_response(stream)
+    assert status == 200 and headers["content-length"] == str(length) and body == patterned(length)
+    send_request(sock, "GET", "/record?id=after")
+    assert read_response(stream)[2] == b"after"
+
+
+def test_a_large_body_shorter_than_its_length_ends_the_connection(serve):
+    server = serve("-w", "1", "-t", "1", "probe:app")
+    size = 2 << 20
+    sock = server.connect(timeout=60)
+    send_request(sock, "GET", f"/pattern?n={size}&k=8&length={size + 100}")
+    stream = sock.makefile("rb")
+    while stream.readline() != b"\r\n":
+        pass
+    assert stream.read() == patterned(size), "the body as far as it went, then the close"
 
 
 def test_clients_that_never_read_a_large_response_cost_bounded_disk_and_hold_their_slots(serve):

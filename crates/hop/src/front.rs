@@ -6,12 +6,12 @@
 //! or when request space the front waits for was freed. Which slot had news is found by
 //! comparing each slot's positions with those the front last saw ([`FrontEnd::news`]).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::files::FileSender;
-use crate::message::{BodyFile, BODY_FILE};
+use crate::message::{BodyFile, BODY, BODY_FILE};
 use crate::region::{
     Layout, Line, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
 };
@@ -223,7 +223,17 @@ impl FrontSlot<'_> {
     /// Takes the next response record, if one is there, into `payload`; frees its space for a
     /// worker thread that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        let kind = self.view.response.try_pop(payload)?;
+        self.pop_through(payload, |_| 0)
+    }
+
+    /// Like [`FrontSlot::pop`], but a run of body records is first shown in place to `through`,
+    /// and only what it did not use is copied ([`crate::ring::Ring::try_pop_through`]).
+    pub fn pop_through(
+        &self,
+        payload: &mut Vec<u8>,
+        through: impl FnOnce(&[IoSlice<'_>]) -> usize,
+    ) -> Result<Option<u8>, HopError> {
+        let kind = self.view.response.try_pop_through(payload, BODY, through)?;
         if kind.is_some() && self.view.response.half_free() {
             fence(Ordering::SeqCst);
             let control = self.view.response.control;

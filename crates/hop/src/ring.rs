@@ -10,6 +10,7 @@
 //! words is checked before it is used: at worst the exchange fails with
 //! [`HopError::Corrupt`].
 
+use std::io::IoSlice;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
@@ -19,6 +20,10 @@ use crate::HopError;
 /// Bytes before each record's payload: its length (u32) and its kind (u32, of which one byte
 /// is used).
 pub const RECORD_HEADER: usize = 8;
+
+/// The most records [`Ring::try_pop_through`] shows at once: a ring's worth of a body's records
+/// ([`Ring::body_record`]), and more.
+pub const MAX_RUN: usize = 16;
 
 /// A view of one ring, from either side.
 #[derive(Clone, Copy)]
@@ -97,31 +102,87 @@ impl<'a> Ring<'a> {
     /// contents (copied once, straight into the vector's spare capacity: zeroing a record first,
     /// as a safe copy needs, would cost as much again). Returns its kind.
     pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
+        self.try_pop_through(payload, u8::MAX, |_| 0)
+    }
+
+    /// Like [`Ring::try_pop`], but when the next record is of kind `run_of`, it is shown where it
+    /// lies to `through`, with the records of that kind right behind it (a run, of up to
+    /// [`MAX_RUN`]): their payloads as slices, two for one that wraps. `through` says how many of
+    /// the run's first bytes it used (a body written to a socket from here is never copied).
+    /// Records it used whole are taken; so is the record its use ended in (or the first, if it
+    /// used nothing), whose unused rest is copied into `payload`; the records after stay.
+    /// Returns the kind of the records taken.
+    pub fn try_pop_through(
+        &self,
+        payload: &mut Vec<u8>,
+        run_of: u8,
+        through: impl FnOnce(&[IoSlice<'_>]) -> usize,
+    ) -> Result<Option<u8>, HopError> {
         let head = self.control.head.0.load(Ordering::Relaxed);
         let tail = self.control.tail.0.load(Ordering::Acquire);
-        let used = self.used(tail, head)? as usize;
-        if used == 0 {
-            return Ok(None);
+        self.used(tail, head)?;
+        let mut run: Vec<(u32, usize)> = Vec::new();
+        let mut kind = None;
+        let mut at = head;
+        while at != tail && run.len() < MAX_RUN {
+            let (this, len) = self.record_at(at, tail)?;
+            if kind.is_some_and(|kind| kind != this) {
+                break;
+            }
+            kind = Some(this);
+            let start = at.wrapping_add(RECORD_HEADER as u32);
+            run.push((start, len));
+            at = start.wrapping_add(len as u32);
+            if this != run_of {
+                break;
+            }
         }
-        if used < RECORD_HEADER {
+        let Some(kind) = kind else { return Ok(None) };
+        let mut left = if kind == run_of {
+            let slices: Vec<IoSlice<'_>> = run.iter().flat_map(|&(start, len)| self.published(start, len)).collect();
+            through(&slices)
+        } else {
+            0
+        };
+        payload.clear();
+        let mut next_head = head;
+        for &(start, len) in &run {
+            let used = left.min(len);
+            left -= used;
+            next_head = start.wrapping_add(len as u32);
+            if used < len {
+                let rest = len - used;
+                payload.reserve(rest);
+                // SAFETY: `rest` bytes were reserved and published; once copied, they are
+                // initialised.
+                unsafe {
+                    self.read_at(start.wrapping_add(used as u32), payload.as_mut_ptr(), rest);
+                    payload.set_len(rest);
+                }
+                break;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        self.control.head.0.store(next_head, Ordering::Release);
+        Ok(Some(kind))
+    }
+
+    /// The kind and payload length of the record published at `at`, checked against `tail`.
+    fn record_at(&self, at: u32, tail: u32) -> Result<(u8, usize), HopError> {
+        let published = tail.wrapping_sub(at) as usize;
+        if published < RECORD_HEADER {
             return Err(HopError::Corrupt("a partial record header"));
         }
         let mut header = [0u8; RECORD_HEADER];
-        // SAFETY: the header's 8 bytes, published (`used` is at least that).
-        unsafe { self.read_at(head, header.as_mut_ptr(), RECORD_HEADER) };
+        // SAFETY: the header's 8 bytes, published (checked just above).
+        unsafe { self.read_at(at, header.as_mut_ptr(), RECORD_HEADER) };
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
-        if len > used - RECORD_HEADER {
+        if len > published - RECORD_HEADER {
             return Err(HopError::Corrupt("a record longer than what was written"));
         }
-        payload.clear();
-        payload.reserve(len);
-        // SAFETY: `len` bytes were reserved and published; once copied, they are initialised.
-        unsafe {
-            self.read_at(head.wrapping_add(RECORD_HEADER as u32), payload.as_mut_ptr(), len);
-            payload.set_len(len);
-        }
-        self.control.head.0.store(head.wrapping_add((RECORD_HEADER + len) as u32), Ordering::Release);
-        Ok(Some(header[4]))
+        Ok((header[4], len))
     }
 
     /// Whether at least half the ring is free: a consumer wakes a producer waiting for space only
@@ -156,6 +217,22 @@ impl<'a> Ring<'a> {
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.as_ptr().add(offset), first);
             std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), self.data.as_ptr(), bytes.len() - first);
+        }
+    }
+
+    /// The `len` bytes published at `position`, where they lie: one slice, or two when they wrap.
+    fn published(&self, position: u32, len: usize) -> [IoSlice<'_>; 2] {
+        let offset = (position & (self.capacity - 1)) as usize;
+        let first = len.min(self.capacity as usize - offset);
+        // SAFETY: both ranges lie inside the ring, in bytes the producer has published and will
+        // not touch until the consumer moves `head` past them (after the slices are gone). A
+        // hostile producer writing them anyway changes what is sent, as it could by writing
+        // other bytes in the first place; the memory stays mapped while the ring is borrowed.
+        unsafe {
+            [
+                IoSlice::new(std::slice::from_raw_parts(self.data.as_ptr().add(offset), first)),
+                IoSlice::new(std::slice::from_raw_parts(self.data.as_ptr(), len - first)),
+            ]
         }
     }
 
@@ -198,6 +275,44 @@ mod tests {
             assert!(payload.iter().all(|&b| b == round));
         }
         assert_eq!(ring.try_pop(&mut payload).unwrap(), None);
+        assert!(!ring.has_data());
+    }
+
+    #[test]
+    fn a_run_of_records_is_shown_in_place_and_only_what_was_not_used_is_copied() {
+        const BODY: u8 = 1;
+        let region = region();
+        let (control, request, _) = region.slot(0);
+        let ring = super::Ring::new(&control.request, request, 4096);
+        let mut payload = Vec::new();
+        // Each case: how much of a run of three 900-byte records is used, what is copied out, and
+        // how many of the run stay on the ring.
+        let cases = [(0, 0..900, 2), (900, 0..0, 2), (1300, 400..900, 1), (2700, 0..0, 0), (5000, 0..0, 0)];
+        for (round, (used, copied, staying)) in cases.into_iter().enumerate() {
+            // Records of 0..250 counting on from where the last ended: runs wrap the ring.
+            let run: Vec<u8> = (0..2700u32).map(|i| ((i + round as u32 * 7) % 251) as u8).collect();
+            for record in run.chunks(900) {
+                assert!(ring.try_push(BODY, &[record]).unwrap());
+            }
+            assert!(ring.try_push(2, &[b"after the run"]).unwrap());
+            let kind = ring
+                .try_pop_through(&mut payload, BODY, |parts| {
+                    let shown: Vec<u8> = parts.iter().flat_map(|part| part.iter().copied()).collect();
+                    assert_eq!(shown, run, "the run as it lies, in order across the wrap");
+                    used
+                })
+                .unwrap();
+            assert_eq!(kind, Some(BODY));
+            let first_taken = used.min(2700) / 900 * 900;
+            let copied_at = if used == 0 { 0 } else { first_taken };
+            assert_eq!(payload, run[copied_at..][copied], "{used}: only the rest of the last record taken");
+            for stays in run.chunks(900).skip(3 - staying) {
+                assert_eq!(ring.try_pop(&mut payload).unwrap(), Some(BODY));
+                assert_eq!(payload, stays, "{used}: the records after it stay");
+            }
+            assert_eq!(ring.try_pop_through(&mut payload, BODY, |_| unreachable!()).unwrap(), Some(2));
+            assert_eq!(payload, b"after the run");
+        }
         assert!(!ring.has_data());
     }
 

@@ -362,6 +362,26 @@ impl BodyEncoder {
         }
     }
 
+    /// How many more body bytes may go on the wire as they are, with nothing to frame them: the
+    /// rest of a `Content-Length`, or any number before the close that ends the body. `None`
+    /// when every piece needs framing (chunked) or none may go (no body).
+    pub fn unframed_allowance(&self) -> Option<u64> {
+        match *self {
+            BodyEncoder::Length { remaining, .. } => Some(remaining),
+            BodyEncoder::UntilClose => Some(u64::MAX),
+            BodyEncoder::Chunked | BodyEncoder::NoBody => None,
+        }
+    }
+
+    /// Counts `sent` bytes that went on the wire as they are, within
+    /// [`BodyEncoder::unframed_allowance`].
+    pub fn sent_unframed(&mut self, sent: u64) {
+        if let BodyEncoder::Length { remaining, .. } = self {
+            debug_assert!(sent <= *remaining, "past the allowance");
+            *remaining -= sent.min(*remaining);
+        }
+    }
+
     /// Appends `data` (already admitted) as this framing carries it.
     pub fn put(&self, out: &mut BytesMut, data: &[u8]) {
         match self {
@@ -527,6 +547,19 @@ mod tests {
         assert_eq!(short.end(), (&b""[..], Some(Broken::Underrun { promised: 100, missing: 90 })));
         assert_eq!(BodyEncoder::Chunked.end(), (LAST_CHUNK, None));
         assert_eq!(BodyEncoder::NoBody.clone().admit(b"x"), (&b""[..], None));
+    }
+
+    #[test]
+    fn bytes_sent_unframed_count_against_the_length() {
+        let mut framing = BodyEncoder::length(10);
+        assert_eq!(framing.unframed_allowance(), Some(10));
+        framing.sent_unframed(7);
+        assert_eq!(framing.unframed_allowance(), Some(3));
+        assert_eq!(framing.admit(b"12345"), (&b"123"[..], Some(Broken::Overrun { promised: 10 })));
+        assert_eq!(framing.end(), (&b""[..], None));
+        assert_eq!(BodyEncoder::UntilClose.unframed_allowance(), Some(u64::MAX));
+        assert_eq!(BodyEncoder::Chunked.unframed_allowance(), None);
+        assert_eq!(BodyEncoder::NoBody.unframed_allowance(), None);
     }
 
     #[test]

@@ -27,13 +27,19 @@
 //! machine may not run for a while). A client that falls behind it is slow: the rest of its body
 //! goes to the file at once, and the slot waits on it again only when the disk limits are met.
 //!
+//! A client that keeps pace need not be copied to either: while its connection waits for the next
+//! piece with nothing buffered, the writer may write the body to the client's socket itself
+//! ([`Reader::pass_through`], [`Writer::pass_through`]), straight from where the worker put it,
+//! as much as the socket takes at once and never waiting for it; what it does not take goes
+//! through the spool behind it, as before.
+//!
 //! File writes and reads are plain positioned I/O on a page-cache-backed file; they take
 //! microseconds, so they run inline rather than on a blocking thread.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,6 +47,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use headway_hop::files::read_at;
+use socket2::SockRef;
 use tokio::sync::Notify;
 
 /// How much the reader takes from the file at a time: the hop's ring, which it fills in records.
@@ -137,6 +144,9 @@ pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
             writer_waits: false,
             written: 0,
             waiting_since: None,
+            through: None,
+            reader_waits: false,
+            passed: 0,
         }),
         readable: Notify::new(),
         left: Notify::new(),
@@ -166,11 +176,24 @@ struct State {
     reader_gone: bool,
     /// The writer found no room and waits for the reader to make some.
     writer_waits: bool,
-    /// Bytes written to memory so far.
+    /// Bytes given to the client so far: written to memory, or passed through.
     written: u64,
     /// When the slot first waited for room in memory: the start of the schedule a client keeping
     /// pace keeps.
     waiting_since: Option<tokio::time::Instant>,
+    /// The client's socket, when the writer may write to it itself.
+    through: Option<PassThrough>,
+    /// The reader waits in [`Reader::next`]: nothing it was given is still being written.
+    reader_waits: bool,
+    /// Bytes the writer wrote to the socket itself, not yet counted by the reader.
+    passed: u64,
+}
+
+/// A client's socket the writer may write the body to ([`Reader::pass_through`]).
+struct PassThrough {
+    socket: OwnedFd,
+    /// Bytes the body may still put on the wire (the rest of its `Content-Length`).
+    allowance: u64,
 }
 
 struct Spill {
@@ -217,7 +240,7 @@ impl Writer {
             return Ok(());
         }
         let len = data.len();
-        let unread_in_file = state.spill.as_ref().is_some_and(|spill| spill.read < spill.written);
+        let unread_in_file = unread_in_file(&state);
         let no_file = limits.file == 0 || limits.disk.limit == 0;
         let in_memory = state.memory_bytes + len <= limits.memory || (no_file && state.memory_bytes == 0);
         if !unread_in_file && in_memory {
@@ -274,6 +297,29 @@ impl Writer {
     /// keeping pace would need, after which the piece (and the rest) goes to the file.
     pub async fn room(&self, len: usize) {
         let memory = self.shared.limits.memory;
+        self.keep_pace(|state| {
+            let fits = state.memory_bytes + len <= memory || state.memory_bytes == 0;
+            // What a client keeping pace has taken by the time this piece fits.
+            (!fits).then(|| state.written + len as u64 - memory as u64)
+        })
+        .await;
+    }
+
+    /// Waits, if the body passes through ([`Writer::pass_through`]), until the reader waits with
+    /// nothing buffered again, so that what comes next can pass; as [`Writer::room`], no longer
+    /// than a client keeping pace would need to take what it was given.
+    pub async fn passing(&self) {
+        self.keep_pace(|state| {
+            let passing = state.through.is_none() || (state.reader_waits && state.memory.is_empty());
+            (!passing).then_some(state.written)
+        })
+        .await;
+    }
+
+    /// Waits while `behind` says the reader must take more first (how much of the body, in all,
+    /// it must have taken), for as long as a client keeping pace would need; returns at once once
+    /// the body has gone to the file or the reader is gone.
+    async fn keep_pace(&self, behind: impl Fn(&State) -> Option<u64>) {
         loop {
             let room = self.shared.room.notified();
             tokio::pin!(room);
@@ -281,23 +327,39 @@ impl Writer {
             room.as_mut().enable();
             let deadline = {
                 let mut state = self.shared.lock();
-                if state.reader_gone
-                    || state.spill.is_some()
-                    || state.memory_bytes + len <= memory
-                    || state.memory_bytes == 0
-                {
-                    return;
-                }
+                let due = match behind(&state) {
+                    Some(due) if !state.reader_gone && state.spill.is_none() => due,
+                    _ => return,
+                };
                 state.writer_waits = true;
-                // By when a client keeping pace has taken what must go for this piece to fit.
                 let since = *state.waiting_since.get_or_insert_with(tokio::time::Instant::now);
-                let due = state.written + len as u64 - memory as u64;
                 since + Duration::from_secs_f64(due as f64 / KEEPS_PACE as f64) + BEHIND
             };
             if tokio::time::timeout_at(deadline, room).await.is_err() {
                 return;
             }
         }
+    }
+
+    /// Writes the start of `parts` to the client's socket itself, if the reader waits with
+    /// nothing buffered and passing through was set up ([`Reader::pass_through`]): as much as the
+    /// socket takes now, without waiting. Returns how many bytes went; the rest must go through
+    /// [`Writer::write`], behind them.
+    pub fn pass_through(&self, parts: &[IoSlice<'_>]) -> usize {
+        let mut state = self.shared.lock();
+        let idle = state.reader_waits
+            && state.memory.is_empty()
+            && !unread_in_file(&state)
+            && state.end.is_none()
+            && !state.reader_gone;
+        let Some(through) = state.through.as_mut().filter(|_| idle) else { return 0 };
+        // A socket that fails or is full takes nothing: the reader, writing the rest itself, sees
+        // the same and deals with it.
+        let sent = send_within(through.socket.as_fd(), parts, through.allowance).unwrap_or(0);
+        through.allowance -= sent as u64;
+        state.passed += sent as u64;
+        state.written += sent as u64;
+        sent
     }
 
     /// Marks the body complete.
@@ -326,6 +388,28 @@ impl Writer {
         drop(state);
         self.shared.readable.notify_one();
     }
+}
+
+/// Whether the file holds bytes the reader has not read.
+fn unread_in_file(state: &State) -> bool {
+    state.spill.as_ref().is_some_and(|spill| spill.read < spill.written)
+}
+
+/// Sends what of `parts` the socket takes now, at most `allowance` bytes.
+fn send_within(socket: BorrowedFd<'_>, parts: &[IoSlice<'_>], allowance: u64) -> io::Result<usize> {
+    let mut left = usize::try_from(allowance).unwrap_or(usize::MAX);
+    let within: Vec<IoSlice<'_>> = parts
+        .iter()
+        .map(|part| {
+            let take = part.len().min(left);
+            left -= take;
+            IoSlice::new(&part[..take])
+        })
+        .collect();
+    if within.iter().all(|part| part.is_empty()) {
+        return Ok(0);
+    }
+    SockRef::from(&socket).send_vectored_with_flags(&within, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
 }
 
 /// Writes `data` at the end of the spill file, making the file first if there is none.
@@ -362,8 +446,22 @@ impl Reader {
             if let Some(next) = self.try_next() {
                 return next;
             }
+            let _waits = ReaderWaits::start(&self.shared);
             self.shared.readable.notified().await;
         }
+    }
+
+    /// Lets the writer write the body's next bytes to `socket` itself (the client's own socket,
+    /// the body unframed on it), at most `allowance` bytes in all, whenever this reader waits in
+    /// [`Reader::next`] with nothing buffered. [`Reader::passed`] says how many it wrote.
+    pub fn pass_through(&mut self, socket: OwnedFd, allowance: u64) {
+        self.shared.lock().through = Some(PassThrough { socket, allowance });
+    }
+
+    /// Bytes the writer wrote to the socket itself since the last call: they went out before
+    /// whatever [`Reader::next`] returns next.
+    pub fn passed(&mut self) -> u64 {
+        std::mem::take(&mut self.shared.lock().passed)
     }
 
     /// Like [`Reader::next`] but never waits: `None` means nothing is available right now.
@@ -451,6 +549,26 @@ fn read_exact_at(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Marks the reader as waiting for as long as it is alive: the writer may pass bytes through
+/// only then, when nothing the reader took is still on its way to the socket.
+struct ReaderWaits<'a>(&'a Shared);
+
+impl ReaderWaits<'_> {
+    fn start(shared: &Shared) -> ReaderWaits<'_> {
+        let mut state = shared.lock();
+        state.reader_waits = true;
+        wake_writer(shared, &mut state);
+        drop(state);
+        ReaderWaits(shared)
+    }
+}
+
+impl Drop for ReaderWaits<'_> {
+    fn drop(&mut self) {
+        self.0.lock().reader_waits = false;
+    }
+}
+
 /// Tells a writer waiting for room that the reader made some.
 fn wake_writer(shared: &Shared, state: &mut State) {
     if std::mem::take(&mut state.writer_waits) {
@@ -462,6 +580,7 @@ impl Drop for Reader {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.reader_gone = true;
+        state.through = None;
         state.memory.clear();
         state.memory_bytes = 0;
         let held = state.spill.take().map_or(0, |spill| spill.written) + self.handed_on;
@@ -560,6 +679,35 @@ mod tests {
         producer.await.unwrap();
         let expected: Vec<u8> = (0..20u8).flat_map(|i| [i; 3]).collect();
         assert_eq!(body, expected);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_reader_has_bytes_passed_straight_to_its_socket_within_the_allowance() {
+        use std::io::Read;
+        let (writer, mut reader) = unbounded(100);
+        let (mut client, server) = std::os::unix::net::UnixStream::pair().unwrap();
+        reader.pass_through(server.into(), 10);
+        assert_eq!(writer.pass_through(&[IoSlice::new(b"early")]), 0, "the reader is not waiting yet");
+        writer.try_write(Bytes::from_static(b"first")).unwrap();
+        let reader = tokio::spawn(async move {
+            let first = reader.next().await.unwrap().unwrap();
+            let after = reader.next().await.unwrap().unwrap();
+            (first, reader.passed(), after, reader)
+        });
+        while !writer.shared.lock().reader_waits || !writer.shared.lock().memory.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(writer.pass_through(&[IoSlice::new(b"hel"), IoSlice::new(b"lo")]), 5);
+        assert_eq!(writer.pass_through(&[IoSlice::new(b"world!!!")]), 5, "no further than the allowance");
+        writer.try_write(Bytes::from_static(b"!!!")).unwrap();
+        let (first, passed, after, mut reader) = reader.await.unwrap();
+        assert_eq!((&first[..], passed, &after[..]), (&b"first"[..], 10, &b"!!!"[..]));
+        let mut wire = [0u8; 10];
+        client.read_exact(&mut wire).unwrap();
+        assert_eq!(&wire, b"helloworld");
+        assert_eq!(writer.pass_through(&[IoSlice::new(b"late")]), 0, "the reader is not waiting");
+        writer.finish();
+        assert!(reader.next().await.is_none());
     }
 
     #[tokio::test]

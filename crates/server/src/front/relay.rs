@@ -3,7 +3,10 @@
 //! body, persistence).
 //!
 //! A response body still arriving from the worker comes through a spool, so a slow reader only
-//! ever holds its own connection, never a slot.
+//! ever holds its own connection, never a slot. On a plain socket, with a body that needs no
+//! framing, the slot may write the body to the socket itself while the connection waits for it
+//! (`spool`'s pass-through): the bytes go from the worker's ring to the client without a copy
+//! in between.
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
@@ -92,6 +95,12 @@ impl<S: ClientStream> Connection<S> {
             }
             ResponseBody::Streaming(reader) => reader,
         };
+        if let (Some(socket), Some(allowance)) = (self.io.socket(), encoder.unframed_allowance()) {
+            match socket.try_clone_to_owned() {
+                Ok(socket) => reader.pass_through(socket, allowance),
+                Err(err) => debug!("the body goes through the spool: {err}"),
+            }
+        }
         // What is there now goes out in one write: framed pieces copied together, large ones
         // sent from where they are (a large download is copied once less, and written in fewer,
         // larger writes).
@@ -101,7 +110,12 @@ impl<S: ClientStream> Connection<S> {
                 Some(piece) => piece,
                 None => {
                     self.write_gathered(&mut gathered).await?;
-                    reader.next().await
+                    let next = reader.next().await;
+                    // What the slot wrote to the socket itself while we waited went out first.
+                    let passed = reader.passed();
+                    encoder.sent_unframed(passed);
+                    body_bytes += passed;
+                    next
                 }
             };
             match piece {

@@ -6,6 +6,7 @@
 //! tell by reading, so a [`ReadAhead`] reads a byte ahead and hands it out first.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -21,6 +22,12 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
 
     /// Reads what is there now, without waiting: `WouldBlock` if nothing is.
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// The socket itself, when the stream is one: bytes written to it reach the client as they
+    /// are. `None` for a layered stream.
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 impl ClientStream for tokio::net::TcpStream {
@@ -31,6 +38,10 @@ impl ClientStream for tokio::net::TcpStream {
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         tokio::net::TcpStream::try_read_buf(self, buf)
     }
+
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
 }
 
 impl ClientStream for tokio::net::UnixStream {
@@ -40,6 +51,10 @@ impl ClientStream for tokio::net::UnixStream {
 
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         tokio::net::UnixStream::try_read_buf(self, buf)
+    }
+
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
     }
 }
 

@@ -7,7 +7,7 @@
 //! response are moved together, a piece of each as the rings allow, so an app that answers
 //! before reading its whole upload never deadlocks the two sides.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -16,7 +16,7 @@ use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::HopError;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use super::{LinkError, WorkerBody};
+use super::{LinkError, Through, WorkerBody};
 use crate::queue::job::{Client, RequestBody};
 use crate::workers::region::HopLink;
 
@@ -86,7 +86,7 @@ impl SlotLine {
         }
         let mut exchange = Exchange { line: self, upload: Upload::new(body), head_read: false };
         loop {
-            match exchange.step()? {
+            match exchange.step(&mut keep)? {
                 Step::Record(RESPONSE_HEAD) => {
                     exchange.head_read = true;
                     let head = response_head(&exchange.line.response)?;
@@ -126,12 +126,16 @@ enum Step {
 }
 
 impl Exchange<'_> {
-    /// Moves the upload as far as the request ring allows, then reads one response record.
-    fn step(&mut self) -> Result<Step, LinkError> {
+    /// Moves the upload as far as the request ring allows, then reads one response record. Body
+    /// records are shown to `through` in place first, as many as are there; only what it did not
+    /// use is read.
+    fn step(&mut self, through: &mut Through<'_>) -> Result<Step, LinkError> {
         let slot = self.line.link.slot(self.line.index);
         self.upload.feed(&slot)?;
         let mut record = Vec::new();
-        match slot.pop(&mut record)? {
+        let in_body = self.head_read;
+        let popped = slot.pop_through(&mut record, |parts| if in_body { through(parts) } else { 0 })?;
+        match popped {
             Some(kind) => {
                 self.line.response = record.into();
                 Ok(Step::Record(kind))
@@ -151,11 +155,18 @@ impl Exchange<'_> {
     }
 
     /// The next piece of the response body if it is there; `Ok(None)` with nothing to read yet.
-    fn piece(&mut self) -> Result<Option<Option<Bytes>>, LinkError> {
+    /// Records `through` uses whole (and empty ones) are passed over: an empty piece says that
+    /// some were, and nothing more is there yet.
+    fn piece(&mut self, through: &mut Through<'_>) -> Result<Option<Option<Bytes>>, LinkError> {
+        let mut passed_over = false;
         loop {
-            return match self.step()? {
+            return match self.step(through)? {
+                Step::Wait if passed_over => Ok(Some(Some(Bytes::new()))),
                 Step::Wait => Ok(None),
-                Step::Record(BODY) if self.line.response.is_empty() => continue,
+                Step::Record(BODY) if self.line.response.is_empty() => {
+                    passed_over = true;
+                    continue;
+                }
                 Step::Record(BODY) => Ok(Some(Some(std::mem::take(&mut self.line.response)))),
                 Step::Record(END) => {
                     if !self.upload.is_done() {
@@ -177,9 +188,11 @@ impl Exchange<'_> {
 }
 
 impl WorkerBody for Exchange<'_> {
+    const PASSES_THROUGH: bool = true;
+
     async fn now(&mut self) -> std::task::Poll<Option<Result<Bytes, LinkError>>> {
         debug_assert!(self.head_read);
-        match self.piece() {
+        match self.piece(&mut keep) {
             Ok(Some(piece)) => std::task::Poll::Ready(piece.map(Ok)),
             Ok(None) => std::task::Poll::Pending,
             Err(err) => std::task::Poll::Ready(Some(Err(err))),
@@ -187,8 +200,12 @@ impl WorkerBody for Exchange<'_> {
     }
 
     async fn next(&mut self) -> Option<Result<Bytes, LinkError>> {
+        self.next_through(&mut keep).await
+    }
+
+    async fn next_through(&mut self, through: &mut Through<'_>) -> Option<Result<Bytes, LinkError>> {
         loop {
-            match self.piece() {
+            match self.piece(through) {
                 Ok(Some(piece)) => return piece.map(Ok),
                 Ok(None) => {
                     if let Err(err) = self.wait().await {
@@ -273,6 +290,11 @@ impl Upload {
             offered => Ok(offered?),
         }
     }
+}
+
+/// A [`Through`] that uses nothing: every record is read out of the ring.
+fn keep(_: &[IoSlice<'_>]) -> usize {
+    0
 }
 
 /// The response head a worker wrote, checked as the front checks anything from outside. The

@@ -18,6 +18,7 @@ mod tests;
 mod upgrade;
 
 use std::future::Future;
+use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -253,11 +254,11 @@ impl Slot {
     /// reads, unless the client falls so far behind that the spool is full: then the slot stops
     /// reading the worker until the client catches up. If the client leaves before the body ends,
     /// the worker is told as in [`Slot::forward`].
-    async fn deliver(
+    async fn deliver<B: WorkerBody>(
         &self,
         reply: oneshot::Sender<Outcome>,
         head: http::response::Parts,
-        mut body: impl WorkerBody,
+        mut body: B,
         timing: Timing,
         client_gone: Option<&ClientGoneSignal>,
     ) -> After {
@@ -298,7 +299,15 @@ impl Slot {
             let gathered = async {
                 match stalled.next() {
                     Some(piece) => Ok(Some(Ok(piece))),
-                    None => tokio::time::timeout(timeout, body.next()).await,
+                    // A body shown in place goes from the worker's memory to the client's
+                    // socket when the connection waits with nothing buffered (`spool`'s
+                    // pass-through): the slot waits for that while the client keeps pace.
+                    None => {
+                        if B::PASSES_THROUGH {
+                            writer.passing().await;
+                        }
+                        tokio::time::timeout(timeout, body.next_through(&mut |parts| writer.pass_through(parts))).await
+                    }
                 }
             };
             let next = tokio::select! {
@@ -314,6 +323,8 @@ impl Slot {
                 }
             };
             match next {
+                // All of it went straight to the client.
+                Ok(Some(Ok(piece))) if piece.is_empty() => {}
                 Ok(Some(Ok(piece))) => {
                     // A client keeping pace gets the body from memory, not through the disk;
                     // one too far behind holds the slot back (the spool is full): back-pressure.
@@ -379,11 +390,26 @@ enum After {
 
 /// A response body as it arrives from a worker, over either link.
 trait WorkerBody {
+    /// Whether [`WorkerBody::next_through`] shows bytes in place: worth waiting for the client's
+    /// connection to be ready to take them so.
+    const PASSES_THROUGH: bool = false;
+
     /// The next piece if it is there now, `Poll::Pending` if not yet; `Ready(None)` at the end.
     fn now(&mut self) -> impl Future<Output = Poll<Option<Result<Bytes, LinkError>>>>;
     /// The next piece, waiting for it; `None` at the end.
     fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, LinkError>>>;
+
+    /// Like [`WorkerBody::next`], but a link that holds the body's bytes where they can be read
+    /// in place first shows them to `through`, which says how many of them it used: only the rest
+    /// comes back as the piece (empty when `through` used all there was).
+    fn next_through(&mut self, through: &mut Through<'_>) -> impl Future<Output = Option<Result<Bytes, LinkError>>> {
+        let _ = through;
+        self.next()
+    }
 }
+
+/// Passes body bytes on from where they lie; returns how many it used.
+type Through<'a> = dyn FnMut(&[IoSlice<'_>]) -> usize + Send + 'a;
 
 /// Why an exchange with a worker failed.
 #[derive(Debug, thiserror::Error)]
