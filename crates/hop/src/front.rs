@@ -223,7 +223,7 @@ impl FrontSlot<'_> {
     /// Takes the next response record, if one is there, into `payload`; frees its space for a
     /// worker thread that waits for it.
     pub fn pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        self.pop_through(payload, |_| 0)
+        self.pop_run(payload, None, |_| 0)
     }
 
     /// Like [`FrontSlot::pop`], but a run of body records is first shown in place to `through`,
@@ -233,7 +233,16 @@ impl FrontSlot<'_> {
         payload: &mut Vec<u8>,
         through: impl FnOnce(&[IoSlice<'_>]) -> usize,
     ) -> Result<Option<u8>, HopError> {
-        let kind = self.view.response.try_pop_through(payload, BODY, through)?;
+        self.pop_run(payload, Some(BODY), through)
+    }
+
+    fn pop_run(
+        &self,
+        payload: &mut Vec<u8>,
+        run_of: Option<u8>,
+        through: impl FnOnce(&[IoSlice<'_>]) -> usize,
+    ) -> Result<Option<u8>, HopError> {
+        let kind = self.view.response.try_pop_through(payload, run_of, through)?;
         if kind.is_some() && self.view.response.half_free() {
             fence(Ordering::SeqCst);
             let control = self.view.response.control;

@@ -102,51 +102,60 @@ impl<'a> Ring<'a> {
     /// contents (copied once, straight into the vector's spare capacity: zeroing a record first,
     /// as a safe copy needs, would cost as much again). Returns its kind.
     pub fn try_pop(&self, payload: &mut Vec<u8>) -> Result<Option<u8>, HopError> {
-        self.try_pop_through(payload, u8::MAX, |_| 0)
+        self.try_pop_through(payload, None, |_| 0)
     }
 
-    /// Like [`Ring::try_pop`], but when the next record is of kind `run_of`, it is shown where it
-    /// lies to `through`, with the records of that kind right behind it (a run, of up to
-    /// [`MAX_RUN`]): their payloads as slices, two for one that wraps. `through` says how many of
-    /// the run's first bytes it used (a body written to a socket from here is never copied).
+    /// Like [`Ring::try_pop`], but when the next record is of the kind `run_of` names, it is
+    /// shown where it lies to `through`, with the records of that kind right behind it (a run, of
+    /// up to [`MAX_RUN`]): their payloads as slices, two for one that wraps. `through` says how
+    /// many of the run's first bytes it used (a body written to a socket from here is never
+    /// copied).
     /// Records it used whole are taken; so is the record its use ended in (or the first, if it
     /// used nothing), whose unused rest is copied into `payload`; the records after stay.
     /// Returns the kind of the records taken.
     pub fn try_pop_through(
         &self,
         payload: &mut Vec<u8>,
-        run_of: u8,
+        run_of: Option<u8>,
         through: impl FnOnce(&[IoSlice<'_>]) -> usize,
     ) -> Result<Option<u8>, HopError> {
         let head = self.control.head.0.load(Ordering::Relaxed);
         let tail = self.control.tail.0.load(Ordering::Acquire);
         self.used(tail, head)?;
-        let mut run: Vec<(u32, usize)> = Vec::new();
+        // Where each record of the run starts, and its length; on the stack, as this is every
+        // record's path.
+        let mut run = [(0u32, 0usize); MAX_RUN];
+        let mut records = 0;
         let mut kind = None;
         let mut at = head;
-        while at != tail && run.len() < MAX_RUN {
+        while at != tail && records < MAX_RUN {
             let (this, len) = self.record_at(at, tail)?;
             if kind.is_some_and(|kind| kind != this) {
                 break;
             }
             kind = Some(this);
             let start = at.wrapping_add(RECORD_HEADER as u32);
-            run.push((start, len));
+            run[records] = (start, len);
+            records += 1;
             at = start.wrapping_add(len as u32);
-            if this != run_of {
+            if Some(this) != run_of {
                 break;
             }
         }
         let Some(kind) = kind else { return Ok(None) };
-        let mut left = if kind == run_of {
-            let slices: Vec<IoSlice<'_>> = run.iter().flat_map(|&(start, len)| self.published(start, len)).collect();
-            through(&slices)
+        let run = &run[..records];
+        let mut left = if Some(kind) == run_of {
+            let mut slices = [IoSlice::new(&[]); 2 * MAX_RUN];
+            for (pair, &(start, len)) in slices.chunks_exact_mut(2).zip(run) {
+                pair.copy_from_slice(&self.published(start, len));
+            }
+            through(&slices[..2 * records])
         } else {
             0
         };
         payload.clear();
         let mut next_head = head;
-        for &(start, len) in &run {
+        for &(start, len) in run {
             let used = left.min(len);
             left -= used;
             next_head = start.wrapping_add(len as u32);
@@ -296,7 +305,7 @@ mod tests {
             }
             assert!(ring.try_push(2, &[b"after the run"]).unwrap());
             let kind = ring
-                .try_pop_through(&mut payload, BODY, |parts| {
+                .try_pop_through(&mut payload, Some(BODY), |parts| {
                     let shown: Vec<u8> = parts.iter().flat_map(|part| part.iter().copied()).collect();
                     assert_eq!(shown, run, "the run as it lies, in order across the wrap");
                     used
@@ -310,7 +319,7 @@ mod tests {
                 assert_eq!(ring.try_pop(&mut payload).unwrap(), Some(BODY));
                 assert_eq!(payload, stays, "{used}: the records after it stay");
             }
-            assert_eq!(ring.try_pop_through(&mut payload, BODY, |_| unreachable!()).unwrap(), Some(2));
+            assert_eq!(ring.try_pop_through(&mut payload, Some(BODY), |_| unreachable!()).unwrap(), Some(2));
             assert_eq!(payload, b"after the run");
         }
         assert!(!ring.has_data());

@@ -347,11 +347,8 @@ impl Writer {
     /// [`Writer::write`], behind them.
     pub fn pass_through(&self, parts: &[IoSlice<'_>]) -> usize {
         let mut state = self.shared.lock();
-        let idle = state.reader_waits
-            && state.memory.is_empty()
-            && !unread_in_file(&state)
-            && state.end.is_none()
-            && !state.reader_gone;
+        // (The body has not ended: its writer is here.)
+        let idle = state.reader_waits && state.memory.is_empty() && !unread_in_file(&state) && !state.reader_gone;
         let Some(through) = state.through.as_mut().filter(|_| idle) else { return 0 };
         // A socket that fails or is full takes nothing: the reader, writing the rest itself, sees
         // the same and deals with it.

@@ -133,8 +133,7 @@ impl Exchange<'_> {
         let slot = self.line.link.slot(self.line.index);
         self.upload.feed(&slot)?;
         let mut record = Vec::new();
-        let in_body = self.head_read;
-        let popped = slot.pop_through(&mut record, |parts| if in_body { through(parts) } else { 0 })?;
+        let popped = if self.head_read { slot.pop_through(&mut record, through)? } else { slot.pop(&mut record)? };
         match popped {
             Some(kind) => {
                 self.line.response = record.into();
