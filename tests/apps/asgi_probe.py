@@ -6,7 +6,10 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /hello       "hello"
 - /until-gone  reads its request, then waits for the next message without answering: the client
                is expected to leave, and the message type is kept
-- /seen        the message types /until-gone got, as JSON
+- /read-until-gone
+               reads its request body until its end or until its client leaves, and keeps the
+               type of the last message
+- /seen        the message types /until-gone and /read-until-gone got, as JSON
 - /http-version  the scope's http_version
 - /digest      the request body's length and SHA-256, as JSON, read message by message
 - /digest-streaming
@@ -80,6 +83,10 @@ async def app(scope, receive, send):
     elif scope["path"] == "/until-gone":
         await receive()
         _seen.append((await receive())["type"])
+    elif scope["path"] == "/read-until-gone":
+        while (message := await receive())["type"] == "http.request" and message.get("more_body"):
+            pass
+        _seen.append(message["type"])
     elif scope["path"] == "/digest":
         await _digest(receive, send)
     elif scope["path"] == "/digest-streaming":

@@ -11,7 +11,9 @@ Run with one worker (`-w 1`) so every request sees the same process state:
                      unless given): a large body whose every byte says where it belongs
 - /echo              the request body, and what the environ said about it (SERVER_PROTOCOL too),
                      as JSON
-- /digest            the request body's length and SHA-256, read from wsgi.input in pieces
+- /digest            the request body's length and SHA-256, read from wsgi.input in pieces; a
+                     read that fails for a client that left mid-body is put in the service log
+                     ("digest cut: " and the error's class)
 - /environ           every environ key with the type of its value, as JSON
 - /closing?id=X&ms=N an iterable (pausing N ms between its two pieces) whose close() is
                      recorded; /closed lists the recorded ids
@@ -127,14 +129,19 @@ def digest(environ, start_response):
     """The body's length and digest, read in pieces of `piece` bytes (all at once: -1)."""
     sha, length, stream = hashlib.sha256(), 0, environ["wsgi.input"]
     size = int(_params(environ).get("piece", 65536))
-    while True:
-        piece = stream.read(size)
-        if not piece:
-            break
-        sha.update(piece)
-        length += len(piece)
-        if size < 0:
-            break
+    try:
+        while True:
+            piece = stream.read(size)
+            if not piece:
+                break
+            sha.update(piece)
+            length += len(piece)
+            if size < 0:
+                break
+    except ConnectionError as error:
+        with _lock:
+            _log.append(f"digest cut: {type(error).__name__}")
+        raise
     return _json(start_response, {"length": length, "sha256": sha.hexdigest()})
 
 

@@ -172,16 +172,32 @@ def test_a_request_waiting_on_what_only_it_holds_is_not_collected(serve):
         assert read_response(sock.makefile("rb"))[::2] == (200, b"woken")
 
 
-def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
-    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
-    sock = server.connect()
-    send_request(sock, "GET", "/until-gone")
+def leave_and_see_the_app_hear_it(server, sock):
+    """Closes `sock` once its request is in the app; the app must hear `http.disconnect`, and the
+    slot serve on."""
     wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the request to reach the app")
     sock.close()
     wait_until(lambda: json.loads(server.get("/seen")[2]) == ["http.disconnect"],
                message="the app to hear that its client left")
     wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")
     assert server.get("/hello")[2] == b"hello"
+
+
+def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    sock = server.connect()
+    send_request(sock, "GET", "/until-gone")
+    leave_and_see_the_app_hear_it(server, sock)
+
+
+def test_the_app_hears_http_disconnect_when_its_client_leaves_mid_upload(serve):
+    """A large body sent fast is read by the app as it arrives; its client leaving before the end
+    is an `http.disconnect`, and the slot serves on."""
+    server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "1MiB", "asgi_probe:app")
+    sock = server.connect()
+    sock.sendall(b"POST /read-until-gone HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % (16 << 20)
+                 + os.urandom(4 << 20))
+    leave_and_see_the_app_hear_it(server, sock)  # 12 MiB short of its length
 
 
 # The loop's slow paths over the hop: a request body that is not on the ring when the loop reads

@@ -1,6 +1,8 @@
 """The front's HTTP/1.1: what clients see on the wire, for good and bad input."""
 
+import hashlib
 import json
+import os
 import re
 import socket
 import threading
@@ -120,6 +122,64 @@ def test_slow_uploader_does_not_hold_a_slot(serve):
     slow.sendall(b"world")
     status, _, body = read_response(slow.makefile("rb"))
     assert status == 200 and json.loads(body)["body"] == "helloworld"
+
+
+def upload_head(length):
+    return f"POST /digest HTTP/1.1\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
+
+
+def test_a_fast_large_upload_is_read_by_the_app_as_it_arrives(serve):
+    """A large body whose client sends it fast queues before its end: the one slot takes it while
+    the rest is still on its way, and the app gets every byte in order."""
+    server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "4MiB", "probe:app")
+    body = os.urandom(16 << 20)
+    with server.connect(timeout=60) as sock:
+        sock.sendall(upload_head(len(body)) + body[:8 << 20])
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
+        sock.sendall(body[8 << 20:])
+        status, _, reply = read_response(sock.makefile("rb"))
+    assert status == 200, reply
+    assert json.loads(reply) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+@pytest.mark.parametrize("how", ["stalls", "leaves"])
+def test_a_fast_upload_that_stops_after_it_queued_frees_its_slot(serve, how):
+    """Queued early, a body must keep coming at its client's pace: a client that stalls gets 408
+    long before the I/O timeout (60 s), one that leaves is gone; either way the app hears that the
+    body was cut short, and the slot and the worker serve on."""
+    server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "1MiB", "probe:app")
+    sock = server.connect(timeout=30)
+    sock.sendall(upload_head(16 << 20) + os.urandom(4 << 20))
+    wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
+    if how == "stalls":
+        status, _, reply = read_response(sock.makefile("rb"))
+        assert status == 408 and b"request body not received in time" in reply
+    sock.close()
+    wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")
+    assert json.loads(server.get("/log")[2]) == ["digest cut: PeerClosed"]
+    assert server.get("/bytes?n=5")[2] == b"bbbbb"
+    assert server.stats()["workers"][0]["restarts"] == 0
+
+
+def test_a_slow_large_upload_is_read_whole_before_it_queues(serve):
+    """A large body whose client sends it slowly holds no slot while it trickles in: other requests
+    are served meanwhile, and the body reaches the app whole once it is complete."""
+    server = serve("-w", "1", "-t", "1", "--max-body", "8MiB", "--request-buffer", "64KiB", "probe:app")
+    body = os.urandom(1 << 20)
+    with server.connect(timeout=60) as sock:
+        sock.sendall(upload_head(len(body)))
+        sent = 0
+        while sent < 256 << 10:  # past the request buffer, a sixteenth of it at a time
+            time.sleep(0.01)
+            sock.sendall(body[sent:sent + (4 << 10)])
+            sent += 4 << 10
+        for _ in range(3):
+            assert server.get("/record?id=fast")[0] == 200
+        wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot free while the upload trickles")
+        sock.sendall(body[sent:])
+        status, _, reply = read_response(sock.makefile("rb"))
+    assert status == 200, reply
+    assert json.loads(reply) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
 def patterned(size):

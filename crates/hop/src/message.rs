@@ -1,9 +1,12 @@
 //! What the records of a slot's rings carry.
 //!
 //! A request is a [`REQUEST_HEAD`] record, then [`BODY`] records until the body length the head
-//! announced is reached (the front has read the whole body before the request queued, so it
-//! always knows it). The rest of a body that waits in a file may come as one [`BODY_FILE`]
-//! record instead, naming the file the front passed beside the ring ([`crate::files`]). A response is a [`RESPONSE_HEAD`] record, [`BODY`] records, and [`END`]; or,
+//! announced is reached (the front knows it: it read the whole body before the request queued,
+//! or the body had a `Content-Length`). The rest of a body that waits in a file may come as one
+//! [`BODY_FILE`] record instead, naming the file the front passed beside the ring
+//! ([`crate::files`]). A body still arriving when the request queued may end early with
+//! [`ABORT`]: its client went away, and the app is told so. A response is a [`RESPONSE_HEAD`]
+//! record, [`BODY`] records, and [`END`]; or,
 //! when the app fails after its head was written, [`ABORT`], after which the front cuts the
 //! client's connection so the client sees a truncated response, not a complete one.
 //!

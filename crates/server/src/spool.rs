@@ -448,6 +448,13 @@ impl Reader {
         }
     }
 
+    /// Resolves when the writer has written or ended since [`Reader::try_next`] last found
+    /// nothing (or at once, if it did so in between): for a reader that polls the body among
+    /// other things, as a slot feeding a request body that is still arriving.
+    pub async fn arrived(&self) {
+        self.shared.readable.notified().await;
+    }
+
     /// Lets the writer write the body's next bytes to `socket` itself (the client's own socket,
     /// the body unframed on it), at most `allowance` bytes in all, whenever this reader waits in
     /// [`Reader::next`] with nothing buffered. [`Reader::passed`] says how many it wrote.

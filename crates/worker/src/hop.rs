@@ -231,7 +231,7 @@ impl Exchange {
             } else if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
                 return Ok(&[]);
             } else {
-                self.take_body_record(py).map_err(ReadError::Io)?;
+                self.take_body_record(py)?;
             }
         }
         let start = self.taken;
@@ -239,9 +239,16 @@ impl Exchange {
         Ok(&self.record[start..self.taken])
     }
 
-    /// Takes the next record of the request body off the ring: its bytes, or the file it names.
-    fn take_body_record(&mut self, py: Python<'_>) -> io::Result<()> {
+    /// Takes the next record of the request body off the ring: its bytes, or the file it names;
+    /// or the front's word that the client went away before it sent the rest (`ABORT`), which
+    /// ends the body, cut short.
+    fn take_body_record(&mut self, py: Python<'_>) -> Result<(), ReadError> {
         let kind = self.pop(py)?;
+        if kind == ABORT {
+            (self.body_left, self.taken) = (0, 0);
+            self.record.clear();
+            return Err(ReadError::PeerClosed);
+        }
         self.body_left =
             self.body_left.saturating_sub(message::body_bytes(kind, &self.record).map_err(io::Error::other)?);
         if kind == BODY_FILE {
@@ -336,7 +343,7 @@ impl Exchange {
         while self.body_left > 0 {
             match self.take_body_record(py) {
                 Ok(()) => {}
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                Err(ReadError::Io(error)) if error.kind() == io::ErrorKind::WouldBlock => {
                     self.closing = Some((last, why.to_vec()));
                     return Ok(());
                 }

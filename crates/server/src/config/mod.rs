@@ -164,7 +164,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "32KiB", value_name = "BYTES", value_parser = parse_size)]
     pub max_header_size: u64,
 
-    /// Largest request body (413 above it); bodies are read whole before the request queues
+    /// Largest request body (413 above it); bodies are read whole before the request queues, but for
+    /// a large one whose client sends it fast
     #[arg(long, default_value = "100MiB", value_name = "BYTES", value_parser = parse_size)]
     pub max_body: u64,
 

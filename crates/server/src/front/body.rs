@@ -5,9 +5,12 @@
 //! for is refused with 503: it cannot queue half-read, and waiting for room would hold every
 //! upload while none can finish.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use headway_http1::HttpError;
 use http::StatusCode;
+use tokio::time::Instant;
 
 use crate::queue::job::RequestBody;
 use crate::spool::{self, SpoolLimits, WriteError};
@@ -38,16 +41,27 @@ impl<'a> BodySink<'a> {
             return Ok(());
         }
         let (writer, _) = self.spool.get_or_insert_with(|| spool::channel(self.limits));
-        let spooled = self.pieces.drain(..).chain(std::iter::once(data)).try_for_each(|piece| writer.try_write(piece));
-        spooled.map_err(|err| match err {
-            WriteError::Full(_) => {
-                HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy: no room to buffer the request body")
-            }
-            WriteError::Io(err) => {
-                tracing::warn!("cannot buffer a request body: {err}");
-                HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body")
-            }
-        })
+        self.pieces
+            .drain(..)
+            .chain(std::iter::once(data))
+            .try_for_each(|piece| writer.try_write(piece))
+            .map_err(refusal)
+    }
+
+    /// Whether `more` bytes would take the body past the memory it may hold, to a spool's file.
+    pub(super) fn would_spill(&self, more: usize) -> bool {
+        self.spool.is_none() && self.len + more as u64 > self.limits.memory as u64
+    }
+
+    /// Hands on the body so far, still all in memory, as a spooled body of `length` bytes in
+    /// all whose rest is still to come: [`RestOfBody`] takes it, behind what the reader has.
+    pub(super) fn queue_early(self, length: u64) -> (RequestBody, RestOfBody) {
+        debug_assert!(self.spool.is_none() && self.len <= self.limits.memory as u64);
+        let (writer, reader) = spool::channel(self.limits);
+        for piece in self.pieces {
+            writer.try_write(piece).expect("what fits the memory limit fits an empty spool's memory");
+        }
+        (RequestBody::Spooled { reader, len: length }, RestOfBody { writer })
     }
 
     pub(super) fn finish(self) -> RequestBody {
@@ -58,6 +72,43 @@ impl<'a> BodySink<'a> {
             }
             None if self.pieces.len() == 1 => RequestBody::Memory(self.pieces.into_iter().next().expect("one piece")),
             None => RequestBody::Memory(self.pieces.concat().into()),
+        }
+    }
+}
+
+/// The rest of a body handed on before its end ([`BodySink::queue_early`]): what the client sends
+/// next goes on behind what the slot has. Dropped without [`RestOfBody::finish`], the body is cut
+/// short for whoever reads it.
+pub(super) struct RestOfBody {
+    writer: spool::Writer,
+}
+
+impl RestOfBody {
+    /// Adds the next piece, as [`BodySink::push`]; first waits, as a slot writing a response
+    /// does ([`spool::Writer::room`]), for a slot reading along to make room in memory, so that
+    /// a body read as it arrives never goes through the file. Returns how long it waited.
+    pub(super) async fn push(&mut self, data: Bytes) -> Result<Duration, HttpError> {
+        let waited = Instant::now();
+        self.writer.room(data.len()).await;
+        let waited = waited.elapsed();
+        self.writer.try_write(data).map_err(refusal)?;
+        Ok(waited)
+    }
+
+    pub(super) fn finish(self) {
+        self.writer.finish();
+    }
+}
+
+/// The status for a piece the spool could not take.
+fn refusal(err: WriteError) -> HttpError {
+    match err {
+        WriteError::Full(_) => {
+            HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy: no room to buffer the request body")
+        }
+        WriteError::Io(err) => {
+            tracing::warn!("cannot buffer a request body: {err}");
+            HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot buffer the request body")
         }
     }
 }

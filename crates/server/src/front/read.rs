@@ -5,16 +5,27 @@
 //! them: the idle wait for a keep-alive connection's next request (holding no buffer), the
 //! header timeout (408), the body read with its stall timeout, `100 Continue`, and the body's
 //! buffering in memory or a spool.
+//!
+//! One kind of body may queue before its end: a large one, with a `Content-Length`, that its
+//! client sends at least as fast as [`KEEPS_PACE`]. Reading it whole first would put the client's
+//! sending and the app's reading one after the other, for a client that holds nobody up; queued
+//! early, the slot reads it as it arrives. The rest must then keep to that schedule (give or take
+//! [`LATE`]), or the client gets 408 and the app a body cut short: a client that slows down after
+//! it queued cannot hold a slot at a slow client's pace. A slow client, or a chunked body, is read
+//! whole first, as every other.
 
-use bytes::{Buf, BytesMut};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
 use http::{StatusCode, Version};
 use tokio::io::AsyncReadExt;
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 
-use super::body::BodySink;
+use super::body::{BodySink, RestOfBody};
 use super::conn::{Connection, End, READ_CHUNK};
 use super::stream::ClientStream;
 use crate::queue::job::RequestBody;
+use crate::spool::KEEPS_PACE;
 use headway_http1::body::{BodyDecoder, BodyKind};
 use headway_http1::request::{parse_head, RequestHead, NOT_HTTP};
 use headway_http1::response::CONTINUE;
@@ -22,6 +33,32 @@ use headway_http1::HttpError;
 
 /// The most a body read asks for at once.
 const LARGE_READ: usize = 256 * 1024;
+
+/// How far behind the schedule it kept until it queued a body queued early may fall.
+const LATE: Duration = Duration::from_secs(1);
+
+/// A body queued early: what takes its rest, and how to read it.
+pub(super) struct BodyToCome {
+    rest: RestOfBody,
+    /// Data decoded but not yet given to `rest`.
+    next: Option<Bytes>,
+    decoder: BodyDecoder,
+    /// Its `Content-Length`.
+    length: u64,
+    /// When its first byte was awaited: the start of its client's schedule.
+    started: Instant,
+}
+
+/// Whether `received` bytes since `started` came at least as fast as a client sending at
+/// [`KEEPS_PACE`].
+fn keeps_pace(started: Instant, received: u64) -> bool {
+    started.elapsed() <= pace_time(received)
+}
+
+/// How long a client keeping pace takes to send `bytes`.
+fn pace_time(bytes: u64) -> Duration {
+    Duration::from_secs_f64(bytes as f64 / KEEPS_PACE as f64)
+}
 
 impl<S: ClientStream> Connection<S> {
     /// Reads the next request head. `None`: the client closed, or stayed idle too long, or the
@@ -83,44 +120,95 @@ impl<S: ClientStream> Connection<S> {
         }
     }
 
-    /// Reads the whole body. Only then may the request queue.
-    pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<RequestBody, End> {
+    /// Reads the body: the whole of it, or, for a large body with a `Content-Length` whose
+    /// client sends it fast, as much as has come when that is clear. The request may queue then;
+    /// [`Connection::read_rest`] reads what is still to come.
+    pub(super) async fn read_body(&mut self, head: &RequestHead) -> Result<(RequestBody, Option<BodyToCome>), End> {
         let front = self.front.clone();
         let mut sink = BodySink::new(&front.settings.request_spool);
         if head.body == BodyKind::Empty {
-            return Ok(sink.finish());
+            return Ok((sink.finish(), None));
         }
         self.send_continue(head).await?;
+        let started = Instant::now();
         // A Content-Length was checked against --max-body by the parser; a chunked body is
         // counted against it as it is decoded.
         let mut decoder = BodyDecoder::new(head.body, self.front.settings.limits.max_body);
         loop {
-            let decoded = decoder.decode(&self.buf).map_err(|error| End::Refuse(error, head.version))?;
-            let mut used = self.buf.split_to(decoded.consumed);
-            if !decoded.data.is_empty() {
-                // The data is a run of the bytes read: passed on without a copy.
-                let _ = used.split_to(decoded.data.start);
-                used.truncate(decoded.data.len());
-                sink.push(used.freeze()).map_err(|error| End::Refuse(error, head.version))?;
+            let refuse = |error| End::Refuse(error, head.version);
+            let (data, consumed) = self.take_decoded(&mut decoder).map_err(refuse)?;
+            if let Some(data) = data {
+                // The moment a body outgrows memory is the moment to judge its client.
+                if let BodyKind::Length(length) = head.body {
+                    let sent = sink.len() + data.len() as u64;
+                    if sink.would_spill(data.len()) && !decoder.is_done() && keeps_pace(started, sent) {
+                        let (body, rest) = sink.queue_early(length);
+                        let to_come = BodyToCome { rest, next: Some(data), decoder, length, started };
+                        return Ok((body, Some(to_come)));
+                    }
+                }
+                sink.push(data).map_err(refuse)?;
             }
             if decoder.is_done() {
-                return Ok(sink.finish());
+                return Ok((sink.finish(), None));
             }
-            if decoded.consumed == 0 {
-                // A long body is read in large pieces: fewer reads, and fewer pieces to spool.
-                let rest = match head.body {
-                    BodyKind::Length(length) => (length - decoder.decoded()) as usize,
-                    _ => READ_CHUNK,
+            if !consumed {
+                let left = match head.body {
+                    BodyKind::Length(length) => Some(length - decoder.decoded()),
+                    _ => None,
                 };
-                self.buf.reserve(rest.clamp(READ_CHUNK, LARGE_READ));
-                self.read_body_bytes().await?;
+                self.read_body_bytes(left, Instant::now() + self.front.settings.io_timeout).await?;
             }
         }
     }
 
-    /// One read of body bytes; a client silent for the I/O timeout gets 408.
-    async fn read_body_bytes(&mut self) -> Result<(), End> {
-        match timeout(self.front.settings.io_timeout, self.io.read_buf(&mut self.buf)).await {
+    /// Reads the rest of a body queued early, on the schedule its client kept so far: one that
+    /// falls behind it by more than [`LATE`] gets 408, and the app sees the body cut short, so
+    /// that no client holds a slot at a slow client's pace.
+    pub(super) async fn read_rest(&mut self, to_come: BodyToCome, version: Version) -> Result<(), End> {
+        let BodyToCome { mut rest, mut next, mut decoder, length, mut started } = to_come;
+        loop {
+            let refuse = |error| End::Refuse(error, version);
+            let (data, consumed) = match next.take() {
+                Some(data) => (Some(data), true),
+                None => self.take_decoded(&mut decoder).map_err(refuse)?,
+            };
+            if let Some(data) = data {
+                // Waiting for the slot to make room is not the client's time.
+                started += rest.push(data).await.map_err(refuse)?;
+            }
+            if decoder.is_done() {
+                rest.finish();
+                return Ok(());
+            }
+            if !consumed {
+                let due = started + pace_time(decoder.decoded()) + LATE;
+                let deadline = due.min(Instant::now() + self.front.settings.io_timeout);
+                self.read_body_bytes(Some(length - decoder.decoded()), deadline).await?;
+            }
+        }
+    }
+
+    /// Decodes what the buffer holds of the body: its data, if any (a run of the bytes read,
+    /// passed on without a copy), and whether any of the buffer was used.
+    fn take_decoded(&mut self, decoder: &mut BodyDecoder) -> Result<(Option<Bytes>, bool), HttpError> {
+        let decoded = decoder.decode(&self.buf)?;
+        let mut used = self.buf.split_to(decoded.consumed);
+        if decoded.data.is_empty() {
+            return Ok((None, decoded.consumed > 0));
+        }
+        let _ = used.split_to(decoded.data.start);
+        used.truncate(decoded.data.len());
+        Ok((Some(used.freeze()), true))
+    }
+
+    /// One read of body bytes (`left` of them to come, if known); a client silent until
+    /// `deadline` gets 408. A long body is read in large pieces: fewer reads, and fewer pieces to
+    /// spool.
+    async fn read_body_bytes(&mut self, left: Option<u64>, deadline: Instant) -> Result<(), End> {
+        let want = left.map_or(READ_CHUNK, |left| usize::try_from(left).unwrap_or(usize::MAX));
+        self.buf.reserve(want.clamp(READ_CHUNK, LARGE_READ));
+        match timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
             Ok(read) if read.as_ref().is_ok_and(|&n| n > 0) => Ok(()),
             Ok(_) => Err(End::Gone),
             Err(_) => Err(End::Refuse(

@@ -2,7 +2,8 @@
 //!
 //! The connection is the only thing a client can hold. While it is idle between requests it
 //! costs a task and no buffer, no slot and no thread. A request enters the queue only once its
-//! head and body are fully read ([`super::read`]), so slow uploads never hold a slot; its
+//! head and body are fully read, or its body is arriving fast ([`super::read`]), so slow uploads
+//! never hold a slot; its
 //! response comes back through a spool ([`super::relay`]), so slow downloads never hold one
 //! either. One request of a connection is in the queue or running at a time: the next one
 //! (keep-alive or pipelined) enters at the back of the queue only after this one's response, so
@@ -74,13 +75,17 @@ impl<S: ClientStream> Connection<S> {
         let (method, version) = (head.method.clone(), head.version);
         let uri = settle_target(&mut head.target).map_err(|error| End::Refuse(error, version))?;
         let websocket = self.admit_websocket(&head)?;
-        let body = self.read_body(&head).await.map_err(|end| match end {
+        let (body, to_come) = self.read_body(&head).await.map_err(|end| match end {
             End::Refuse(error, _) => End::Refuse(error, version),
             gone => gone,
         })?;
         self.requests += 1;
         let persistence = self.persistence(&head);
         if let Some(health) = self.front.health_response(&head, version, persistence) {
+            drop(body);
+            if let Some(to_come) = to_come {
+                self.read_rest(to_come, version).await?; // to nobody: the connection goes on after it
+            }
             self.front.stats.response_sent(health.status);
             self.write(&health.bytes).await?;
             if persistence == Persistence::Close {
@@ -98,6 +103,11 @@ impl<S: ClientStream> Connection<S> {
         let wait = self.front.queue.enqueue(request);
         if let Some(fields) = logged.as_mut() {
             fields.took_lane(wait.lane());
+        }
+        if let Some(to_come) = to_come {
+            // Failing, this drops the wait: the request leaves the queue, or its slot sees the
+            // body cut short.
+            self.read_rest(to_come, version).await?;
         }
         let outcome = self.wait(wait).await?;
         let sent = self.respond(&method, version, outcome, persistence).await?;

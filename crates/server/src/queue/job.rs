@@ -1,11 +1,13 @@
 //! What travels through the queue: a complete request, and the channel its answer goes back on.
 //!
-//! The front builds a [`Job`] only once the request's head and body are fully read, so a job is
-//! ready to run on any slot of any worker the moment it is dispatched. The answer is an
+//! The front builds a [`Job`] once the request's head and body are fully read, so a job is ready
+//! to run on any slot of any worker the moment it is dispatched; only a large body its client
+//! sends fast may still be arriving (its slot then waits no longer than that client's pace). The answer is an
 //! [`Outcome`]: the worker's response, the worker's connection become a WebSocket, or the
 //! failure the front must turn into a status.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,11 +33,11 @@ pub struct Client(pub String);
 /// A request waiting for, or running on, a slot.
 pub struct Job {
     pub ticket: Ticket,
-    /// When the request (head and body) became complete: its place in the queue, and the
-    /// start of its queue timeout.
+    /// When the request entered the queue (complete, or its body arriving fast): its place in
+    /// the queue, and the start of its queue timeout.
     pub complete_at: Instant,
     /// The request as it will be sent to the worker: origin-form target, hop-by-hop headers
-    /// removed, forwarding headers added, the whole body already read.
+    /// removed, forwarding headers added, the body read (or, queued early, arriving).
     pub request: http::Request<RequestBody>,
     /// Where the outcome goes. A closed channel means the client has gone away.
     pub reply: oneshot::Sender<Outcome>,
@@ -60,8 +62,10 @@ impl Job {
     }
 }
 
-/// A request body, complete before the request queues: in memory when small, in a spool
-/// (memory, then a temporary file) when large, so waiting uploads cost bounded memory.
+/// A request body: in memory when small, in a spool (memory, then a temporary file) when large,
+/// so waiting uploads cost bounded memory. It is complete before the request queues, but for a
+/// large body whose client sends it fast: that one queues early, and its rest arrives in the
+/// spool while the request waits or runs (see `front::read`).
 pub enum RequestBody {
     Memory(Bytes),
     Spooled { reader: spool::Reader, len: u64 },
@@ -99,13 +103,32 @@ impl RequestBody {
         }
     }
 
-    /// The next piece of the body; `None` after the last. The body is complete before the
-    /// request queues, so this never has to wait.
-    pub fn take_piece(&mut self) -> Option<Result<Bytes, spool::Truncated>> {
+    /// The next piece of the body if it is there; `Ready(None)` after the last. `Pending`: the
+    /// rest of a body queued early is still arriving ([`RequestBody::arrived`] says when more is).
+    pub fn poll_piece(&mut self) -> Poll<Option<Result<Bytes, spool::Truncated>>> {
         match self {
-            RequestBody::Memory(data) if data.is_empty() => None,
-            RequestBody::Memory(data) => Some(Ok(std::mem::take(data))),
-            RequestBody::Spooled { reader, .. } => reader.try_next().unwrap_or(Some(Err(spool::Truncated))),
+            RequestBody::Memory(data) if data.is_empty() => Poll::Ready(None),
+            RequestBody::Memory(data) => Poll::Ready(Some(Ok(std::mem::take(data)))),
+            RequestBody::Spooled { reader, .. } => reader.try_next().map_or(Poll::Pending, Poll::Ready),
+        }
+    }
+
+    /// Resolves when the client has sent more of a body that [`RequestBody::poll_piece`] found
+    /// still arriving (or cut it short).
+    pub async fn arrived(&self) {
+        match self {
+            RequestBody::Memory(_) => std::future::pending().await,
+            RequestBody::Spooled { reader, .. } => reader.arrived().await,
+        }
+    }
+
+    /// The next piece of the body, waiting for it if it is still arriving; `None` after the last.
+    pub async fn next_piece(&mut self) -> Option<Result<Bytes, spool::Truncated>> {
+        loop {
+            if let Poll::Ready(piece) = self.poll_piece() {
+                return piece;
+            }
+            self.arrived().await;
         }
     }
 }
@@ -220,7 +243,7 @@ mod tests {
 
     fn pieces(mut body: RequestBody) -> Vec<u8> {
         let mut all = Vec::new();
-        while let Some(piece) = body.take_piece() {
+        while let Poll::Ready(Some(piece)) = body.poll_piece() {
             all.extend_from_slice(&piece.unwrap());
         }
         all
@@ -240,11 +263,37 @@ mod tests {
         assert_eq!(pieces(body), pieces_written.concat());
     }
 
+    #[tokio::test]
+    async fn body_queued_early_waits_for_its_rest() {
+        let (writer, reader) = spool::channel(&spool::SpoolLimits::unbounded(16));
+        writer.try_write(Bytes::from_static(b"first")).unwrap();
+        let mut body = RequestBody::Spooled { reader, len: 11 };
+        assert!(matches!(body.poll_piece(), Poll::Ready(Some(Ok(piece))) if piece == "first"));
+        assert!(body.poll_piece().is_pending(), "the rest has not arrived");
+        let late = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            writer.try_write(Bytes::from_static(b" rest")).unwrap();
+            writer.finish();
+        });
+        assert_eq!(body.next_piece().await.unwrap().unwrap(), " rest");
+        assert!(body.next_piece().await.is_none());
+        late.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn body_cut_while_arriving_says_so() {
+        let (writer, reader) = spool::channel(&spool::SpoolLimits::unbounded(16));
+        let mut body = RequestBody::Spooled { reader, len: 11 };
+        assert!(body.poll_piece().is_pending());
+        drop(writer); // the client went away mid-body
+        assert!(matches!(body.next_piece().await, Some(Err(spool::Truncated))));
+    }
+
     #[test]
     fn memory_body_ends_after_its_bytes() {
         let body = RequestBody::Memory(Bytes::from_static(b"hello"));
         assert_eq!(pieces(body.try_clone().unwrap()), b"hello");
         assert_eq!(pieces(body), b"hello");
-        assert!(RequestBody::Memory(Bytes::new()).take_piece().is_none());
+        assert!(matches!(RequestBody::Memory(Bytes::new()).poll_piece(), Poll::Ready(None)));
     }
 }

@@ -159,6 +159,11 @@ impl HttpCycle {
                         return Ok(None);
                     }
                 }
+                // The client went away before it sent the whole body.
+                Err(ReadError::PeerClosed) => {
+                    self.disconnected = true;
+                    return Ok(Some(disconnect(py)?));
+                }
                 Err(error) => return Err(read_error(error)),
             }
         }

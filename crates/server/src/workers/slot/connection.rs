@@ -130,7 +130,7 @@ impl Connection {
         let mut answered_early = false;
         loop {
             if piece.is_empty() {
-                match body.take_piece() {
+                match body.next_piece().await {
                     Some(next) => piece = next.map_err(|_| LinkError::BodyLost)?,
                     None => break,
                 }

@@ -9,6 +9,7 @@
 
 use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use bytes::Bytes;
 use headway_hop::front::FrontSlot;
@@ -18,6 +19,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::{LinkError, Through, WorkerBody};
 use crate::queue::job::{Client, RequestBody};
+use crate::spool;
 use crate::workers::region::HopLink;
 
 /// A slot's line: its rings in the current process's region.
@@ -92,6 +94,12 @@ impl SlotLine {
                     let head = response_head(&exchange.line.response)?;
                     return Ok((head, exchange));
                 }
+                // The worker gave the request up when it heard that the client left mid-body.
+                Step::Record(ABORT) if exchange.upload.cut => {
+                    exchange.line.poisoned = false;
+                    let why = String::from_utf8_lossy(&exchange.line.response).into_owned();
+                    return Err(LinkError::Aborted(why));
+                }
                 Step::Record(_) => return Err(HopError::Corrupt("a response record before its head").into()),
                 Step::Wait => exchange.wait().await?,
             }
@@ -143,12 +151,15 @@ impl Exchange<'_> {
         }
     }
 
-    /// Waits until the slot's rings move, or fails if the worker process exits. (A process
-    /// being drained is still there: it finishes what it holds.)
+    /// Waits until the slot's rings move or more of a body still arriving has come, or fails if
+    /// the worker process exits. (A process being drained is still there: it finishes what it
+    /// holds.)
     async fn wait(&mut self) -> Result<(), LinkError> {
         let link = &self.line.link;
+        let upload = &self.upload;
         tokio::select! {
             () = link.moved(self.line.index) => Ok(()),
+            () = upload.body.arrived(), if upload.arriving => Ok(()),
             () = link.until_gone() => Err(LinkError::WorkerGone),
         }
     }
@@ -227,11 +238,15 @@ struct Upload {
     taken: bool,
     /// The worker could not be sent a file: the rest goes through the ring.
     no_files: bool,
+    /// The body's next piece is still on its way from the client (a body queued early).
+    arriving: bool,
+    /// The body ended short, and the worker was told so.
+    cut: bool,
 }
 
 impl Upload {
     fn new(body: RequestBody) -> Upload {
-        Upload { body, piece: Bytes::new(), taken: false, no_files: false }
+        Upload { body, piece: Bytes::new(), taken: false, no_files: false, arriving: false, cut: false }
     }
 
     fn is_done(&self) -> bool {
@@ -242,17 +257,37 @@ impl Upload {
     /// when it has read some.
     fn feed(&mut self, slot: &FrontSlot<'_>) -> Result<(), LinkError> {
         let mut pushed = false;
+        self.arriving = false;
         loop {
             let head = slot.request_head();
             if self.piece.is_empty() {
+                if self.taken {
+                    break;
+                }
                 match self.hand_file(slot)? {
                     Some(true) => pushed = true,
                     Some(false) if slot.want_space(head) => break,
                     Some(false) => {}
-                    None => match self.body.take_piece() {
-                        Some(piece) => self.piece = piece.map_err(|_| LinkError::BodyLost)?,
-                        None => {
+                    None => match self.body.poll_piece() {
+                        Poll::Ready(Some(Ok(piece))) => self.piece = piece,
+                        // The body ends short (its client went away before it sent the rest, or
+                        // its file failed): the worker is told, and the exchange ends as any other.
+                        Poll::Ready(Some(Err(spool::Truncated))) => {
+                            if !slot.push(ABORT, &[b"the client went away before it sent the whole body"])? {
+                                if slot.want_space(head) {
+                                    break;
+                                }
+                                continue;
+                            }
+                            (pushed, self.taken, self.cut) = (true, true, true);
+                            break;
+                        }
+                        Poll::Ready(None) => {
                             self.taken = true;
+                            break;
+                        }
+                        Poll::Pending => {
+                            self.arriving = true;
                             break;
                         }
                     },

@@ -225,7 +225,11 @@ impl Slot {
         let (head, body) = match exchanged {
             Some(Ok(response)) => response,
             Some(Err(err)) => {
-                warn!(worker = self.worker.index, "request failed: {err}");
+                // A request given up once its client left mid-body (by the app, or by the slot for
+                // a `--cmd` worker) is no failure.
+                if !(reply.is_closed() && matches!(err, LinkError::Aborted(_) | LinkError::BodyLost)) {
+                    warn!(worker = self.worker.index, "request failed: {err}");
+                }
                 let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
                 self.replace_if_broken(&err);
                 return After::Broken;
@@ -428,7 +432,7 @@ enum LinkError {
     WorkerGone,
     #[error("the app failed after its response began: {0}")]
     Aborted(String),
-    #[error("the request body could not be read back from its spool")]
+    #[error("the request body was cut short: its client left before it sent it all, or its spool failed")]
     BodyLost,
 }
 
