@@ -5,9 +5,13 @@ argv[1] and appends what it saw to the file given as argv[2].
   a write fails (the front closed the connection), "stream finished" if it runs to its end.
 - `/wait`: answers after a minute, watching its connection meanwhile; notes "wait: connection
   closed" if the front closes it first, "wait finished" otherwise.
+- POST `/digest`: reads the body as it comes and answers its length and SHA-256 as JSON; notes
+  "upload cut" if the connection ends before the body does.
 - anything else: 200 "ok".
 """
 
+import hashlib
+import json
 import select
 import socket
 import sys
@@ -27,6 +31,23 @@ def note(line):
 class Handler(OkHandler):
     def do_GET(self):
         {"/stream": self.stream, "/wait": self.wait}.get(self.path, self.ok)()
+
+    def do_POST(self):
+        left, sha = int(self.headers["Content-Length"]), hashlib.sha256()
+        length = left
+        while left:
+            piece = self.rfile.read1(min(left, 1 << 20))
+            if not piece:
+                note("upload cut")
+                self.close_connection = True
+                return
+            sha.update(piece)
+            left -= len(piece)
+        body = json.dumps({"length": length, "sha256": sha.hexdigest()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def stream(self):
         self.send_response(200)

@@ -1,6 +1,7 @@
 """Workers: started, restarted when they die, replaced when they hang, stopped gracefully;
 any HTTP/1.1 server can be one (--cmd)."""
 
+import hashlib
 import json
 import os
 import signal
@@ -278,6 +279,30 @@ def test_a_cmd_worker_hears_that_the_client_left(serve, tmp_path, path, seen):
     wait_until(lambda: notes.exists() and seen in notes.read_text(), message=f"the worker to see {seen!r}")
     assert notes.read_text() == f"{seen}\n"
     # The one slot connects again and serves the next request; nothing failed on the way.
+    assert server.get("/")[::2] == (200, b"ok")
+    assert server.stats()["workers"][0]["restarts"] == 0
+
+
+def test_a_cmd_worker_reads_a_fast_upload_as_it_arrives_and_hears_when_its_client_leaves(serve, tmp_path):
+    """A large body sent fast queues before its end (docs/design/early-uploads.md), for an HTTP
+    worker too: the worker gets every byte in order, and when a client leaves mid-body, the front
+    closes the worker's connection, as behind a proxy."""
+    notes = tmp_path / "notes"
+    worker = REPO / "tests" / "apps" / "hangup_worker.py"
+    server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "1MiB",
+                   "--cmd", f"{sys.executable} {worker} {{socket}} {notes}")
+    body = os.urandom(16 << 20)
+    head = b"POST /digest HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with server.connect(timeout=60) as client:
+        client.sendall(head + body[:8 << 20])
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
+        client.sendall(body[8 << 20:])
+        status, _, reply = read_response(client.makefile("rb"))
+    assert status == 200 and json.loads(reply) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    with server.connect() as client:
+        client.sendall(head + body[:4 << 20])
+        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
+    wait_until(lambda: notes.exists() and "upload cut" in notes.read_text(), message="the worker to see the body cut")
     assert server.get("/")[::2] == (200, b"ok")
     assert server.stats()["workers"][0]["restarts"] == 0
 
