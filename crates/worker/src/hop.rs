@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use headway_hop::files::read_at;
@@ -392,6 +393,24 @@ impl Transport for Exchange {
         Ok(piece.len())
     }
 
+    fn body_left(&self) -> Option<u64> {
+        if !matches!(self.stage, Stage::Running | Stage::Responding) {
+            return Some(0); // as `body_piece` has it: the body is over
+        }
+        let file_left = self.file.as_ref().map_or(0, |file| file.left);
+        Some((self.record.len() - self.taken) as u64 + self.body_left + file_left)
+    }
+
+    fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+        // Read from the body's file straight into `out`, once the record at hand is used up.
+        if let Some(file) = self.file.as_mut().filter(|file| file.left > 0 && self.taken == self.record.len()) {
+            return file.read_into(py, out);
+        }
+        let piece = self.body_piece(py, out.len())?;
+        out[..piece.len()].copy_from_slice(piece);
+        Ok(piece.len())
+    }
+
     fn send_head(
         &mut self,
         py: Python<'_>,
@@ -507,7 +526,20 @@ impl HandedFile {
             return Ok(0);
         }
         let read = py.detach(|| read_at(fd, offset, want, out)).map_err(ReadError::Io)?;
-        if read == 0 {
+        self.consumed(read)
+    }
+
+    /// Reads up to `out.len()` of the bytes left into `out`, without the GIL.
+    fn read_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+        let want = out.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let (file, offset) = (&self.file, self.offset);
+        let read = py.detach(|| file.read_at(&mut out[..want], offset)).map_err(ReadError::Io)?;
+        self.consumed(read)
+    }
+
+    /// Counts `read` bytes as read; none, while some are left, means the file is short.
+    fn consumed(&mut self, read: usize) -> Result<usize, ReadError> {
+        if read == 0 && self.left > 0 {
             return Err(ReadError::Io(io::Error::other("the request body's file is shorter than the front said")));
         }
         self.offset += read as u64;

@@ -40,6 +40,22 @@ pub trait Transport: Send + Sync {
     /// Appends up to `limit` bytes of the request body to `out`; returns how many, 0 at its end.
     fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError>;
 
+    /// How many bytes of the request body are left to read, when the transport knows it exactly
+    /// (over the hop the front announced the length); `None` when it does not.
+    fn body_left(&self) -> Option<u64> {
+        None
+    }
+
+    /// Reads request body bytes into `out`, as many as are at hand up to its length; returns how
+    /// many, 0 at its end. For a transport that knows [`Transport::body_left`], so that a reader
+    /// can fill memory of its own made to size.
+    fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+        let mut piece = Vec::with_capacity(out.len());
+        let read = self.read_body(py, out.len(), &mut piece)?;
+        out[..read].copy_from_slice(&piece);
+        Ok(read)
+    }
+
     /// Sends the response head and the first body bytes. `body_length` is the whole body's size
     /// when it is known now.
     fn send_head(

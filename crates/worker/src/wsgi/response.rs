@@ -238,6 +238,17 @@ impl Response {
         result
     }
 
+    /// As [`Response::read_body`], into memory the caller made to size ([`Transport::read_body_into`]).
+    pub fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+        let transport = self.transport.as_mut().ok_or(ReadError::PeerClosed)?;
+        transport.read_body_into(py, out)
+    }
+
+    /// The body's bytes left to read, when the transport knows it exactly.
+    pub fn body_left(&self) -> Option<u64> {
+        self.transport.as_ref().and_then(|transport| transport.body_left())
+    }
+
     /// Before the first read of the body (sends `100 Continue` when the client waits for it).
     pub fn body_wanted(&mut self, py: Python<'_>) -> PyResult<()> {
         if self.headers_sent {
