@@ -2,8 +2,9 @@
 //! carried it (HTTP/1.1 in [`super::read`], HTTP/2 in [`super::h2`]): in memory up to the request
 //! buffer size, then in a spool (a temporary file past that, within the disk budget), so a
 //! thousand waiting uploads do not cost a thousand bodies of memory. A body the budget has no room
-//! for is refused with 503: it cannot queue half-read, and waiting for room would hold every
-//! upload while none can finish.
+//! for is refused with 503: waiting for room would hold every upload while none can finish. A
+//! large HTTP/1.1 body sent fast is handed on before its end ([`BodySink::queue_early`]), and its
+//! rest follows it through the same spool ([`RestOfBody`]).
 
 use std::time::Duration;
 
