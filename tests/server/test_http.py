@@ -124,8 +124,8 @@ def test_slow_uploader_does_not_hold_a_slot(serve):
     assert status == 200 and json.loads(body)["body"] == "helloworld"
 
 
-def upload_head(length):
-    return f"POST /digest HTTP/1.1\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
+def upload_head(length, version="1.1"):
+    return f"POST /digest HTTP/{version}\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
 
 
 def test_a_fast_large_upload_is_read_by_the_app_as_it_arrives(serve):
@@ -142,17 +142,19 @@ def test_a_fast_large_upload_is_read_by_the_app_as_it_arrives(serve):
     assert json.loads(reply) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
-@pytest.mark.parametrize("how", ["stalls", "leaves"])
-def test_a_fast_upload_that_stops_after_it_queued_frees_its_slot(serve, how):
+@pytest.mark.parametrize("how, version", [("stalls", "1.1"), ("stalls", "1.0"), ("leaves", "1.1")])
+def test_a_fast_upload_that_stops_after_it_queued_frees_its_slot(serve, how, version):
     """Queued early, a body must keep coming at its client's pace: a client that stalls gets 408
-    long before the I/O timeout (60 s), one that leaves is gone; either way the app hears that the
-    body was cut short, and the slot and the worker serve on."""
+    (in its own HTTP version) long before the I/O timeout (60 s), one that leaves is gone; either
+    way the app hears that the body was cut short, and the slot and the worker serve on."""
     server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "1MiB", "probe:app")
     sock = server.connect(timeout=30)
-    sock.sendall(upload_head(16 << 20) + os.urandom(4 << 20))
+    sock.sendall(upload_head(16 << 20, version) + os.urandom(4 << 20))
     wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
     if how == "stalls":
-        status, _, reply = read_response(sock.makefile("rb"))
+        stream = sock.makefile("rb")
+        assert stream.peek(9)[:9] == f"HTTP/{version} ".encode()
+        status, _, reply = read_response(stream)
         assert status == 408 and b"request body not received in time" in reply
     sock.close()
     wait_until(lambda: server.stats()["slots"]["busy"] == 0, message="the slot to be given back")

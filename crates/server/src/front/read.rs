@@ -157,7 +157,7 @@ impl<S: ClientStream> Connection<S> {
                     BodyKind::Length(length) => Some(length - decoder.decoded()),
                     _ => None,
                 };
-                self.read_body_bytes(left, Instant::now() + self.front.settings.io_timeout).await?;
+                self.read_body_bytes(left, Instant::now() + self.front.settings.io_timeout, head.version).await?;
             }
         }
     }
@@ -184,7 +184,7 @@ impl<S: ClientStream> Connection<S> {
             if !consumed {
                 let due = started + pace_time(decoder.decoded()) + LATE;
                 let deadline = due.min(Instant::now() + self.front.settings.io_timeout);
-                self.read_body_bytes(Some(length - decoder.decoded()), deadline).await?;
+                self.read_body_bytes(Some(length - decoder.decoded()), deadline, version).await?;
             }
         }
     }
@@ -203,9 +203,9 @@ impl<S: ClientStream> Connection<S> {
     }
 
     /// One read of body bytes (`left` of them to come, if known); a client silent until
-    /// `deadline` gets 408. A long body is read in large pieces: fewer reads, and fewer pieces to
+    /// `deadline` gets 408, in its request's `version`. A long body is read in large pieces: fewer reads, and fewer pieces to
     /// spool.
-    async fn read_body_bytes(&mut self, left: Option<u64>, deadline: Instant) -> Result<(), End> {
+    async fn read_body_bytes(&mut self, left: Option<u64>, deadline: Instant, version: Version) -> Result<(), End> {
         let want = left.map_or(READ_CHUNK, |left| usize::try_from(left).unwrap_or(usize::MAX));
         self.buf.reserve(want.clamp(READ_CHUNK, LARGE_READ));
         match timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
@@ -213,7 +213,7 @@ impl<S: ClientStream> Connection<S> {
             Ok(_) => Err(End::Gone),
             Err(_) => Err(End::Refuse(
                 HttpError::new(StatusCode::REQUEST_TIMEOUT, "request body not received in time"),
-                Version::HTTP_11,
+                version,
             )),
         }
     }
