@@ -191,7 +191,8 @@ def main():
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
             path = results.write(f"versus-{part}", title=title, command=f"PARTS={part} bench/versus.sh",
                                  summary=summary, tables=tables, order=order, versions=versions,
-                                 notes=["Every server with its defaults (uvicorn without its access log). "
+                                 notes=["Every server with its defaults (uvicorn without its access log; headway's "
+                                        "-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app). "
                                         "CPU us/req is the CPU time of all the server's processes over the "
                                         "requests wrk counted; headway's front apart in its own column."])
             print(f"written: {path}")

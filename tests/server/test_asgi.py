@@ -123,6 +123,20 @@ def test_slots_bound_the_requests_in_the_app(serve):
     assert server.get("/most")[2] == b"2", "two slots: two requests in the app at once, never more"
 
 
+def test_by_default_an_asgi_worker_has_16_slots_and_a_wsgi_worker_5(serve):
+    """`-t auto`: the worker says its kind of app once it has imported it, and the front opens
+    that many slots; still never more requests in the app at once than slots."""
+    asgi = serve("-w", "1", "asgi_probe:app")
+    stats = asgi.stats()
+    assert (stats["slots"]["total"], stats["workers"][0]["slots"]) == (16, 16)
+    results = parallel_gets(asgi, ["/slow"] * 20)
+    assert [(status, body) for status, _, body in results] == [(200, b"slept")] * 20
+    assert asgi.get("/most")[2] == b"16", "16 slots: 16 requests in the app at once, never more"
+    wsgi = serve("-w", "2", "probe:app")
+    assert wsgi.stats()["slots"]["total"] == 10
+    assert [worker["slots"] for worker in wsgi.stats()["workers"]] == [5, 5]
+
+
 def test_starlette_websocket_echo_through_the_front(serve):
     require_module("starlette")
     from websockets.sync.client import connect

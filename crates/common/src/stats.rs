@@ -172,6 +172,9 @@ pub struct WorkerSnapshot {
     pub index: usize,
     pub pid: u32,
     pub state: WorkerState,
+    /// Its slots: the most requests it runs at once.
+    #[serde(default)]
+    pub slots: usize,
     pub busy: usize,
     pub requests: u64,
     /// Seconds its slots spent running requests (summed over slots).

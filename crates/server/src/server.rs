@@ -134,8 +134,8 @@ impl Server {
         };
 
         let stats = Arc::new(Stats::default());
-        let threads = config.supervisor.threads;
-        let slots = config.supervisor.workers * threads;
+        // The workers' slots as far as known before they start: each says its kind of app then.
+        let slots = config.supervisor.workers * config.supervisor.slots.threads;
         let queue = Queue::with_settings(config.queue.clone(), slots);
         let readiness = Arc::new(Readiness::default());
         // Health checks are answered from the start: "starting" is not "dead".
@@ -143,7 +143,6 @@ impl Server {
             stats: stats.clone(),
             queue: queue.clone(),
             workers: OnceLock::new(),
-            threads,
             readiness: readiness.clone(),
             access_log: access_log.clone(),
             temp_files: config.slots.response_spool.disk.clone(),
@@ -154,7 +153,7 @@ impl Server {
         }
         if let Some(listener) = agent_listener {
             info!("HAProxy agent check on {}", listener.local_bind()?);
-            tokio::spawn(agent_check::serve(listener, readiness.clone(), slots));
+            tokio::spawn(agent_check::serve(listener, readiness.clone(), queue.clone()));
         }
         let status = {
             let sources = sources.clone();
@@ -162,6 +161,7 @@ impl Server {
                 let workers = sources.workers.get().map_or(&[][..], Vec::as_slice);
                 let busy: usize = workers.iter().map(|worker| worker.busy.get()).sum();
                 let (queued, open) = (sources.queue.depth(), sources.stats.open_connections());
+                let slots = sources.queue.slots();
                 format!("{queued} queued, {busy} of {slots} slots busy, {open} connections")
             }
         };
@@ -172,8 +172,8 @@ impl Server {
             Launch::Command(command) => format!("`{command}`"),
         };
         info!(
-            "starting {} worker(s) x {threads} slot(s) for {what}; {} front thread(s)",
-            config.supervisor.workers, config.front_threads
+            "starting {} worker(s) x {} slot(s) for {what}; {} front thread(s)",
+            config.supervisor.workers, config.supervisor.slots, config.front_threads
         );
         let supervisor = tokio::select! {
             started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,

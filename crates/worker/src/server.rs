@@ -132,8 +132,8 @@ fn serve_hop(
     describe: &str,
 ) -> PyResult<i32> {
     let stops = StopSignals::install(py)?;
-    let handles = match app.serve_hop(py, &end, threads)? {
-        Some(handle) => vec![handle],
+    let (handles, how) = match app.serve_hop(py, &end, threads)? {
+        Some(handle) => (vec![handle], format!("{threads} requests at once on its event loop")),
         None => (0..threads)
             .map(|number| {
                 let (end, app) = (end.clone(), app.clone());
@@ -143,10 +143,11 @@ fn serve_hop(
                     })
                 })
             })
-            .collect::<PyResult<Vec<_>>>()?,
+            .collect::<PyResult<Vec<_>>>()
+            .map(|handles| (handles, format!("{threads} threads")))?,
     };
     end.announce_ready(app.takes_websockets());
-    log(py, &format!("pid {} serving {describe} over shared memory with {threads} threads", std::process::id()));
+    log(py, &format!("pid {} serving {describe} over shared memory with {how}", std::process::id()));
     py.detach(|| stops.wait());
     end.stop();
     join(py, handles);

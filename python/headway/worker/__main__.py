@@ -76,6 +76,8 @@ def parse_args(argv):
                         help="unix socket path to listen on (default: $HEADWAY_SOCKET)")
     parser.add_argument("--threads", metavar="T", type=_positive, default=1,
                         help="slots: connections served at once, one thread each (default 1)")
+    parser.add_argument("--asgi-tasks", metavar="N", type=_positive,
+                        help="slots of an ASGI app instead: requests at once on its event loop (default T)")
     parser.add_argument("--workers", metavar="W", type=_positive, default=1,
                         help="worker processes the front runs; sets wsgi.multiprocess (default 1)")
     parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto",
@@ -135,7 +137,7 @@ def serve(app, args, socket_path):
         interface = "asgi" if asgi.is_asgi(app) else "wsgi"
     try:
         if interface == "asgi":
-            return asgi.serve(app, socket_path, args.threads, args.app, args.root_path)
+            return asgi.serve(app, socket_path, args.asgi_tasks or args.threads, args.app, args.root_path)
         return _native.serve(app, socket_path, args.threads, args.workers, args.app, args.root_path)
     except _native.StartupError as error:
         log(str(error))

@@ -1,6 +1,6 @@
 """`python -m headway.worker.preload`: the preloaded parent of `headway serve --preload`.
 
-    python -m headway.worker.preload --threads T --workers W [--hooks MODULE] [APP]
+    python -m headway.worker.preload --threads T [--asgi-tasks N] --workers W [--hooks MODULE] [APP]
 
 Imports APP once, freezes what the import made (`gc.freeze()`, so the collector of a worker
 never writes to those objects and their pages stay shared), says "ready" to the front on the
@@ -38,6 +38,7 @@ from .hooks import serve_between
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m headway.worker.preload")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--asgi-tasks", type=int)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--hooks", metavar="MODULE")
     parser.add_argument("--interface", choices=("auto", "wsgi", "asgi"), default="auto")

@@ -26,6 +26,7 @@ use crate::workers::launch::{Interface, Launch, PythonApp, TakesWebSockets};
 use crate::workers::lifetime::RecyclePolicy;
 use crate::workers::reload::ReloadSettings;
 use crate::workers::slot::SlotSettings;
+use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
 use headway_http1::request::Limits;
@@ -33,7 +34,7 @@ use headway_http1::request::Limits;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
     headway serve -w 4 -t 8 myapp.wsgi:application\n  \
-    headway serve -w 2 -t 8 --interface asgi main:app    a FastAPI app, WebSockets included\n  \
+    headway serve -w 2 main:app                  a FastAPI app: 16 slots a worker, WebSockets included\n  \
     headway serve -t 5 --cmd 'puma -t 5:5 -b unix://{socket} config.ru'")]
 pub struct ServeArgs {
     /// The app as module:callable, WSGI (PEP 3333) or ASGI 3. Without it, and without --cmd, the
@@ -51,15 +52,18 @@ pub struct ServeArgs {
     #[arg(short, long, env = "WEB_CONCURRENCY", value_name = "N")]
     pub workers: Option<usize>,
 
-    /// Request slots per worker: the most requests one worker runs at once (its threads)
-    #[arg(short, long, default_value_t = 5, value_name = "T")]
-    pub threads: usize,
+    /// Request slots per worker: the most requests one worker runs at once (a WSGI app's threads,
+    /// an ASGI app's tasks on its event loop). auto: 5 for a WSGI app or a --cmd server, 16 for
+    /// an ASGI app, whose loop interleaves its requests at each await (with --interface auto,
+    /// as each worker finds once it has imported the app)
+    #[arg(short, long, default_value = "auto", value_name = "T|auto", value_parser = parse_count_or_auto)]
+    pub threads: CountOrAuto,
 
     /// Threads of the front, which holds every client connection and the queue. auto: one for
     /// every four CPUs the server may use, at least one (one thread costs no wake-up of another
     /// per request, which below eight CPUs costs more than a second thread gains)
-    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = parse_front_threads)]
-    pub front_threads: FrontThreads,
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = parse_count_or_auto)]
+    pub front_threads: CountOrAuto,
 
     /// Which CPU each worker process runs on. auto: the bundled worker's processes are pinned
     /// one to a CPU when there are at least as many workers as CPUs (its threads then wait for
@@ -418,13 +422,10 @@ impl Config {
             bail!("--workers must be between 1 and 1024, not {workers}");
         }
         let front_threads = match args.front_threads {
-            FrontThreads::Auto => front_threads_for(std::thread::available_parallelism().map_or(1, usize::from)),
-            FrontThreads::Count(threads) if (1..=256).contains(&threads) => threads,
-            FrontThreads::Count(threads) => bail!("--front-threads must be between 1 and 256, not {threads}"),
+            CountOrAuto::Auto => front_threads_for(std::thread::available_parallelism().map_or(1, usize::from)),
+            CountOrAuto::Count(threads) if (1..=256).contains(&threads) => threads,
+            CountOrAuto::Count(threads) => bail!("--front-threads must be between 1 and 256, not {threads}"),
         };
-        if !(1..=1024).contains(&args.threads) {
-            bail!("--threads must be between 1 and 1024, not {}", args.threads);
-        }
         if args.max_queue == 0 {
             bail!("--max-queue must be at least 1");
         }
@@ -494,6 +495,7 @@ impl Config {
                 },
             },
         };
+        let slots = slots_per_worker(args.threads, &launch)?;
         let bundled = matches!(launch, Launch::Python { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
         let mut binds = Vec::new();
@@ -523,7 +525,7 @@ impl Config {
         };
         let preload = match (&launch, args.preload) {
             (Launch::Python { python, app }, true) => {
-                Some(ZygoteConfig { python: python.clone(), app: app.clone(), threads: args.threads, workers })
+                Some(ZygoteConfig { python: python.clone(), app: app.clone(), slots, workers })
             }
             _ => None,
         };
@@ -538,7 +540,7 @@ impl Config {
             control,
             supervisor: SupervisorConfig {
                 workers,
-                threads: args.threads,
+                slots,
                 launch,
                 boot_timeout: args.boot_timeout,
                 request_timeout: args.timeout,
@@ -659,19 +661,35 @@ pub fn parse_secs(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// `--queue-target`: `auto`, or seconds where 0 means off.
-/// `--front-threads`.
+/// `--threads` and `--front-threads`: a number, or `auto` for the rule the flag names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrontThreads {
+pub enum CountOrAuto {
     Auto,
     Count(usize),
 }
 
-pub fn parse_front_threads(text: &str) -> Result<FrontThreads, String> {
+pub fn parse_count_or_auto(text: &str) -> Result<CountOrAuto, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
-        return Ok(FrontThreads::Auto);
+        return Ok(CountOrAuto::Auto);
     }
-    text.trim().parse().map(FrontThreads::Count).map_err(|_| format!("'{text}' is not a number of threads or auto"))
+    text.trim().parse().map(CountOrAuto::Count).map_err(|_| format!("'{text}' is not a number or auto"))
+}
+
+/// `--threads` for workers started as `launch` says: `auto` knows the kind of app only when
+/// `--interface` or `--cmd` says it.
+fn slots_per_worker(threads: CountOrAuto, launch: &Launch) -> anyhow::Result<SlotsPerWorker> {
+    Ok(match threads {
+        CountOrAuto::Count(threads) if (1..=1024).contains(&threads) => SlotsPerWorker::fixed(threads),
+        CountOrAuto::Count(threads) => bail!("--threads must be between 1 and 1024, not {threads}"),
+        CountOrAuto::Auto => SlotsPerWorker::auto(match launch {
+            Launch::Python { app, .. } => match app.interface {
+                Interface::Auto => None,
+                Interface::Asgi => Some(true),
+                Interface::Wsgi => Some(false),
+            },
+            Launch::Command(_) => Some(false),
+        }),
+    })
 }
 
 /// `--front-threads auto` on a machine (or cpuset, or CPU quota) of `cpus` CPUs: one thread for
@@ -684,6 +702,7 @@ pub fn front_threads_for(cpus: usize) -> usize {
     (cpus / 4).max(1)
 }
 
+/// `--queue-target`: `auto`, or seconds where 0 means off.
 pub fn parse_target(text: &str) -> Result<Target, String> {
     if text.trim().eq_ignore_ascii_case("auto") {
         return Ok(Target::Auto);
@@ -733,6 +752,26 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workers::launch::PythonApp;
+
+    #[test]
+    fn threads() {
+        assert_eq!(parse_count_or_auto("auto"), Ok(CountOrAuto::Auto));
+        assert_eq!(parse_count_or_auto("8"), Ok(CountOrAuto::Count(8)));
+        assert!(parse_count_or_auto("many").is_err());
+        let python = |interface| Launch::Python {
+            python: PathBuf::from("python3"),
+            app: PythonApp { spec: None, interface, hooks: None, root_path: None },
+        };
+        let auto = |launch: &Launch| slots_per_worker(CountOrAuto::Auto, launch).unwrap();
+        assert_eq!(auto(&python(Interface::Auto)), SlotsPerWorker { threads: 5, asgi: 16 });
+        assert_eq!(auto(&python(Interface::Asgi)), SlotsPerWorker::fixed(16));
+        assert_eq!(auto(&python(Interface::Wsgi)), SlotsPerWorker::fixed(5));
+        assert_eq!(auto(&Launch::Command("node server.js".into())), SlotsPerWorker::fixed(5));
+        let given = slots_per_worker(CountOrAuto::Count(3), &python(Interface::Auto)).unwrap();
+        assert_eq!(given, SlotsPerWorker::fixed(3));
+        assert!(slots_per_worker(CountOrAuto::Count(0), &python(Interface::Auto)).is_err());
+    }
 
     #[test]
     fn sizes() {
@@ -764,9 +803,6 @@ mod tests {
 
     #[test]
     fn front_threads() {
-        assert_eq!(parse_front_threads("auto"), Ok(FrontThreads::Auto));
-        assert_eq!(parse_front_threads("3"), Ok(FrontThreads::Count(3)));
-        assert!(parse_front_threads("many").is_err());
         let auto: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().map(front_threads_for).collect();
         assert_eq!(auto, [1, 1, 1, 2, 4, 8, 16]);
     }

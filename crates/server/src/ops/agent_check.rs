@@ -15,12 +15,14 @@ use tracing::debug;
 
 use crate::listener::{accept_until, Accepted, Listener};
 use crate::ops::readiness::{Readiness, State};
+use crate::queue::Queue;
 
 /// Answers agent checks on `listener` until the task is dropped.
-pub async fn serve(listener: Listener, readiness: Arc<Readiness>, slots: usize) {
+/// `queue` knows the workers' slots once they have started (the check says drain before).
+pub async fn serve(listener: Listener, readiness: Arc<Readiness>, queue: Arc<Queue>) {
     accept_until(&listener, std::future::pending(), |accepted| {
         let Accepted::Tcp(mut stream, _) = accepted else { return };
-        let line = reply(readiness.state(), slots);
+        let line = reply(readiness.state(), queue.slots());
         tokio::spawn(async move {
             if let Err(err) = stream.write_all(line.as_bytes()).await.and(stream.shutdown().await) {
                 debug!("agent check: {err}");

@@ -37,7 +37,6 @@ pub struct Sources {
     pub queue: Arc<Queue>,
     /// Set once the workers have booted; stats show none before.
     pub workers: OnceLock<Vec<Arc<Worker>>>,
-    pub threads: usize,
     pub readiness: Arc<Readiness>,
     pub access_log: Option<Arc<AccessLog>>,
     /// The temporary files of request and response bodies.
@@ -47,7 +46,7 @@ pub struct Sources {
 impl Sources {
     fn snapshot(&self, reader: Reader) -> Snapshot {
         let workers = self.workers.get().map_or(&[][..], Vec::as_slice);
-        let mut snapshot = self.stats.snapshot(&self.queue, workers, self.threads, reader);
+        let mut snapshot = self.stats.snapshot(&self.queue, workers, reader);
         snapshot.access_log_dropped = self.access_log.as_ref().map_or(0, |log| log.dropped());
         let disk = &self.temp_files;
         snapshot.temp_files =

@@ -130,7 +130,7 @@ impl Stats {
     }
 
     /// Everything, now. Reading resets the queue's high-water mark for `reader`.
-    pub fn snapshot(&self, queue: &Queue, workers: &[Arc<Worker>], threads: usize, reader: Reader) -> Snapshot {
+    pub fn snapshot(&self, queue: &Queue, workers: &[Arc<Worker>], reader: Reader) -> Snapshot {
         let workers: Vec<WorkerSnapshot> = workers.iter().map(|worker| worker_snapshot(worker)).collect();
         let busy = workers.iter().map(|w| w.busy).sum();
         let responses = self
@@ -148,7 +148,7 @@ impl Stats {
             uptime_secs: self.started.elapsed().as_secs_f64(),
             abandoned: AbandonedSnapshot { queued: queue_snapshot.withdrawn, running: queue.abandoned_running() },
             queue: queue_snapshot,
-            slots: SlotsSnapshot { busy, total: workers.len() * threads },
+            slots: SlotsSnapshot { busy, total: workers.iter().map(|worker| worker.slots).sum() },
             connections: ConnectionsSnapshot {
                 open: self.connections_open.get() as u64,
                 idle: self.connections_idle.get() as u64,
@@ -208,6 +208,7 @@ fn worker_snapshot(worker: &Worker) -> WorkerSnapshot {
         index: worker.index,
         pid,
         state,
+        slots: worker.slots(),
         busy: worker.busy.get(),
         requests: worker.served.load(Ordering::Relaxed),
         busy_secs: worker.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,

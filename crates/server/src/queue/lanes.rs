@@ -327,6 +327,11 @@ impl Lanes {
         self.class_mut(lane.class()).push_front(job);
     }
 
+    /// The workers' slots, once they have started.
+    pub fn set_slots(&mut self, slots: usize) {
+        self.slots = slots.max(1);
+    }
+
     /// The rule's figures as they stand.
     pub fn rule(&self) -> Rule {
         self.times.rule(self.slots, self.timeout)

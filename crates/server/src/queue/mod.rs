@@ -74,6 +74,7 @@ mod service;
 mod simulation;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -159,8 +160,9 @@ pub enum Reader {
 pub struct Queue {
     max_len: usize,
     timeout: Duration,
-    /// Slots of all workers together: how many requests finish in one service time.
-    slots: usize,
+    /// Slots of all workers together: how many requests finish in one service time. Set again
+    /// once the workers have started and said how many slots their kind of app takes.
+    slots: AtomicUsize,
     /// What places a request in its lane before the lock is taken.
     lanes: LaneSettings,
     /// Each lane's name, by its id (none when lanes are off).
@@ -197,6 +199,18 @@ struct IdleSlot {
 }
 
 impl Queue {
+    /// Slots of all workers together.
+    pub fn slots(&self) -> usize {
+        self.slots.load(Ordering::Relaxed)
+    }
+
+    /// The workers' slots, once they have started.
+    pub fn set_slots(&self, slots: usize) {
+        let slots = slots.max(1);
+        self.slots.store(slots, Ordering::Relaxed);
+        self.lock().waiting.set_slots(slots);
+    }
+
     /// A queue with controlled delay on and the other settings by default.
     pub fn new(max_len: usize, timeout: Duration, slots: usize) -> Arc<Self> {
         Queue::with_settings(QueueSettings::new(max_len, timeout), slots)
@@ -212,7 +226,7 @@ impl Queue {
         let queue = Arc::new(Queue {
             max_len,
             timeout,
-            slots: slots.max(1),
+            slots: AtomicUsize::new(slots.max(1)),
             lane_names: waiting.names(),
             lanes,
             state: Mutex::new(State {
@@ -258,7 +272,7 @@ impl Queue {
         let job = if state.waiting.is_empty() {
             match state.hand_to_idle(job) {
                 Ok(()) => {
-                    state.started(now, routing, waited, self.slots);
+                    state.started(now, routing, waited, self.slots());
                     return Ok(());
                 }
                 Err(job) => job,
@@ -271,13 +285,13 @@ impl Queue {
             state.shed_full += 1;
             return Err(Refused::Full);
         }
-        let service = state.service.estimate(self.slots);
+        let service = state.service.estimate(self.slots());
         let time_left = self.timeout.saturating_sub(waited);
-        if service.is_some_and(|service| expected_start(waiting, self.slots, service) > time_left) {
+        if service.is_some_and(|service| expected_start(waiting, self.slots(), service) > time_left) {
             state.shed_at_arrival += 1;
             return Err(Refused::WouldTimeOut);
         }
-        if state.delay.holding(now) && waiting >= state.delay.room(self.slots, service) {
+        if state.delay.holding(now) && waiting >= state.delay.room(self.slots(), service) {
             state.shed_standing_queue += 1;
             return Err(Refused::StandingQueue);
         }
@@ -301,7 +315,7 @@ impl Queue {
     /// wait for a slot, in whole seconds, at least 1 and at most the queue timeout.
     pub fn retry_after_secs(&self) -> u32 {
         let state = self.lock();
-        retry_after_secs(state.waiting.len(), self.slots, state.service.estimate(self.slots), self.timeout)
+        retry_after_secs(state.waiting.len(), self.slots(), state.service.estimate(self.slots()), self.timeout)
     }
 
     /// Takes a request whose client left out of the queue if it has not started; if it has, it
@@ -338,7 +352,7 @@ impl Queue {
     /// when handing it over, and the slot takes it out when the job is done.
     pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<Tally>) -> NextJob {
         let mut state = self.lock();
-        if let Some(job) = state.pop_startable(self.timeout, self.slots) {
+        if let Some(job) = state.pop_startable(self.timeout, self.slots()) {
             worker_busy.up();
             return NextJob { queue: self.clone(), ready: Some(job), waiting: None };
         }
@@ -367,7 +381,7 @@ impl Queue {
         let high_water = std::mem::replace(&mut state.high_water[reader as usize], depth);
         let ms = |micros: u64| micros as f64 / 1000.0;
         let waits = &state.waits;
-        let target = state.delay.target(state.service.estimate(self.slots));
+        let target = state.delay.target(state.service.estimate(self.slots()));
         let rule = state.waiting.rule();
         let lanes = state.waiting.snapshot();
         let lanes_on = !lanes.is_empty();

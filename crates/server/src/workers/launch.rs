@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use tokio::process::Command;
 
+use super::slots_per_worker::SlotsPerWorker;
 use super::worker::Transport;
 
 /// How worker processes are started.
@@ -112,16 +113,12 @@ impl Launch {
 
     /// The command that starts worker `index` on `socket`, in a process group of its own so
     /// that stopping it also stops whatever it forked.
-    pub fn command(&self, socket: &Path, index: usize, threads: usize, workers: usize) -> Command {
+    pub fn command(&self, socket: &Path, index: usize, slots: SlotsPerWorker, workers: usize) -> Command {
         let mut command = match self {
             Launch::Python { python, app } => {
                 let mut command = Command::new(python);
-                command.args(["-m", "headway.worker", "--socket"]).arg(socket).args([
-                    "--threads",
-                    &threads.to_string(),
-                    "--workers",
-                    &workers.to_string(),
-                ]);
+                command.args(["-m", "headway.worker", "--socket"]).arg(socket);
+                command.args(slots.worker_args()).args(["--workers", &workers.to_string()]);
                 command.args(app.args());
                 command
             }
@@ -134,7 +131,7 @@ impl Launch {
         command
             .env("HEADWAY_SOCKET", socket)
             .env("HEADWAY_WORKER", index.to_string())
-            .env("HEADWAY_THREADS", threads.to_string())
+            .env("HEADWAY_THREADS", slots.threads.to_string())
             .stdin(Stdio::null())
             .process_group(0)
             .kill_on_drop(true);

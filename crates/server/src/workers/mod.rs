@@ -1,4 +1,5 @@
-//! The worker pool: W workers, each with T slots, and what keeps them running.
+//! The worker pool: W workers, each with T slots ([`slots_per_worker`]), and what keeps them
+//! running.
 //!
 //! A [`worker::Worker`] is one place in the pool; its process is started as
 //! [`launch::Launch`] says and watched as a [`process::Process`] (forked from a preloaded parent
@@ -16,6 +17,7 @@ pub mod recycle;
 pub mod region;
 pub mod reload;
 pub mod slot;
+pub mod slots_per_worker;
 pub mod supervisor;
 pub mod worker;
 pub mod zygote;

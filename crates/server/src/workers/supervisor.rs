@@ -41,6 +41,7 @@ use crate::workers::process::{self, Process};
 use crate::workers::recycle::{self, Turns};
 use crate::workers::region::HopLink;
 use crate::workers::slot::{Slot, SlotSettings};
+use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::{Phase, Transport, Worker};
 use crate::workers::zygote::{Preloaded, ZygoteConfig};
 
@@ -55,7 +56,8 @@ const WEBSOCKETS_CLOSE_TIME: Duration = Duration::from_secs(3);
 #[derive(Debug, Clone)]
 pub struct SupervisorConfig {
     pub workers: usize,
-    pub threads: usize,
+    /// `-t`: each worker's slots, by the kind of app it serves.
+    pub slots: SlotsPerWorker,
     pub launch: Launch,
     pub boot_timeout: Duration,
     /// How long a hung worker's other requests may take to finish before it is replaced.
@@ -139,11 +141,17 @@ impl Supervisor {
         let turns = Turns::default();
         let mut managers = Vec::with_capacity(workers.len());
         let mut reloads = Vec::with_capacity(workers.len());
+        let mut total_slots = 0;
         for (worker, started) in workers.iter().zip(processes) {
-            let (process, _) = put_in_service(worker, 1, started.expect("every worker started"), &config);
-            for index in 0..config.threads {
+            let started = started.expect("every worker started");
+            // A worker keeps the slots of its first process: a slot runs for the server's life.
+            let count = started.slots;
+            worker.set_slots(count);
+            let (process, _) = put_in_service(worker, 1, started, &config);
+            for index in 0..count {
                 tokio::spawn(Slot::new(worker.clone(), index, queue.clone(), slots.clone()).run());
             }
+            total_slots += count;
             let (reload, reload_requests) = mpsc::channel(1);
             reloads.push(reload);
             let channels = Channels {
@@ -154,6 +162,7 @@ impl Supervisor {
             };
             managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
         }
+        queue.set_slots(total_slots);
         let memory_watch =
             config.recycle.max_memory.map(|limit| tokio::spawn(recycle::watch_memory(workers.clone(), limit)));
         Ok(Supervisor {
@@ -192,11 +201,12 @@ impl Supervisor {
     }
 }
 
-/// A process started for a worker, not yet serving: the process, and its hop region's link for
-/// the bundled worker.
+/// A process started for a worker, not yet serving: the process, its hop region's link for the
+/// bundled worker, and the slots its kind of app takes.
 struct Started {
     process: Process,
     link: Option<Arc<HopLink>>,
+    slots: usize,
 }
 
 /// Starts the process of `worker`'s generation `generation` on its own socket, and waits until
@@ -208,7 +218,7 @@ async fn start_process(
     generation: u64,
 ) -> Result<Started, BootError> {
     let socket = worker.socket.of(generation);
-    let mut command = config.launch.command(socket, worker.index, config.threads, config.workers);
+    let mut command = config.launch.command(socket, worker.index, config.slots, config.workers);
     let cpu = config.cpus.as_ref().map(|cpus| cpus.of(worker.index));
     if let Some(cpu) = cpu {
         affinity::pin_child(&mut command, cpu);
@@ -219,10 +229,11 @@ async fn start_process(
     match &worker.transport {
         Transport::Http => {
             let process = process::boot(&mut command, process::until_listening(socket), config.boot_timeout).await?;
-            Ok(Started { process, link: None })
+            Ok(Started { process, link: None, slots: config.slots.threads })
         }
         Transport::Hop(_) => {
-            let end = HopLink::prepare(config.threads, config.max_head).map_err(BootError::Spawn)?;
+            // Made for the most slots a worker may have: the worker says its kind once it serves.
+            let end = HopLink::prepare(config.slots.most(), config.max_head).map_err(BootError::Spawn)?;
             process::hand_over(&mut command, &end);
             // SAFETY: the doorbell's descriptor belongs to `end`, which the AsyncFd owns (through
             // the Arc) for its whole life.
@@ -236,8 +247,11 @@ async fn start_process(
                 }
                 None => process::boot(&mut command, ready, config.boot_timeout).await?,
             };
-            config.takes_websockets.set(doorbell.get_ref().worker_takes_websockets());
-            Ok(Started { process, link: Some(HopLink::start(doorbell, generation)) })
+            // The bundled worker takes WebSockets exactly when its app is ASGI.
+            let asgi = doorbell.get_ref().worker_takes_websockets();
+            config.takes_websockets.set(asgi);
+            let slots = config.slots.of(asgi);
+            Ok(Started { process, link: Some(HopLink::start(doorbell, generation)), slots })
         }
     }
 }
@@ -250,8 +264,16 @@ fn put_in_service(
     started: Started,
     config: &SupervisorConfig,
 ) -> (Process, Option<Arc<HopLink>>) {
-    let Started { process, link } = started;
+    let Started { process, link, slots } = started;
     info!("worker {} (pid {}) listening", worker.index, process.pid);
+    if slots != worker.slots() {
+        warn!(
+            "worker {}'s app now takes {slots} slots (-t auto, another kind of app): it keeps the {} of its first \
+             start until headway restarts",
+            worker.index,
+            worker.slots()
+        );
+    }
     worker.socket.serve_from(generation);
     let replaced = worker.install_link(link);
     worker.set_pid(process.pid);
@@ -552,7 +574,7 @@ while True:
         std::fs::write(&script, WORKER).unwrap();
         let config = SupervisorConfig {
             workers: 1,
-            threads,
+            slots: SlotsPerWorker::fixed(threads),
             launch: Launch::Command(format!("exec python3 {}", script.display())),
             boot_timeout: Duration::from_secs(30),
             request_timeout,

@@ -68,6 +68,8 @@ pub struct Worker {
     pub websockets: Arc<Tally>,
     /// Bumped to have every open WebSocket of this worker closed.
     websockets_closing: watch::Sender<u64>,
+    /// Its slots, set once its first process says what kind of app it serves.
+    slots: AtomicUsize,
     pid: AtomicU32,
     phase: watch::Sender<Phase>,
     /// The latest generation whose process a slot found stuck (0: none). A generation rather
@@ -90,6 +92,7 @@ impl Worker {
             lifetime: Lifetime::default(),
             websockets: Arc::new(Tally::default()),
             websockets_closing: watch::Sender::new(0),
+            slots: AtomicUsize::new(0),
             pid: AtomicU32::new(0),
             phase: watch::Sender::new(Phase::Starting),
             hung: watch::Sender::new(0),
@@ -128,6 +131,14 @@ impl Worker {
     /// The pid of the current process, 0 when there is none.
     pub fn pid(&self) -> u32 {
         self.pid.load(Ordering::Relaxed)
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots.load(Ordering::Relaxed)
+    }
+
+    pub fn set_slots(&self, slots: usize) {
+        self.slots.store(slots, Ordering::Relaxed);
     }
 
     pub fn set_pid(&self, pid: u32) {

@@ -40,13 +40,14 @@ use tokio::io::Interest;
 use tokio::process::{Child, Command};
 
 use crate::workers::launch::{BootError, PythonApp};
+use crate::workers::slots_per_worker::SlotsPerWorker;
 
 /// What the zygote runs.
 #[derive(Debug, Clone)]
 pub struct ZygoteConfig {
     pub python: PathBuf,
     pub app: PythonApp,
-    pub threads: usize,
+    pub slots: SlotsPerWorker,
     pub workers: usize,
 }
 
@@ -64,7 +65,7 @@ impl Zygote {
     pub async fn start(config: &ZygoteConfig, timeout: Duration) -> Result<Arc<Zygote>, BootError> {
         let (front, zygote) = seqpacket_pair().map_err(BootError::Spawn)?;
         let mut command = Command::new(&config.python);
-        command.args(["-m", "headway.worker.preload", "--threads", &config.threads.to_string()]);
+        command.args(["-m", "headway.worker.preload"]).args(config.slots.worker_args());
         command.args(["--workers", &config.workers.to_string()]);
         command.args(config.app.args());
         let fd = zygote.as_raw_fd();
