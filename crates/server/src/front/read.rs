@@ -203,8 +203,8 @@ impl<S: ClientStream> Connection<S> {
     }
 
     /// One read of body bytes (`left` of them to come, if known); a client silent until
-    /// `deadline` gets 408, in its request's `version`. A long body is read in large pieces: fewer reads, and fewer pieces to
-    /// spool.
+    /// `deadline` gets 408, in its request's `version`. A long body is read in large pieces:
+    /// fewer reads, and fewer pieces to spool.
     async fn read_body_bytes(&mut self, left: Option<u64>, deadline: Instant, version: Version) -> Result<(), End> {
         let want = left.map_or(READ_CHUNK, |left| usize::try_from(left).unwrap_or(usize::MAX));
         self.buf.reserve(want.clamp(READ_CHUNK, LARGE_READ));

@@ -206,7 +206,6 @@ impl Lane {
 
 /// The waiting requests in their classes, and what the lanes learn.
 pub struct Lanes {
-    slots: usize,
     timeout: Duration,
     routes: Routes,
     fast: VecDeque<Job>,
@@ -259,7 +258,7 @@ impl ClassTimes {
 }
 
 impl Lanes {
-    pub fn new(settings: &LaneSettings, slots: usize, timeout: Duration) -> Lanes {
+    pub fn new(settings: &LaneSettings, timeout: Duration) -> Lanes {
         let mut lanes = Vec::new();
         if settings.enabled {
             lanes.push(Lane::new("fast", LaneKind::Learned, timeout));
@@ -268,7 +267,6 @@ impl Lanes {
             lanes.extend(declared.map(|pattern| Lane::new(pattern.as_str(), LaneKind::Declared, timeout)));
         }
         Lanes {
-            slots: slots.max(1),
             timeout,
             routes: Routes::default(),
             fast: VecDeque::new(),
@@ -327,24 +325,19 @@ impl Lanes {
         self.class_mut(lane.class()).push_front(job);
     }
 
-    /// The workers' slots, once they have started.
-    pub fn set_slots(&mut self, slots: usize) {
-        self.slots = slots.max(1);
+    /// The rule's figures as they stand, for `slots` slots in all.
+    pub fn rule(&self, slots: usize) -> Rule {
+        self.times.rule(slots, self.timeout)
     }
 
-    /// The rule's figures as they stand.
-    pub fn rule(&self) -> Rule {
-        self.times.rule(self.slots, self.timeout)
-    }
-
-    /// Takes the request a free slot starts next, by [`choose`].
-    pub fn pop_next(&mut self, now: Instant) -> Option<Job> {
+    /// Takes the request a free slot (of `slots` in all) starts next, by [`choose`].
+    pub fn pop_next(&mut self, now: Instant, slots: usize) -> Option<Job> {
         let waited = |queue: &VecDeque<Job>| queue.front().map(|job| now.saturating_duration_since(job.complete_at));
         let slow_running = self.lanes.iter().skip(1).map(|lane| lane.running).sum();
         let class = if self.fast_again_first() {
             Class::Slow
         } else {
-            choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule())?
+            choose(waited(&self.fast), waited(&self.slow), slow_running, self.rule(slots))?
         };
         let job = self.class_mut(class).pop_front()?;
         self.lane_mut(job.routing.lane).into_iter().for_each(|lane| lane.waiting = lane.waiting.saturating_sub(1));
@@ -527,7 +520,7 @@ mod tests {
     #[test]
     fn a_request_left_in_the_slow_lane_when_its_route_turns_fast_goes_in_its_arrival_order() {
         let settings = LaneSettings::default();
-        let mut lanes = Lanes::new(&settings, 1, Duration::from_secs(10));
+        let mut lanes = Lanes::new(&settings, Duration::from_secs(10));
         let request = |path: &str| {
             let body = crate::queue::job::RequestBody::Memory(bytes::Bytes::new());
             http::Request::builder().uri(path).body(body).expect("a request")
@@ -563,7 +556,7 @@ mod tests {
         lanes.push_back(later);
         let now = Instant::now();
         let order: Vec<String> =
-            std::iter::from_fn(|| lanes.pop_next(now)).map(|job| job.request.uri().to_string()).collect();
+            std::iter::from_fn(|| lanes.pop_next(now, 1)).map(|job| job.request.uri().to_string()).collect();
         assert_eq!(order, ["/b?left", "/a?later"], "in arrival order, as the fast requests both are");
     }
 

@@ -206,9 +206,7 @@ impl Queue {
 
     /// The workers' slots, once they have started.
     pub fn set_slots(&self, slots: usize) {
-        let slots = slots.max(1);
-        self.slots.store(slots, Ordering::Relaxed);
-        self.lock().waiting.set_slots(slots);
+        self.slots.store(slots.max(1), Ordering::Relaxed);
     }
 
     /// A queue with controlled delay on and the other settings by default.
@@ -222,7 +220,7 @@ impl Queue {
         let QueueSettings { max_len, timeout, target, interval, service_hint, lanes } = settings;
         let waits =
             Histogram::new_with_max(timeout.as_micros().max(1_000_000) as u64 * 2, 3).expect("valid histogram bounds");
-        let waiting = Lanes::new(&lanes, slots, timeout);
+        let waiting = Lanes::new(&lanes, timeout);
         let queue = Arc::new(Queue {
             max_len,
             timeout,
@@ -269,10 +267,11 @@ impl Queue {
         let now = Instant::now();
         let waited = now.saturating_duration_since(job.complete_at);
         let routing = job.routing;
+        let slots = self.slots();
         let job = if state.waiting.is_empty() {
             match state.hand_to_idle(job) {
                 Ok(()) => {
-                    state.started(now, routing, waited, self.slots());
+                    state.started(now, routing, waited, slots);
                     return Ok(());
                 }
                 Err(job) => job,
@@ -285,13 +284,13 @@ impl Queue {
             state.shed_full += 1;
             return Err(Refused::Full);
         }
-        let service = state.service.estimate(self.slots());
+        let service = state.service.estimate(slots);
         let time_left = self.timeout.saturating_sub(waited);
-        if service.is_some_and(|service| expected_start(waiting, self.slots(), service) > time_left) {
+        if service.is_some_and(|service| expected_start(waiting, slots, service) > time_left) {
             state.shed_at_arrival += 1;
             return Err(Refused::WouldTimeOut);
         }
-        if state.delay.holding(now) && waiting >= state.delay.room(self.slots(), service) {
+        if state.delay.holding(now) && waiting >= state.delay.room(slots, service) {
             state.shed_standing_queue += 1;
             return Err(Refused::StandingQueue);
         }
@@ -315,7 +314,8 @@ impl Queue {
     /// wait for a slot, in whole seconds, at least 1 and at most the queue timeout.
     pub fn retry_after_secs(&self) -> u32 {
         let state = self.lock();
-        retry_after_secs(state.waiting.len(), self.slots(), state.service.estimate(self.slots()), self.timeout)
+        let slots = self.slots();
+        retry_after_secs(state.waiting.len(), slots, state.service.estimate(slots), self.timeout)
     }
 
     /// Takes a request whose client left out of the queue if it has not started; if it has, it
@@ -381,8 +381,9 @@ impl Queue {
         let high_water = std::mem::replace(&mut state.high_water[reader as usize], depth);
         let ms = |micros: u64| micros as f64 / 1000.0;
         let waits = &state.waits;
-        let target = state.delay.target(state.service.estimate(self.slots()));
-        let rule = state.waiting.rule();
+        let slots = self.slots();
+        let target = state.delay.target(state.service.estimate(slots));
+        let rule = state.waiting.rule(slots);
         let lanes = state.waiting.snapshot();
         let lanes_on = !lanes.is_empty();
         QueueSnapshot {
@@ -463,7 +464,7 @@ impl State {
     /// are answered with 503 here, so none starts late even if its connection has not noticed.
     fn pop_startable(&mut self, timeout: Duration, slots: usize) -> Option<Job> {
         let now = Instant::now();
-        while let Some(job) = self.waiting.pop_next(now) {
+        while let Some(job) = self.waiting.pop_next(now, slots) {
             let waited = now.saturating_duration_since(job.complete_at);
             if job.reply.is_closed() {
                 self.withdrawn += 1;
