@@ -12,6 +12,7 @@
                   and keeps its type;
   /seen           lists the types kept so far (one worker process: state is shared)
 - /loop           the module of the running event loop's class
+- /list-headers   headers as lists of two, as datasette sends them; /bad-pair one of three items
 """
 
 import asyncio
@@ -59,6 +60,12 @@ async def app(scope, receive, send):
         _seen.append((await receive())["type"])
     elif path == "/loop":
         await reply(send, type(asyncio.get_running_loop()).__module__.encode())
+    elif path == "/list-headers":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [[b"content-type", b"text/plain"], [b"content-length", b"2"]]})
+        await send({"type": "http.response.body", "body": b"ok"})
+    elif path == "/bad-pair":
+        await send({"type": "http.response.start", "status": 200, "headers": [[b"x-a", b"1", b"2"]]})
     elif path == "/seen":
         await reply(send, json.dumps(_seen).encode())
 

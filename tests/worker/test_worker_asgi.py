@@ -53,6 +53,14 @@ def test_a_response_of_unknown_length_is_chunked_in_order(start_worker):
     assert response.body == b"one two three"
 
 
+def test_response_headers_may_be_lists_of_two_but_not_of_three(start_worker):
+    worker = start_worker("asgi_apps:app", 1)
+    response = worker.get("/list-headers")
+    assert (response.status, response.body) == (200, b"ok")
+    assert response.header("Content-Type") == "text/plain"
+    assert worker.get("/bad-pair").status == 500
+
+
 def test_head_gets_the_length_and_no_body(start_worker):
     worker = start_worker("asgi_apps:app", 1)
     client = worker.client()

@@ -383,10 +383,7 @@ fn response_start(message: &Bound<'_, PyDict>) -> PyResult<Start> {
     let mut start = Start { code, bytes: Vec::new(), fields: Vec::new(), content_length: None };
     if let Some(headers) = message.get_item(intern!(py, "headers"))? {
         for pair in headers.try_iter()? {
-            let pair = pair?;
-            let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract().map_err(|_| {
-                PyTypeError::new_err(format!("each response header must be a (name, value) pair, not {}", repr(&pair)))
-            })?;
+            let (name, value) = header_pair(&pair?)?;
             let name_bytes = header_bytes(&name)?;
             let value_bytes = header_bytes(&value)?;
             check_name(&name_bytes, &name, "an app")?;
@@ -410,6 +407,21 @@ fn response_start(message: &Bound<'_, PyDict>) -> PyResult<Start> {
         }
     }
     Ok(start)
+}
+
+/// A header as ASGI gives it: any iterable of exactly two items (`(name, value)` mostly, but
+/// `[name, value]` lists too, as datasette sends them and uvicorn takes them).
+fn header_pair<'py>(pair: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    if let Ok(tuple) = pair.extract() {
+        return Ok(tuple);
+    }
+    let not_a_pair =
+        || PyTypeError::new_err(format!("each response header must be a (name, value) pair, not {}", repr(pair)));
+    let mut items = pair.try_iter().map_err(|_| not_a_pair())?;
+    match (items.next(), items.next(), items.next()) {
+        (Some(name), Some(value), None) => Ok((name?, value?)),
+        _ => Err(not_a_pair()),
+    }
 }
 
 /// A header name or value, which ASGI gives as bytes (a bytearray does too).
