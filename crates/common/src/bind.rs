@@ -36,12 +36,34 @@ impl Bind {
     }
 }
 
+impl Bind {
+    /// The address as a client reaches it, `https://` where the server speaks TLS on it: how the
+    /// server names its listeners in every line it logs about them.
+    pub fn served(&self, tls: bool) -> Served<'_> {
+        Served { bind: self, tls }
+    }
+}
+
+/// A [`Bind`] shown with the scheme it is served with (see [`Bind::served`]).
+pub struct Served<'a> {
+    bind: &'a Bind,
+    tls: bool,
+}
+
+impl fmt::Display for Served<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.bind, self.tls) {
+            (Bind::Tcp(addr), false) => write!(f, "http://{addr}"),
+            (Bind::Tcp(addr), true) => write!(f, "https://{addr}"),
+            (Bind::Unix(path), false) => write!(f, "unix:{}", path.display()),
+            (Bind::Unix(path), true) => write!(f, "unix:{} (HTTPS)", path.display()),
+        }
+    }
+}
+
 impl fmt::Display for Bind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Bind::Tcp(addr) => write!(f, "http://{addr}"),
-            Bind::Unix(path) => write!(f, "unix:{}", path.display()),
-        }
+        self.served(false).fmt(f)
     }
 }
 
@@ -63,5 +85,7 @@ mod tests {
     fn shows_as_given() {
         assert_eq!(Bind::Tcp("[::1]:80".parse().unwrap()).to_string(), "http://[::1]:80");
         assert_eq!(Bind::Unix("/tmp/a.sock".into()).to_string(), "unix:/tmp/a.sock");
+        assert_eq!(Bind::Tcp("127.0.0.1:443".parse().unwrap()).served(true).to_string(), "https://127.0.0.1:443");
+        assert_eq!(Bind::Unix("/tmp/a.sock".into()).served(true).to_string(), "unix:/tmp/a.sock (HTTPS)");
     }
 }

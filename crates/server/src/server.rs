@@ -171,9 +171,11 @@ impl Server {
             Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
             Launch::Command(command) => format!("`{command}`"),
         };
+        // With -t auto each worker's slots hang on its app's kind: it says them once it serves.
+        let slots = config.supervisor.slots.known().map_or(String::new(), |slots| format!(" x {slots} slot(s)"));
         info!(
-            "starting {} worker(s) x {} slot(s) for {what}; {} front thread(s)",
-            config.supervisor.workers, config.supervisor.slots, config.front_threads
+            "starting {} worker(s){slots} for {what}; {} front thread(s)",
+            config.supervisor.workers, config.front_threads
         );
         let supervisor = tokio::select! {
             started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
@@ -197,11 +199,7 @@ impl Server {
         });
         let mut accepting = Vec::with_capacity(listeners.len());
         for listener in listeners {
-            match (listener.local_bind()?, &tls) {
-                (Bind::Tcp(addr), Some(_)) => info!("listening on https://{addr}"),
-                (Bind::Unix(path), Some(_)) => info!("listening on unix:{} (HTTPS)", path.display()),
-                (bind, None) => info!("listening on {bind}"),
-            }
+            info!("listening on {}", listener.local_bind()?.served(tls.is_some()));
             accepting.push(tokio::spawn(front.clone().accept_loop(listener)));
         }
         readiness.set(State::Serving);
@@ -295,7 +293,9 @@ fn bind_listeners(config: &Config, activated: Vec<Activated>) -> anyhow::Result<
         return config
             .binds
             .iter()
-            .map(|bind| Listener::bind(bind).with_context(|| format!("cannot listen on {bind}")))
+            .map(|bind| {
+                Listener::bind(bind).with_context(|| format!("cannot listen on {}", bind.served(config.tls.is_some())))
+            })
             .collect();
     }
     info!("serving the {} socket(s) systemd passed, not --bind", activated.len());
