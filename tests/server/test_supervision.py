@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import REPO, headway_binary, parallel_gets, read_response, require, send_request, wait_until
+from conftest import REPO, Server, headway_binary, parallel_gets, read_response, require, send_request, wait_until
 
 TWINS = REPO / "python" / "headway" / "twins"
 
@@ -171,7 +171,59 @@ def test_app_that_cannot_be_imported_stops_startup_with_a_clear_message(tmp_path
     assert result.returncode == 1
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("headway: worker 1 exited with exit status: 1 before listening on its socket")
-    assert "cannot import no_such_module:app" in result.stderr
+    # Once, from the first worker, which starts alone; nothing but the missing module and the
+    # interpreter that looked for it.
+    assert result.stderr.count("cannot import no_such_module:app: No module named 'no_such_module'") == 1
+    assert "worker 2" not in result.stderr and "Traceback" not in result.stderr
+    assert "--python or $HEADWAY_PYTHON names another" in result.stderr
+
+
+def test_a_module_alone_is_its_application_and_one_without_it_says_so_once(tmp_path):
+    (tmp_path / "site_wsgi.py").write_text("app = None\n")
+    result = subprocess.run([headway_binary(), "serve", "-w", "2", "-b", "127.0.0.1:0", "site_wsgi"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    assert result.returncode == 1
+    assert result.stderr.count("site_wsgi has no attribute 'application' (an APP without ':callable' is "
+                               "site_wsgi:application; name yours)") == 1
+
+
+def test_a_python_that_cannot_be_run_is_named(tmp_path):
+    not_runnable = tmp_path / "python3"
+    not_runnable.write_text("")
+    for python, problem in [(tmp_path / "nowhere" / "python3", "no such file"),
+                            (not_runnable, "not an executable file"),
+                            ("python3.no-such-version", "not found on PATH")]:
+        result = subprocess.run([headway_binary(), "serve", "-b", "127.0.0.1:0", "--python", str(python)],
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 1
+        assert f"--python {python} (or $HEADWAY_PYTHON): {problem}" in result.stderr
+
+
+def test_the_log_is_one_format_with_each_workers_lines_and_slots(tmp_path):
+    """Every line on stderr is the front's JSON, the worker's own lines and an app's prints
+    included, each saying which worker; each worker's slots are logged once it knows them."""
+    (tmp_path / "noisy.py").write_text(
+        "import sys\n"
+        "print('printed by the app at import', file=sys.stderr)\n"
+        "def app(environ, start_response):\n"
+        "    start_response('200 OK', [('Content-Length', '2')])\n"
+        "    return [b'ok']\n")
+    server = Server(["-w", "2", "--log-format", "json", "noisy:app"], cwd=tmp_path)
+    try:
+        assert server.get("/")[0] == 200
+        server.signal(signal.SIGTERM)
+        assert server.wait() == 0
+        lines = server.log().decode().splitlines()
+    finally:
+        server.stop()
+    events = [json.loads(line) for line in lines]  # no line in another format
+    starting = next(event for event in events if event["message"].startswith("starting"))
+    assert "slot" not in starting["message"], "-t auto: the slots are not known before the workers say"
+    printed = [event for event in events if event["message"] == "printed by the app at import"]
+    assert sorted(event["span"]["n"] for event in printed) == [1, 2]
+    serving = [event for event in events if "listening, 5 slot(s) of a WSGI app" in event["message"]]
+    assert len(serving) == 2
 
 
 @pytest.mark.parametrize("args, message", [
@@ -180,6 +232,8 @@ def test_app_that_cannot_be_imported_stops_startup_with_a_clear_message(tmp_path
     (["--max-body", "lots"], "'lots' is not a size"),
     (["--queue-timeout", "soon"], "'soon' is not a number of seconds"),
     (["--frobnicate"], "unexpected argument '--frobnicate'"),
+    (["--port", "8000"], "the address is one flag: '-b HOST:PORT' (--bind), e.g. -b 0.0.0.0:8000, not --port"),
+    (["--host=0.0.0.0"], "the address is one flag: '-b HOST:PORT' (--bind), e.g. -b 0.0.0.0:8000, not --host"),
 ])
 def test_wrong_flags_get_one_clear_line(args, message):
     result = subprocess.run([headway_binary(), "serve", *args], capture_output=True, text=True, timeout=30)

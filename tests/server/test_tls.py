@@ -193,6 +193,12 @@ def refused_at_start(cases):
         assert "starting" not in done.stderr, "checked before any worker starts"
 
 
+def test_a_port_in_use_is_named_https(serve, ca, files):
+    server = https(serve, "-w", "1", "probe:app", certfile=files[0], keyfile=files[1])
+    refused_at_start({("--certfile", str(files[0]), "--keyfile", str(files[1]), "-b", f"127.0.0.1:{server.port}"):
+                      f"cannot listen on https://127.0.0.1:{server.port}: Address already in use"})
+
+
 def test_bad_certificate_files_stop_the_start_with_a_message(ca, files, tmp_path):
     cert, key = files
     other_cert, other_key = issue(ca, tmp_path, "other")

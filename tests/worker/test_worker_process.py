@@ -3,12 +3,13 @@
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from worker_client import TIMEOUT, Worker, start_process
+from worker_client import TIMEOUT, WORKER_PYTHON, Worker, start_process
 
 HELLO = b"Hello, world!\n"
 
@@ -83,18 +84,30 @@ def run_to_exit(tmp_path, args, **kwargs):
     return proc.returncode, stdout, stderr_path.read_text()
 
 
+# What a failed import's line ends with: which interpreter, and how to name another.
+WHICH_PYTHON = "(with {python}, Python {version}; --python or $HEADWAY_PYTHON names another)"
+
+
 @pytest.mark.parametrize("app, reason", [
-    ("no_such_module:app", "No module named 'no_such_module'"),
+    ("no_such_module:app", "No module named 'no_such_module' " + WHICH_PYTHON),
+    ("no_such_module.wsgi:app", "No module named 'no_such_module' " + WHICH_PYTHON),
     ("broken_app:app", "this module fails to import on purpose"),
     ("worker_apps:no_such_name", "worker_apps has no attribute 'no_such_name'"),
     ("worker_apps:ROUTES.missing", "worker_apps has no attribute 'ROUTES.missing'"),
     ("worker_apps:_lock", "worker_apps:_lock is not callable"),
-    ("worker_apps", "expected module:callable, got 'worker_apps'"),
+    ("worker_apps", "worker_apps has no attribute 'application' (an APP without ':callable' is "
+                    "worker_apps:application; name yours)"),
+    ("worker_apps:", "expected module:callable, got 'worker_apps:'"),
 ])
 def test_bad_app_exits_1_with_one_line(tmp_path, socket_dir, app, reason):
     path = socket_dir / "w.sock"
     status, stdout, stderr = run_to_exit(tmp_path, ["--socket", str(path), app])
     assert status == 1
+    version = subprocess.run([WORKER_PYTHON, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    python = subprocess.run([WORKER_PYTHON, "-c", "import sys; print(sys.executable)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    reason = reason.format(python=python, version=version)
     assert stderr.splitlines()[-1] == f"headway worker: cannot import {app}: {reason}"
     assert stdout == b""
     assert not path.exists()  # never listened
@@ -103,6 +116,24 @@ def test_bad_app_exits_1_with_one_line(tmp_path, socket_dir, app, reason):
 def test_import_error_prints_the_traceback(tmp_path, socket_dir):
     _, _, stderr = run_to_exit(tmp_path, ["--socket", str(socket_dir / "w.sock"), "broken_app:app"])
     assert "Traceback (most recent call last)" in stderr and "broken_app.py" in stderr
+
+
+def test_an_app_module_that_is_nowhere_gets_one_line_and_no_traceback(tmp_path, socket_dir):
+    _, _, stderr = run_to_exit(tmp_path, ["--socket", str(socket_dir / "w.sock"), "no_such_module:app"])
+    assert stderr.splitlines() == [line for line in stderr.splitlines() if line.startswith("headway worker: ")]
+    assert "Traceback" not in stderr
+
+
+def test_a_missing_package_of_the_app_shows_where_it_is_imported_and_which_python(tmp_path, socket_dir):
+    (tmp_path / "needs_missing.py").write_text("import no_such_package_x\napp = None\n")
+    _, _, stderr = run_to_exit(tmp_path, ["--socket", str(socket_dir / "w.sock"), "needs_missing:app"],
+                               cwd=tmp_path)
+    assert "Traceback (most recent call last)" in stderr and "needs_missing.py" in stderr
+    assert stderr.splitlines()[-1].endswith("--python or $HEADWAY_PYTHON names another)")
+
+
+def test_a_module_alone_serves_its_application(tmp_path, socket_dir):
+    assert body_of_a_written_app(tmp_path, socket_dir, "site_wsgi", "application", "site_wsgi") == b"site_wsgi"
 
 
 def test_factory_form_and_socket_from_the_environment(tmp_path, socket_dir):
@@ -151,15 +182,21 @@ def test_bad_command_line_exits_2_with_a_message(tmp_path, args, message):
 
 
 def test_app_directory_is_importable_from_the_working_directory(tmp_path, socket_dir):
-    (tmp_path / "here_app.py").write_text(
-        "def app(environ, start_response):\n"
-        "    start_response('200 OK', [('Content-Length', '4')])\n"
-        "    return [b'here']\n")
+    assert body_of_a_written_app(tmp_path, socket_dir, "here_app", "app", "here_app:app") == b"here_app"
+
+
+def body_of_a_written_app(tmp_path, socket_dir, module, callable_name, spec):
+    """Writes `module`.py in `tmp_path`, a WSGI app `callable_name` that answers its module's name,
+    serves `spec` from there and returns the body of a GET; the worker must then stop cleanly."""
+    (tmp_path / f"{module}.py").write_text(
+        f"def {callable_name}(environ, start_response):\n"
+        f"    start_response('200 OK', [('Content-Length', '{len(module)}')])\n"
+        f"    return [b'{module}']\n")
     path = socket_dir / "w.sock"
-    proc, stderr_path = start_process(tmp_path, ["--socket", str(path), "here_app:app"], cwd=tmp_path)
+    proc, stderr_path = start_process(tmp_path, ["--socket", str(path), spec], cwd=tmp_path)
     worker = Worker(proc, path, stderr_path).wait_ready()
     try:
-        assert worker.get("/").body == b"here"
+        return worker.get("/").body
     finally:
         assert worker.stop() == 0
         proc.stdout.close()

@@ -69,13 +69,17 @@ pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
         // hey's one-dash long flags (-host, -disable-keepalive), so hey command lines work as is.
         args = headway_load::hey_style_args(args);
     }
+    let serving = args.get(1).is_some_and(|command| command == "serve");
     let parsed = Cli::command().try_get_matches_from(args).and_then(|matches| {
         let cli = Cli::from_arg_matches(&matches)?;
         Ok((matches, cli))
     });
     let (matches, cli) = match parsed {
         Ok(parsed) => parsed,
-        Err(err) => {
+        Err(mut err) => {
+            if serving {
+                point_to_bind(&mut err);
+            }
             let _ = err.print();
             return u8::try_from(err.exit_code()).unwrap_or(2);
         }
@@ -97,6 +101,18 @@ pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
             eprintln!("headway: {err:#}");
             1
         }
+    }
+}
+
+/// uvicorn's and granian's `--host` and `--port` are one flag in `headway serve`, as in gunicorn:
+/// the error for either names it, rather than a flag whose name merely looks alike.
+fn point_to_bind(err: &mut clap::Error) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let Some(ContextValue::String(given)) = err.get(ContextKind::InvalidArg) else { return };
+    let flag = given.split('=').next().unwrap_or_default();
+    if err.kind() == ErrorKind::UnknownArgument && ["--host", "--port"].contains(&flag) {
+        let tip = format!("the address is one flag: '-b HOST:PORT' (--bind), e.g. -b 0.0.0.0:8000, not {flag}");
+        err.insert(ContextKind::Suggested, ContextValue::StyledStrs(vec![tip.into()]));
     }
 }
 

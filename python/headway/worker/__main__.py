@@ -3,10 +3,10 @@
     python -m headway.worker --socket PATH --threads T [--workers W] [--interface I] [--hooks MODULE]
                              [--root-path PATH] [APP]
 
-APP is `module:callable` (or `module:factory()`), imported before the socket is bound so
-that "the socket accepts" means "the app is loaded" (and, for ASGI, its startup done: see
-asgi.py). Without APP the demo app is served (its ASGI twin with --interface asgi). The
-hooks module's functions run around the serving (hooks.py).
+APP is `module:callable` (or `module:factory()`; `module` alone is `module:application`),
+imported before the socket is bound so that "the socket accepts" means "the app is loaded"
+(and, for ASGI, its startup done: see asgi.py). Without APP the demo app is served (its ASGI
+twin with --interface asgi). The hooks module's functions run around the serving (hooks.py).
 """
 
 import argparse
@@ -28,6 +28,8 @@ else:
     from . import asgi
 
 DEMO_APP = "headway.demo:app"
+# What APP without ':callable' names, as in gunicorn: Django's wsgi.py and asgi.py call it so.
+DEFAULT_CALLABLE = "application"
 # The demo's ASGI twin, served when ASGI is asked for without an app.
 DEMO_ASGI_APP = "headway.twins.demo_asgi:app"
 
@@ -37,10 +39,12 @@ class AppImportError(Exception):
 
 
 def load_app(spec):
-    """Import `module:attr[.attr...]` and return it; with a trailing '()' call it first."""
+    """Import `module:attr[.attr...]` and return it; with a trailing '()' call it first. A
+    `module` alone is `module:application`."""
     module_name, sep, attr_path = spec.partition(":")
-    if not sep or not module_name or not attr_path:
+    if not module_name or (sep and not attr_path):
         raise AppImportError(f"expected module:callable, got {spec!r}")
+    attr_path = attr_path or DEFAULT_CALLABLE
     factory = attr_path.endswith("()")
     if factory:
         attr_path = attr_path[:-2]
@@ -49,7 +53,8 @@ def load_app(spec):
         try:
             target = getattr(target, name)
         except AttributeError:
-            raise AppImportError(f"{module_name} has no attribute {attr_path!r}") from None
+            implied = "" if sep else f" (an APP without ':callable' is {module_name}:{DEFAULT_CALLABLE}; name yours)"
+            raise AppImportError(f"{module_name} has no attribute {attr_path!r}{implied}") from None
     if factory:
         target = target()
     if not callable(target):
@@ -89,7 +94,8 @@ def parse_args(argv):
     parser.add_argument("--root-path", metavar="PATH", default="",
                         help="the path prefix the app is mounted under: SCRIPT_NAME (WSGI), root_path (ASGI)")
     parser.add_argument("app", nargs="?", metavar="APP",
-                        help=f"WSGI or ASGI app as module:callable or module:factory() (default {DEMO_APP}, "
+                        help=f"WSGI or ASGI app as module:callable or module:factory(); module alone is "
+                             f"module:{DEFAULT_CALLABLE} (default {DEMO_APP}, "
                              f"or {DEMO_ASGI_APP} with --interface asgi)")
     args = parser.parse_args(argv)
     if not args.socket:
@@ -123,10 +129,23 @@ def load_app_and_hooks(spec, hooks_spec):
     try:
         return load_app(spec), load_hooks(hooks_spec)
     except (Exception, SystemExit) as error:  # an app module calling sys.exit() is a failed import too
-        if not isinstance(error, (AppImportError, HooksImportError)):
+        if not isinstance(error, (AppImportError, HooksImportError)) and not _is_missing(error, spec):
             traceback.print_exc(file=sys.stderr)
-        log(f"cannot import {error.spec if isinstance(error, HooksImportError) else spec}: {error}")
+        message = f"cannot import {error.spec if isinstance(error, HooksImportError) else spec}: {error}"
+        if isinstance(error, ImportError) or isinstance(error.__cause__, ImportError):
+            # Most often the app's packages are installed for another Python than this one.
+            version = ".".join(map(str, sys.version_info[:3]))
+            message += f" (with {sys.executable}, Python {version}; --python or $HEADWAY_PYTHON names another)"
+        log(message)
         return None
+
+
+def _is_missing(error, spec):
+    """Whether `error` says that the app's module itself is nowhere to be found: its traceback
+    would show only the import machinery."""
+    module = spec.partition(":")[0]
+    return isinstance(error, ModuleNotFoundError) and error.name is not None and \
+        (module == error.name or module.startswith(error.name + "."))
 
 
 def serve(app, args, socket_path):

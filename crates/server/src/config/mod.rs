@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use headway_common::executable::{is_executable, which};
 use headway_common::python::{find_python, PYTHON_ENV};
 
 use crate::front::forwarded::TrustedProxies;
@@ -37,8 +38,8 @@ use headway_http1::request::Limits;
     headway serve -w 2 main:app                  a FastAPI app: 16 slots a worker, WebSockets included\n  \
     headway serve -t 5 --cmd 'puma -t 5:5 -b unix://{socket} config.ru'")]
 pub struct ServeArgs {
-    /// The app as module:callable, WSGI (PEP 3333) or ASGI 3. Without it, and without --cmd, the
-    /// demo app.
+    /// The app as module:callable, WSGI (PEP 3333) or ASGI 3; a module alone is
+    /// module:application, as in gunicorn. Without it, and without --cmd, the demo app.
     #[arg(value_name = "APP")]
     pub app: Option<String>,
 
@@ -626,11 +627,29 @@ fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<R
     Ok(ReloadSettings { dirs, include })
 }
 
-/// The interpreter for the bundled worker, by the rules of [`find_python`].
+/// The interpreter for the bundled worker, by the rules of [`find_python`]; one given that
+/// cannot be run is an error here, naming it, rather than a bare "No such file" from each worker.
 fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(given) = &given {
+        let problem = if given.components().count() == 1 {
+            which(&given.to_string_lossy(), &path).is_none().then_some("not found on PATH")
+        } else if !given.exists() {
+            Some("no such file")
+        } else {
+            (!is_executable(given)).then_some("not an executable file")
+        };
+        if let Some(problem) = problem {
+            bail!(
+                "--python {} (or ${PYTHON_ENV}): {problem}; it names the interpreter whose environment has \
+                 headway and the app's packages",
+                given.display()
+            );
+        }
+    }
     // Where this program is only narrows the search: not knowing it skips that rule.
     let headway = std::env::current_exe().ok();
-    find_python(given, headway.as_deref(), &std::env::var_os("PATH").unwrap_or_default())
+    find_python(given, headway.as_deref(), &path)
         .context("no python3 found: give one with --python, or run another server with --cmd")
 }
 

@@ -7,11 +7,12 @@
 //! memory with the front. Each of a worker's T [`slot`]s carries one request at a time from the
 //! queue to the process. The [`supervisor`] starts the processes, replaces one that dies, hangs
 //! or is due ([`lifetime`], [`recycle`]), reloads them one at a time ([`reload`]) and stops them;
-//! [`affinity`] says which CPU each runs on.
+//! [`affinity`] says which CPU each runs on, and [`output`] carries what each prints into the log.
 
 pub mod affinity;
 pub mod launch;
 pub mod lifetime;
+pub mod output;
 pub mod process;
 pub mod recycle;
 pub mod region;

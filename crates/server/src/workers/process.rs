@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 use super::launch::BootError;
+use super::output::{self, Output};
 use super::zygote::Forked;
 
 /// A running worker process. It leads its own process group, so the group id is its pid.
@@ -22,16 +23,18 @@ pub struct Process {
 
 /// How the end of a worker process is seen.
 enum ExitWatch {
-    /// A child of the front: waited for.
-    Child(Child),
+    /// A child of the front: waited for, its output carried into the log.
+    Child(Child, Output),
     /// Forked by the preloaded parent (`--preload`): watched through a pidfd.
     Forked(Forked),
 }
 
 impl Process {
-    /// A process the front started itself.
-    pub fn spawned(child: Child) -> Process {
-        Process { pid: child.id().unwrap_or(0), exit: ExitWatch::Child(child) }
+    /// A process the front started itself (with its output captured) for worker `index`.
+    fn spawned(mut child: Child, index: usize) -> Process {
+        let pid = child.id().unwrap_or(0);
+        let output = Output::relay(&mut child, tracing::info_span!("worker", n = index, pid));
+        Process { pid, exit: ExitWatch::Child(child, output) }
     }
 
     /// A process the preloaded parent forked.
@@ -42,8 +45,10 @@ impl Process {
     /// Resolves once the process has exited, saying how as far as the front can know.
     pub async fn exited(&mut self) -> String {
         match &mut self.exit {
-            ExitWatch::Child(child) => {
-                child.wait().await.map_or_else(|err| err.to_string(), |status| status.to_string())
+            ExitWatch::Child(child, output) => {
+                let status = child.wait().await.map_or_else(|err| err.to_string(), |status| status.to_string());
+                output.finished().await;
+                status
             }
             ExitWatch::Forked(forked) => forked.exited().await,
         }
@@ -79,14 +84,16 @@ impl Process {
     }
 }
 
-/// Starts a worker process and waits until `ready` says it serves.
+/// Starts worker `index`'s process and waits until `ready` says it serves.
 pub async fn boot(
     command: &mut Command,
+    index: usize,
     ready: impl Future<Output = io::Result<()>>,
     timeout: Duration,
 ) -> Result<Process, BootError> {
+    output::capture(command);
     let child = command.spawn().map_err(BootError::Spawn)?;
-    until_ready(Process::spawned(child), ready, timeout).await
+    until_ready(Process::spawned(child, index), ready, timeout).await
 }
 
 /// Waits until `ready` says the started `process` serves; stops it if it does not in time.

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::workers::launch::{Launch, PythonApp};
+use crate::workers::output::{self, Output};
 use crate::workers::supervisor::Reloader;
 
 /// How long to gather changes after the first before reloading.
@@ -138,20 +139,19 @@ fn relevant(settings: &ReloadSettings, event: notify::Result<notify::Event>) -> 
 }
 
 /// Imports the bundled worker's app (and `--hooks` module) in a throwaway process, as the worker
-/// would: its traceback (on our stderr, with the server's log) says what is wrong.
+/// would: its traceback (in the server's log) says what is wrong.
 async fn check_app(launch: &Launch) -> anyhow::Result<()> {
     let Launch::Python { python, app: PythonApp { spec, hooks, .. } } = launch else { return Ok(()) };
     let app = spec.as_deref().unwrap_or("headway.demo:app");
     let check = "import sys; from headway.worker.__main__ import load_app_and_hooks as load; \
                  sys.exit(load(sys.argv[1], sys.argv[2] or None) is None)";
-    let status = Command::new(python)
-        .args(["-c", check, app, hooks.as_deref().unwrap_or("")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .status()
-        .await
-        .with_context(|| format!("cannot run {}", python.display()))?;
+    let mut command = Command::new(python);
+    command.args(["-c", check, app, hooks.as_deref().unwrap_or("")]).stdin(Stdio::null()).kill_on_drop(true);
+    output::capture(&mut command);
+    let mut child = command.spawn().with_context(|| format!("cannot run {}", python.display()))?;
+    let mut output = Output::relay(&mut child, tracing::info_span!("reload", check = app));
+    let status = child.wait().await.with_context(|| format!("cannot run {}", python.display()))?;
+    output.finished().await;
     anyhow::ensure!(status.success(), "{app} does not import ({status}; the traceback is above)");
     Ok(())
 }

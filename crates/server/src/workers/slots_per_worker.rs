@@ -59,15 +59,11 @@ impl SlotsPerWorker {
     pub fn most(&self) -> usize {
         self.threads.max(self.asgi)
     }
-}
 
-impl std::fmt::Display for SlotsPerWorker {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.threads == self.asgi {
-            write!(out, "{}", self.threads)
-        } else {
-            write!(out, "{} (WSGI) or {} (ASGI)", self.threads, self.asgi)
-        }
+    /// The slots of every worker, when they do not hang on the app's kind (a number `-t` gave,
+    /// or a kind the launch fixed); `None` until each worker has said its kind.
+    pub fn known(&self) -> Option<usize> {
+        (self.threads == self.asgi).then_some(self.threads)
     }
 }
 
@@ -78,10 +74,10 @@ mod tests {
     #[test]
     fn auto_is_decided_by_the_kind_of_app_and_a_fixed_count_is_kept() {
         let unknown = SlotsPerWorker::auto(None);
-        assert_eq!((unknown.of(false), unknown.of(true), unknown.most()), (5, 16, 16));
+        assert_eq!((unknown.of(false), unknown.of(true), unknown.most(), unknown.known()), (5, 16, 16, None));
         assert_eq!(SlotsPerWorker::auto(Some(false)).most(), 5);
         assert_eq!(SlotsPerWorker::auto(Some(true)).of(false), 16);
         let fixed = SlotsPerWorker::fixed(3);
-        assert_eq!((fixed.of(false), fixed.of(true), fixed.most()), (3, 3, 3));
+        assert_eq!((fixed.of(false), fixed.of(true), fixed.most(), fixed.known()), (3, 3, 3, Some(3)));
     }
 }

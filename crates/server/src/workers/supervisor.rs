@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, Context as _};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -103,7 +103,7 @@ impl Supervisor {
             Some(zygote) => Some(
                 Preloaded::start(zygote.clone(), config.boot_timeout)
                     .await
-                    .map_err(|err| anyhow::anyhow!("the preloaded parent {err}"))?,
+                    .map_err(|err| anyhow!("the preloaded parent {err}"))?,
             ),
             None => None,
         };
@@ -112,15 +112,25 @@ impl Supervisor {
             info!("worker processes pinned one to a CPU, in turn over CPUs {} (--cpu-affinity)", cpus.describe());
         }
 
+        let mut processes: Vec<Option<Started>> = (0..config.workers).map(|_| None).collect();
+        // Unless a preloaded parent has imported the app already, the first worker starts alone:
+        // an app that does not import (or a --cmd that does not listen) then fails once, with one
+        // traceback, rather than W times at once with their lines interleaved.
+        let mut rest = &workers[..];
+        if preloaded.is_none() {
+            let started =
+                start_process(&workers[0], &config, None, 1).await.map_err(|err| anyhow!("worker 1 {err}"))?;
+            processes[0] = Some(started);
+            rest = &workers[1..];
+        }
         let mut boots = JoinSet::new();
-        for worker in &workers {
+        for worker in rest {
             let (worker, config, preloaded) = (worker.clone(), config.clone(), preloaded.clone());
             boots.spawn(async move {
                 let result = start_process(&worker, &config, preloaded.as_deref(), 1).await;
                 (worker.index, result)
             });
         }
-        let mut processes: Vec<Option<Started>> = (0..config.workers).map(|_| None).collect();
         let mut failures = Vec::new();
         while let Some(joined) = boots.join_next().await {
             let (index, result) = joined.context("worker start task failed")?;
@@ -207,6 +217,8 @@ struct Started {
     process: Process,
     link: Option<Arc<HopLink>>,
     slots: usize,
+    /// The bundled worker's kind of app, once it has said it; `None` for a `--cmd` server.
+    asgi: Option<bool>,
 }
 
 /// Starts the process of `worker`'s generation `generation` on its own socket, and waits until
@@ -228,8 +240,10 @@ async fn start_process(
     let _ = std::fs::remove_file(socket);
     match &worker.transport {
         Transport::Http => {
-            let process = process::boot(&mut command, process::until_listening(socket), config.boot_timeout).await?;
-            Ok(Started { process, link: None, slots: config.slots.threads })
+            let process =
+                process::boot(&mut command, worker.index, process::until_listening(socket), config.boot_timeout)
+                    .await?;
+            Ok(Started { process, link: None, slots: config.slots.threads, asgi: None })
         }
         Transport::Hop(_) => {
             // Made for the most slots a worker may have: the worker says its kind once it serves.
@@ -245,13 +259,13 @@ async fn start_process(
                     let forked = preloaded.fork(worker.index, socket, cpu, doorbell.get_ref()).await?;
                     process::until_ready(Process::forked(forked), ready, config.boot_timeout).await?
                 }
-                None => process::boot(&mut command, ready, config.boot_timeout).await?,
+                None => process::boot(&mut command, worker.index, ready, config.boot_timeout).await?,
             };
             // The bundled worker takes WebSockets exactly when its app is ASGI.
             let asgi = doorbell.get_ref().worker_takes_websockets();
             config.takes_websockets.set(asgi);
             let slots = config.slots.of(asgi);
-            Ok(Started { process, link: Some(HopLink::start(doorbell, generation)), slots })
+            Ok(Started { process, link: Some(HopLink::start(doorbell, generation)), slots, asgi: Some(asgi) })
         }
     }
 }
@@ -264,8 +278,13 @@ fn put_in_service(
     started: Started,
     config: &SupervisorConfig,
 ) -> (Process, Option<Arc<HopLink>>) {
-    let Started { process, link, slots } = started;
-    info!("worker {} (pid {}) listening", worker.index, process.pid);
+    let Started { process, link, slots, asgi } = started;
+    let kind = match asgi {
+        Some(true) => " of an ASGI app",
+        Some(false) => " of a WSGI app",
+        None => "",
+    };
+    info!("worker {} (pid {}) listening, {slots} slot(s){kind}", worker.index, process.pid);
     if slots != worker.slots() {
         warn!(
             "worker {}'s app now takes {slots} slots (-t auto, another kind of app): it keeps the {} of its first \

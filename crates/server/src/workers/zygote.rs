@@ -40,6 +40,7 @@ use tokio::io::Interest;
 use tokio::process::{Child, Command};
 
 use crate::workers::launch::{BootError, PythonApp};
+use crate::workers::output::{self, Output};
 use crate::workers::slots_per_worker::SlotsPerWorker;
 
 /// What the zygote runs.
@@ -57,6 +58,8 @@ pub struct Zygote {
     channel: Mutex<UnixDatagram>,
     /// Killed when the last worker forked from it (and the supervisor) let go of it.
     child: Child,
+    /// What it and the workers forked from it print (they share its pipes), into the log.
+    _output: Output,
 }
 
 impl Zygote {
@@ -79,8 +82,11 @@ impl Zygote {
                 Ok(())
             });
         }
+        output::capture(&mut command);
         let mut child = command.spawn().map_err(BootError::Spawn)?;
         drop(zygote);
+        let span = tracing::info_span!("preload", pid = child.id().unwrap_or(0));
+        let mut output = Output::relay(&mut child, span);
         front.set_read_timeout(Some(timeout)).map_err(BootError::Spawn)?;
         let ready = tokio::task::spawn_blocking(move || {
             let word = receive(&front);
@@ -94,10 +100,11 @@ impl Zygote {
                     Ok(Ok(status)) => status.to_string(),
                     _ => "it did not say it was ready".to_owned(),
                 };
+                output.finished().await;
                 return Err(BootError::NotImported(status));
             }
         }
-        Ok(Arc::new(Zygote { channel: Mutex::new(front), child }))
+        Ok(Arc::new(Zygote { channel: Mutex::new(front), child, _output: output }))
     }
 
     /// Has the zygote fork worker `index` with `end`'s region and bells, pinned to `cpu` if
