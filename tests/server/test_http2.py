@@ -202,6 +202,8 @@ BAD_STREAMS = [
                  id="two-lengths"),
     # The front's own, as HTTP/1.1 gets them.
     pytest.param(BASE + [("host", "b")], b"", 400, id="host-not-authority"),
+    pytest.param(replaced(":authority", "u@evil"), b"", 400, id="authority-userinfo"),
+    pytest.param([h for h in BASE if h[0] != ":authority"] + [("host", "u@evil")], b"", 400, id="host-userinfo"),
     pytest.param(replaced(":path", "*"), b"", 400, id="star-not-options"),
     pytest.param([(":method", "CONNECT"), (":authority", "a:443")], b"", 501, id="connect"),
     pytest.param(replaced(":method", "POST") + [("content-length", "2000")], b"x" * 2000, 413, id="declared-too-large"),
