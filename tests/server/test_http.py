@@ -51,6 +51,10 @@ BAD_REQUESTS = [
     pytest.param(b"G@T / HTTP/1.1\r\nHost: a\r\n\r\n", 400, id="malformed-method"),
     pytest.param(b"GET / HTTP/1.1\r\n\r\n", 400, id="missing-host"),
     pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, id="two-hosts"),
+    # No request target has a fragment (RFC 9112 section 3.2); an app would be given it as data.
+    pytest.param(b"GET /echo#b HTTP/1.1\r\nHost: a\r\n\r\n", 400, id="fragment"),
+    pytest.param(b"GET /echo?q=1#b HTTP/1.1\r\nHost: a\r\n\r\n", 400, id="fragment-in-query"),
+    pytest.param(b"GET http://a/echo#b HTTP/1.1\r\nHost: a\r\n\r\n", 400, id="fragment-absolute-form"),
     pytest.param(b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"v" * 5000 + b"\r\n\r\n", 431, id="header-too-large"),
     pytest.param(b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\n", 414, id="uri-too-long"),
     pytest.param(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1001\r\n\r\n", 413, id="body-too-large"),
@@ -464,21 +468,33 @@ def test_absolute_form_target(server):
     assert (echoed["path"], echoed["query"], echoed["headers"]["HTTP_HOST"]) == ("/echo", "x=1", "example.test")
 
 
+def test_absolute_form_with_an_empty_path_asks_for_the_root(serve, tmp_path):
+    """`http://host?x` is `/?x` in origin form (RFC 9112 section 3.2.2), `Host` from its authority."""
+    server = serve("-w", "1", "-t", "1", "echo_wsgi:app", cwd=ECHO_APPS, env={"ECHO_LOG": str(tmp_path / "echo.log")})
+    for target, query in [(b"http://example.test?x", "x"), (b"http://example.test", "")]:
+        with server.connect() as sock:
+            sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n")
+            status, _, body = read_response(sock.makefile("rb"))
+        assert status == 200, (target, body)
+        seen = json.loads(body)
+        assert (seen["path"], seen["query"], dict(seen["headers"])["host"]) == ("/", query, "example.test")
+
+
 def test_a_target_a_uri_cannot_hold_as_sent_reaches_the_app_as_the_log_shows_it(serve, tmp_path):
-    """`<`, `>`, `"`, a backtick and `#` pass the request line but not `http::Uri` (which takes `#`
-    for a fragment): percent-encoded, the app decodes the same path, and the log agrees."""
+    """`<`, `>`, `"` and a backtick pass the request line but not `http::Uri`: percent-encoded, the
+    app decodes the same path, and the log agrees."""
     log = tmp_path / "access.log"
     server = serve("-w", "1", "-t", "1", "--access-log", str(log), "echo_wsgi:app", cwd=ECHO_APPS,
                    env={"ECHO_LOG": str(tmp_path / "echo.log")})
-    raw = b'POST /api/pay<x>?a="1"&b=`2`#3 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello'
+    raw = b'POST /api/pay<x>?a="1"&b=`2` HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello'
     with server.connect() as sock:
         sock.sendall(raw)
         status, _, body = read_response(sock.makefile("rb"))
     seen = json.loads(body)
     assert status == 200
-    assert (seen["method"], seen["path"], seen["query"]) == ("POST", "/api/pay<x>", "a=%221%22&b=%602%60%233")
+    assert (seen["method"], seen["path"], seen["query"]) == ("POST", "/api/pay<x>", "a=%221%22&b=%602%60")
     line = wait_until(lambda: log.exists() and log.read_text(), message="an access log line")
-    assert '"POST /api/pay%3Cx%3E?a=%221%22&b=%602%60%233 HTTP/1.1" 200' in line, line
+    assert '"POST /api/pay%3Cx%3E?a=%221%22&b=%602%60 HTTP/1.1" 200' in line, line
 
 
 def test_access_log_has_a_line_per_response_with_queue_and_service_times(serve, tmp_path):

@@ -11,12 +11,15 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
+import hpack
 import pytest
 import trustme
 
@@ -40,6 +43,7 @@ class Client:
             self.conn.update_settings(settings)
         self.streams = {}
         self.goaway = None
+        self.goaways = 0
         self.closed = False
         self.flush()
 
@@ -99,6 +103,7 @@ class Client:
             stream["reset"] = event.error_code
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.goaway = event.error_code
+            self.goaways += 1
 
     def answer(self, stream_id, timeout=30):
         """The stream's response once it ended or was reset."""
@@ -202,6 +207,8 @@ BAD_STREAMS = [
                  id="two-lengths"),
     # The front's own, as HTTP/1.1 gets them.
     pytest.param(BASE + [("host", "b")], b"", 400, id="host-not-authority"),
+    pytest.param(replaced(":authority", "u@evil"), b"", 400, id="authority-userinfo"),
+    pytest.param([h for h in BASE if h[0] != ":authority"] + [("host", "u@evil")], b"", 400, id="host-userinfo"),
     pytest.param(replaced(":path", "*"), b"", 400, id="star-not-options"),
     pytest.param([(":method", "CONNECT"), (":authority", "a:443")], b"", 501, id="connect"),
     pytest.param(replaced(":method", "POST") + [("content-length", "2000")], b"x" * 2000, 413, id="declared-too-large"),
@@ -285,6 +292,74 @@ def test_a_rapid_reset_flood_is_told_to_calm_down_and_barely_reaches_the_app(ser
     # Everyone else is served as before.
     fresh = h2c(server)
     assert fresh.answer(fresh.get("/record?id=after"))["status"] == 200
+
+
+HEADERS, PING = 0x1, 0x6
+END_STREAM = ACK = 0x1
+
+
+def frame(kind, flags, stream_id, payload):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream_id.to_bytes(4, "big") + payload
+
+
+def read_until_closed(client, deadline, answer_ping=False):
+    """Reads what the server sends until it closes the connection: whether it did before
+    `deadline` (a `time.monotonic()`). Nothing is answered (no SETTINGS acknowledged), except a
+    PING if `answer_ping`. Frames are handled one at a time, PINGs by hand: the `h2` package
+    refuses a PING after a GOAWAY."""
+    unread = b""
+    while (left := deadline - time.monotonic()) > 0:
+        client.sock.settimeout(left)
+        try:
+            data = client.sock.recv(65536)
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+        if not data:
+            return True
+        unread += data
+        while len(unread) >= 9 + int.from_bytes(unread[:3], "big"):
+            size = 9 + int.from_bytes(unread[:3], "big")
+            raw, unread = unread[:size], unread[size:]
+            if raw[3] != PING:
+                for event in client.conn.receive_data(raw):
+                    client.handle(event)
+            elif answer_ping and raw[4] == 0:
+                client.sock.sendall(frame(PING, ACK, 0, raw[9:]))
+    return False
+
+
+def unfinished_header_block(client):
+    """A HEADERS frame without END_HEADERS, whose CONTINUATION never comes."""
+    block = hpack.Encoder().encode(BASE)
+    client.sock.sendall(frame(HEADERS, END_STREAM, client.conn.get_next_available_stream_id(), block))
+
+
+@pytest.mark.parametrize("case", ["idle", "unfinished-header-block", "after-408"])
+def test_a_client_that_never_answers_the_goaway_ping_is_closed_all_the_same(serve, case):
+    """At the header or keep-alive timeout the front sends a graceful GOAWAY and `h2` a PING
+    whose answer it waits for before the last GOAWAY and the close; a client that never answers
+    is dropped the header timeout later."""
+    server = serve("-w", "1", "--header-timeout", "1", "--keep-alive-timeout", "2", "--io-timeout", "1", "probe:app")
+    silent, answering = [h2c(server) for _ in range(20)], h2c(server)
+    for client in [*silent, answering]:
+        if case == "unfinished-header-block":
+            unfinished_header_block(client)
+        elif case == "after-408":
+            client.send(replaced(":method", "POST") + [("content-length", "10")], end=False)
+    # GOAWAY at 1 s (3 s after a 408: the I/O timeout, then the keep-alive timeout), closed 1 s later.
+    deadline = time.monotonic() + 10
+    assert read_until_closed(answering, deadline, answer_ping=True)
+    # The PING answered, `h2` sends its last GOAWAY (PROTOCOL_ERROR in a header block) and closes.
+    assert answering.goaways == 2
+    still_open = sum(not read_until_closed(client, deadline) for client in silent)
+    assert still_open == 0, f"{still_open} of {len(silent)} silent connections still open"
+    for client in silent:
+        assert (client.goaways, client.goaway) == (1, 0), "a graceful GOAWAY, and no other"
+        if case == "after-408":
+            assert client.streams[1]["status"] == 408, client.streams
+    wait_until(lambda: server.stats()["connections"]["open"] == 0, timeout=5, message="no connection open")
 
 
 def h2spec_binary():

@@ -163,10 +163,15 @@ fn too_large(buf: &[u8], max_head: usize) -> HttpError {
     }
 }
 
-/// Turns the request target into origin form and checks it fits the method (RFC 9112 3.2).
+/// Turns the request target into origin form and checks it fits the method (RFC 9112 3.2). A
+/// fragment (`#`) is refused: no request target has one (RFC 9112 section 3.2), and `http::Uri`
+/// would drop it.
 fn origin_target(method: &Method, target: &str, headers: &mut HeaderMap) -> Result<String, HttpError> {
     if method == Method::CONNECT {
         return Err(HttpError::new(StatusCode::NOT_IMPLEMENTED, "CONNECT is not supported"));
+    }
+    if target.contains('#') {
+        return Err(HttpError::bad_request("request target has a fragment"));
     }
     if target.starts_with('/') {
         return Ok(target.to_owned());
@@ -186,19 +191,29 @@ fn origin_target(method: &Method, target: &str, headers: &mut HeaderMap) -> Resu
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return Err(HttpError::bad_request("request target has an unsupported scheme"));
     }
-    if authority.as_str().contains('@') {
+    if has_userinfo(authority.as_str()) {
         return Err(HttpError::bad_request("request target has userinfo"));
     }
     let host =
         HeaderValue::from_str(authority.as_str()).map_err(|_| HttpError::bad_request("malformed request target"))?;
     headers.insert(header::HOST, host);
-    Ok(uri.path_and_query().map_or("/", |pq| pq.as_str()).to_owned())
+    // An empty path is `/` in origin form (`http://a?x` asks for `/?x`).
+    Ok(match uri.path_and_query().map(|pq| pq.as_str()) {
+        Some(pq) if pq.starts_with('/') => pq.to_owned(),
+        pq => format!("/{}", pq.unwrap_or_default()),
+    })
+}
+
+/// Whether an authority (`Host`, an absolute-form target's, HTTP/2's `:authority`) carries
+/// userinfo (`user@host`): refused, as RFC 9110 section 4.2.4 says a recipient should, so no
+/// app is told a host the client disguised.
+fn has_userinfo(authority: &str) -> bool {
+    authority.contains('@')
 }
 
 /// HTTP/1.1 requires exactly one Host field; any request may have at most one (RFC 9112 3.2). It
-/// is `host[:port]`: userinfo (`user@host`) is refused, as RFC 9110 section 4.2.4 says a
-/// recipient should, so no app is told a host the client disguised.
-fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
+/// is `host[:port]`, without userinfo ([`has_userinfo`]).
+pub fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
     let mut hosts = headers.get_all(header::HOST).iter();
     match (hosts.next(), hosts.next()) {
         (None, _) if version == Version::HTTP_11 => Err(HttpError::bad_request("missing Host header")),
@@ -206,7 +221,7 @@ fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError> {
         (Some(host), None) if !host.is_empty() => host
             .to_str()
             .ok()
-            .filter(|host| !host.contains('@'))
+            .filter(|host| !has_userinfo(host))
             .and_then(|h| h.parse::<http::uri::Authority>().ok())
             .map(|_| ())
             .ok_or(HttpError::bad_request("malformed Host header")),
@@ -368,6 +383,19 @@ mod tests {
         assert_eq!(h.headers[header::HOST], "b.example:8080");
         assert_eq!(status("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(status("GET http://u@b.example/ HTTP/1.1\r\nHost: a\r\n\r\n"), StatusCode::BAD_REQUEST);
+        for (target, origin) in [("http://b?x", "/?x"), ("http://b", "/"), ("https://b:8443?", "/?")] {
+            let h = head(&format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n"));
+            assert_eq!(h.target, origin, "{target}: an empty path is /");
+            assert_ne!(h.headers[header::HOST], "a", "{target}");
+        }
+    }
+
+    #[test]
+    fn a_fragment_is_no_part_of_a_target() {
+        for target in ["/a#b", "/a?q=1#b", "/#", "http://b/a#b", "http://b#b"] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(status(&raw), StatusCode::BAD_REQUEST, "{target}");
+        }
     }
 
     #[test]

@@ -34,12 +34,11 @@ static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
 /// The longest target `http::Uri` holds (its own limit, `u16::MAX - 1` bytes).
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
-/// Makes `target` (validated by the parser) the one the worker gets, and returns it as a URI:
-/// `"`, `<`, `>` and `` ` ``, which `http::Uri` refuses, `#`, which it would take for a fragment
-/// and drop, and UTF-8, which a URI may not hold, percent-encoded. Refused: a target longer than
-/// a URI may be (414).
+/// Makes `target` (validated by the parser, which refuses a fragment) the one the worker gets,
+/// and returns it as a URI: `"`, `<`, `>` and `` ` ``, which `http::Uri` refuses, and UTF-8, which
+/// a URI may not hold, percent-encoded. Refused: a target longer than a URI may be (414).
 pub fn settle_target(target: &mut String) -> Result<Uri, HttpError> {
-    let carried_as_is = |byte: u8| byte.is_ascii() && !matches!(byte, b'"' | b'<' | b'>' | b'`' | b'#');
+    let carried_as_is = |byte: u8| byte.is_ascii() && !matches!(byte, b'"' | b'<' | b'>' | b'`');
     if !target.bytes().all(carried_as_is) {
         let mut encoded = String::with_capacity(target.len() + 16);
         for byte in target.bytes() {
@@ -138,8 +137,8 @@ mod tests {
             let original = percent_encoding::percent_decode_str(&sent).collect::<Vec<u8>>();
             assert_eq!(decoded, original, "{sent} means what it meant");
         }
-        let mut pay = "/api/pay<x>?a=1#frag`".to_owned();
-        assert_eq!(settle_target(&mut pay).unwrap(), "/api/pay%3Cx%3E?a=1%23frag%60");
+        let mut pay = "/api/pay<x>?a=1`".to_owned();
+        assert_eq!(settle_target(&mut pay).unwrap(), "/api/pay%3Cx%3E?a=1%60");
         let mut cafe = "/caf\u{e9}?q=\"1\"".to_owned();
         assert_eq!(settle_target(&mut cafe).unwrap(), "/caf%C3%A9?q=%221%22", "as a browser sends it");
         let mut long = format!("/{}", "a".repeat(MAX_TARGET));

@@ -19,6 +19,9 @@
 //! - Timeouts as for HTTP/1.1: the handshake and the first request within the header timeout of
 //!   the accept; a connection with no stream open is closed after the keep-alive timeout; a
 //!   stalled body (408) or a client that stops reading (reset) after the I/O timeout.
+//! - Going away: `h2` sends a graceful GOAWAY with a PING and closes once the client answers it
+//!   and no stream is left; a client that never answers is dropped the header timeout after the
+//!   last stream (or the GOAWAY, if none was open), so a silent client holds nothing for long.
 //! - Shutdown: GOAWAY, and the streams in flight finish; a reload (SIGHUP) replaces workers
 //!   behind the queue and leaves connections alone, so it sends none.
 
@@ -162,23 +165,23 @@ where
     // later ones within the keep-alive timeout of the last stream's end.
     let mut idle_until = Some(first_deadline);
     let mut idle_gauge = None;
+    // Gone away with no stream left: `h2` closes once the client has answered the PING of its
+    // graceful GOAWAY, and the connection is dropped if that takes longer than the header timeout.
+    let mut close_at = None;
     let max_requests = if front.settings.keep_alive { front.settings.max_requests_per_connection } else { 1 };
     loop {
         if idle_until.is_some() && idle_gauge.is_none() {
             idle_gauge = Some(front.stats.connection_idle());
         }
-        let idle = async {
-            match idle_until {
-                Some(until) => sleep_until(until).await,
-                None => std::future::pending().await,
-            }
-        };
+        if going_away && streams.is_empty() && close_at.is_none() {
+            close_at = Some(Instant::now() + front.settings.header_timeout);
+        }
         tokio::select! {
             incoming = connection.accept() => match incoming {
                 Some(Ok((request, respond))) => {
                     accepted += 1;
                     front.stats.http2_stream();
-                    (idle_until, idle_gauge) = (None, None);
+                    (idle_until, idle_gauge, close_at) = (None, None, None);
                     streams.spawn(stream::serve(shared.clone(), request, respond));
                     if max_requests != 0 && accepted >= max_requests && !going_away {
                         connection.graceful_shutdown();
@@ -214,15 +217,27 @@ where
                 connection.graceful_shutdown();
                 going_away = true;
             }
-            () = idle, if !going_away => {
+            () = until(idle_until), if !going_away => {
                 connection.graceful_shutdown();
                 going_away = true;
+            }
+            () = until(close_at) => {
+                debug!("HTTP/2 client did not close after GOAWAY within the header timeout; dropping it");
+                break;
             }
         }
     }
     // Streams still running end with the connection: their waits are dropped, which withdraws
     // what has not started.
     streams.shutdown().await;
+}
+
+/// Resolves at `deadline`, or never without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Closes the connection with GOAWAY `ENHANCE_YOUR_CALM`, and counts it.

@@ -5,11 +5,13 @@
 //! The `h2` crate has already refused what makes a message malformed at its level (a missing
 //! or repeated pseudo-header, connection-specific fields, `TE` other than `trailers`, upper-case
 //! names, a `content-length` its DATA frames do not match): those streams never reach the front.
-//! What is left is HTTP's: methods the front does not serve, targets, and the authority.
+//! What is left is HTTP's: methods the front does not serve, targets, and the authority, which
+//! becomes `Host` under HTTP/1.1's rules (no userinfo).
 
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, StatusCode};
+use http::{Method, StatusCode, Version};
 
+use headway_http1::request::check_host;
 use headway_http1::HttpError;
 
 /// The request line and fields of a stream, as a worker request takes them.
@@ -45,13 +47,11 @@ impl Head {
                 return Err(HttpError::bad_request(":authority and Host name different hosts"));
             }
             headers.insert(header::HOST, host);
-        } else {
-            match headers.get_all(header::HOST).iter().count() {
-                1 => {}
-                0 => return Err(HttpError::bad_request("a request needs :authority or Host")),
-                _ => return Err(HttpError::bad_request("more than one Host")),
-            }
+        } else if !headers.contains_key(header::HOST) {
+            return Err(HttpError::bad_request("a request needs :authority or Host"));
         }
+        // The `Host` a worker gets keeps HTTP/1.1's rules: one, and no userinfo.
+        check_host(Version::HTTP_2, &headers)?;
         join_cookies(&mut headers)?;
         Ok(Head { method, target, headers })
     }
@@ -104,6 +104,9 @@ mod tests {
         assert_eq!(status(parts("GET", "http://a/", &[("host", "b")])), StatusCode::BAD_REQUEST);
         assert_eq!(status(parts("GET", "/", &[])), StatusCode::BAD_REQUEST, "no authority, no Host");
         assert_eq!(status(parts("GET", "/", &[("host", "a"), ("host", "b")])), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parts("GET", "http://u@evil/", &[])), StatusCode::BAD_REQUEST, "userinfo");
+        assert_eq!(status(parts("GET", "http://u:pw@evil/", &[("host", "u:pw@evil")])), StatusCode::BAD_REQUEST);
+        assert_eq!(status(parts("GET", "/", &[("host", "u@evil")])), StatusCode::BAD_REQUEST, "userinfo in Host");
         assert_eq!(status(parts("CONNECT", "a:443", &[])), StatusCode::NOT_IMPLEMENTED);
         assert_eq!(status(parts("GET", "*", &[("host", "a")])), StatusCode::BAD_REQUEST);
         assert_eq!(Head::of(parts("OPTIONS", "*", &[("host", "a")])).unwrap().target, "*");
