@@ -131,6 +131,30 @@ def test_the_bundled_worker_gets_no_forwarding_field_from_an_untrusted_client(se
     assert names == ["host", "x-forwarded-for", "x-forwarded-proto", "x-request-start"], names
 
 
+# Every forwarding field the front drops from an untrusted peer (FORWARDING_FIELDS in
+# crates/server/src/front/forwarded.rs), and X-Forwarded-* fields by their prefix alone.
+FORWARDING_FIELDS = ["Forwarded", "Forwarded-For", "X-Forwarded", "X-Real-IP", "Client-IP", "X-Client-IP",
+                     "X-Cluster-Client-IP", "True-Client-IP", "CF-Connecting-IP", "CF-Connecting-IPv6",
+                     "Fastly-Client-IP", "Fly-Client-IP", "X-AppEngine-User-IP", "X-Original-Forwarded-For",
+                     "X-Envoy-External-Address", "X-Scheme", "X-Url-Scheme", "Front-End-Https",
+                     "CloudFront-Forwarded-Proto", "X-Original-URL", "X-Rewrite-URL", "Client-Cert",
+                     "Client-Cert-Chain", "X-SSL-Client-Cert"]
+X_FORWARDED = ["X-Forwarded-Host", "X-Forwarded-HTTPS", "X-Forwarded-Uri", "X-Forwarded-Path", "X-Forwarded-By",
+               "X-Forwarded-Tls-Client-Cert", "X-Forwarded-Ssl", "X-Forwarded-Anything"]
+
+
+@pytest.mark.parametrize("interface", ["wsgi", "asgi"])
+def test_an_untrusted_client_gets_no_field_through_that_a_framework_believes(serve, tmp_path, interface):
+    server = serve("-w", "1", "--interface", interface, "--forwarded-allow-ips", "192.0.2.10",
+                   f"echo_{interface}:app", cwd=ECHO_APPS, env={"ECHO_LOG": str(tmp_path / "echo.log")})
+    claims = {name: "claimed" for name in FORWARDING_FIELDS + X_FORWARDED}
+    claims.update({name.replace("-", "_"): "claimed" for name in ("X-Scheme", "CF-Connecting-IP", "X-Forwarded-Uri")})
+    seen = echo(exchange(("127.0.0.1", server.port), exact_request("/who", {"Host": "a", **claims})))
+    assert sorted(name for name, _ in seen["headers"]) == ["host", "x-forwarded-for", "x-forwarded-proto",
+                                                           "x-request-start"]
+    assert dict(seen["headers"])["x-forwarded-proto"] == "http"
+
+
 def test_rfc_7239_alone_gives_the_scheme(serve, tmp_path):
     router = tmp_path / "router.sock"
     serve("-w", "1", "-b", f"unix:{router}", "probe:app")

@@ -205,15 +205,16 @@ def test_a_message_over_the_limit_closes_the_socket_with_1009(serve, echo_worker
     wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
 
 
-@pytest.mark.parametrize("error, code", [
-    ("invalid-utf8", 1007),  # a text message that is not UTF-8
-    ("orphan-continuation", 1002),  # a continuation with no message to continue
-    ("reserved-bit", 1002),  # a reserved bit set, with no extension agreed that gives it a meaning
+@pytest.mark.parametrize("error, code, app_hears", [
+    ("invalid-utf8", 1007, 1007),  # a text message that is not UTF-8: the codec's to judge
+    ("orphan-continuation", 1002, 1001),  # a continuation with no message to continue
+    ("reserved-bit", 1002, 1001),  # a reserved bit set, with no extension agreed that gives it a meaning
 ])
-def test_the_bundled_worker_answers_a_protocol_error_with_a_close_frame(serve, error, code):
-    """What the front relays without judging (it reads frame headers only) the bundled worker's
-    codec refuses: the client gets a close frame with the code RFC 6455 gives the error, then the
-    end of the connection, not a bare close; the app hears the same code."""
+def test_the_bundled_worker_answers_a_protocol_error_with_a_close_frame(serve, error, code, app_hears):
+    """What breaks the protocol in a frame's header the front refuses, as for any worker (the app
+    is told the client went away); what breaks it in a payload the front does not read, and the
+    bundled worker's codec refuses. Either way the client gets a close frame with the code RFC
+    6455 gives the error, then the end of the connection, not a bare close."""
     frame = {
         "invalid-utf8": masked_frame(0x1, b"caf\xc3"),
         "orphan-continuation": masked_frame(0x0, b"more"),
@@ -227,7 +228,7 @@ def test_the_bundled_worker_answers_a_protocol_error_with_a_close_frame(serve, e
         received += chunk
     sock.close()
     assert received[:1] == b"\x88" and struct.unpack("!H", received[2:4])[0] == code, received
-    wait_until(lambda: disconnects(server) == [code], message="the app to hear the close")
+    wait_until(lambda: disconnects(server) == [app_hears], message="the app to hear the close")
 
 
 def test_a_fragmented_message_over_the_limit_reaches_the_app_in_no_part(serve):
@@ -244,6 +245,61 @@ def test_a_fragmented_message_over_the_limit_reaches_the_app_in_no_part(serve):
     sock.close()
     assert received[:1] == b"\x88" and struct.unpack("!H", received[2:4])[0] == 1009, received
     wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
+
+
+RECORDER = f"{sys.executable} {APPS / 'ws_recorder.py'} {{socket}}"
+GOING_AWAY = [0x8, True, 0, 2 + len("the client broke the WebSocket rules"), 1001]
+
+
+def recorded(server, sockets=1):
+    """What reached the recorder (tests/apps/ws_recorder.py), once its `sockets` have ended."""
+    wait_until(lambda: len(json.loads(server.get("/frames")[2])) == sockets, message="the sockets to end")
+    return json.loads(server.get("/frames")[2])
+
+
+def close_code_and_end(sock):
+    """The close code the front sends, once it has ended the connection."""
+    sock.settimeout(10)
+    received = b""
+    while chunk := sock.recv(64):
+        received += chunk
+    sock.close()
+    assert received[:1] == b"\x88", received
+    return struct.unpack("!H", received[2:4])[0]
+
+
+@pytest.mark.parametrize("refused", ["opcode-3", "opcode-b", "rsv1", "rsv2", "orphan-continuation",
+                                     "message-in-message"])
+def test_a_cmd_worker_never_sees_a_frame_no_client_may_send(serve, refused):
+    """The rules the bundled worker's codec holds a client to, the front holds it to for every
+    worker: the client gets 1002 and the --cmd worker sees the whole message before it, then the
+    front's close, and nothing of the refused frame."""
+    frame = {
+        "opcode-3": masked_frame(0x3, b"x"),  # a reserved opcode
+        "opcode-b": masked_frame(0xB, b""),  # a reserved control opcode
+        "rsv1": bytes([0xC2]) + masked_frame(0x2, b"x")[1:],  # with no permessage-deflate agreed
+        "rsv2": bytes([0xA2]) + masked_frame(0x2, b"x")[1:],
+        "orphan-continuation": masked_frame(0x0, b"more"),  # with no message started
+        "message-in-message": masked_frame(0x1, b"a", fin=False) + masked_frame(0x1, b"b"),
+    }[refused]
+    server = serve("-w", "1", "-t", "2", "--cmd", RECORDER)
+    sock = open_by_hand(server)
+    sock.sendall(masked_frame(0x1, b"fine") + frame)
+    assert close_code_and_end(sock) == 1002
+    assert recorded(server) == [[[0x1, True, 0, 4], GOING_AWAY]]
+
+
+def test_a_fragmented_message_over_the_limit_reaches_a_cmd_worker_in_no_part(serve):
+    """Fragments are held until the message is known to fit: one that fits reaches the worker
+    whole, one over the limit in no part (64 000 bytes of it came before the fragment that
+    crossed 64 KiB)."""
+    server = serve("-w", "1", "-t", "2", "--max-websocket-message", "64KiB", "--cmd", RECORDER)
+    sock = open_by_hand(server)
+    fitting = [masked_frame(0x1, b"a", fin=False), masked_frame(0x9, b"ping"), masked_frame(0x0, b"b")]
+    fragments = [masked_frame(0x2 if n == 0 else 0x0, b"x" * 8000, fin=False) for n in range(9)]
+    sock.sendall(b"".join(fitting) + b"".join(fragments) + masked_frame(0x0, b"x", fin=True))
+    assert close_code_and_end(sock) == 1009
+    assert recorded(server) == [[[0x1, False, 0, 1], [0x9, True, 0, 4], [0x0, True, 0, 1], GOING_AWAY]]
 
 
 def test_shutdown_drains_requests_then_closes_sockets_with_1001(serve, echo_worker):

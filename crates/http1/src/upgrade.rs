@@ -12,13 +12,14 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use crate::body::{BodyEncoder, BodyKind};
-use crate::fields::{has_token, strip_hop_by_hop};
+use crate::fields::{comma_tokens, has_token, strip_hop_by_hop, trim_blanks};
 use crate::request::RequestHead;
 use crate::response::{write_head, Persistence};
 use crate::HttpError;
 
 static SEC_WEBSOCKET_KEY: HeaderName = HeaderName::from_static("sec-websocket-key");
 static SEC_WEBSOCKET_VERSION: HeaderName = HeaderName::from_static("sec-websocket-version");
+static SEC_WEBSOCKET_EXTENSIONS: HeaderName = HeaderName::from_static("sec-websocket-extensions");
 const VERSION: &str = "13";
 
 /// What a refused handshake must carry besides its status: the version the front speaks.
@@ -76,6 +77,15 @@ pub fn ask_upgrade(headers: &mut HeaderMap) {
 /// Whether a worker's answer accepts the WebSocket: `101` switching to `websocket`.
 pub fn is_accepted(status: StatusCode, headers: &HeaderMap) -> bool {
     status == StatusCode::SWITCHING_PROTOCOLS && has_token(headers, &header::UPGRADE, "websocket")
+}
+
+/// Whether a worker's `101` agrees to permessage-deflate (RFC 7692), the one extension that gives
+/// a frame's first reserved bit a meaning: a compressed message sets it on its first frame.
+pub fn agrees_deflate(headers: &HeaderMap) -> bool {
+    comma_tokens(headers, &SEC_WEBSOCKET_EXTENSIONS).any(|item| {
+        let name = item.split(|&b| b == b';').next().map_or(&[][..], trim_blanks);
+        name.eq_ignore_ascii_case(b"permessage-deflate")
+    })
 }
 
 /// The `101` head for the client, from the worker's: its own fields (`Sec-WebSocket-Accept`,
@@ -144,6 +154,20 @@ mod tests {
         assert_eq!(refused.status, StatusCode::UPGRADE_REQUIRED);
         assert_eq!(refusal_fields(&refused)[0].1, "13");
         assert!(refusal_fields(&HttpError::bad_request("x")).is_empty());
+    }
+
+    #[test]
+    fn only_permessage_deflate_is_a_compressed_socket() {
+        let agreed = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(SEC_WEBSOCKET_EXTENSIONS.clone(), HeaderValue::from_static(value));
+            agrees_deflate(&headers)
+        };
+        assert!(agreed("permessage-deflate"));
+        assert!(agreed("x-webkit-deflate-frame, Permessage-Deflate ; client_max_window_bits=15"));
+        assert!(!agreed("x-webkit-deflate-frame"));
+        assert!(!agreed("permessage-deflated"));
+        assert!(!agrees_deflate(&HeaderMap::new()));
     }
 
     #[test]

@@ -19,8 +19,9 @@
 //! one of those headers, with one more rule: on a connection whose TLS the front terminated
 //! itself, only the front can know the certificate, so the field is always its own (or absent).
 //!
-//! Which fields count is what the frameworks behind us read ([`FORWARDING_FIELDS`]; the survey
-//! is in docs/design/forwarding-fields.md), in any spelling: CGI-style servers (Rack under Puma,
+//! Which fields count is every `X-Forwarded-*` ([`FORWARDING_PREFIX`]) and the others the
+//! frameworks behind us read ([`FORWARDING_FIELDS`]; the survey is in
+//! docs/design/forwarding-fields.md), in any spelling: CGI-style servers (Rack under Puma,
 //! Django's ASGI handler) name a field `HTTP_` and its name with `-` turned into `_`, so
 //! `X_Forwarded_Host` lands where `X-Forwarded-Host` would. No router writes a forwarding field
 //! with `_`, so such a spelling is a client's, and is dropped whoever the peer is.
@@ -38,32 +39,47 @@ pub(super) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forw
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 const X_FORWARDED_CLIENT_CERT: HeaderName = HeaderName::from_static("x-forwarded-client-cert");
 
-/// The fields that say who the client is and how it came, as routers spell them: dropped when
-/// an untrusted peer sends them, and in any other spelling from every peer. Who reads which:
-/// Rack (`-Host`, `-Port`, `-Proto`, `-Scheme`, `-Ssl`, `-For`), Werkzeug's `ProxyFix` (`-For`,
-/// `-Proto`, `-Host`, `-Port`, `-Prefix`), Django (`-Host`, `-Port`, and the scheme field its
-/// settings name), uvicorn (`-For`, `-Proto`), gunicorn (`-Proto`, `-Protocol`, `-Ssl`), Rails
-/// (`Client-Ip`, `-For`), nginx setups (`X-Real-Ip`), CDNs (`True-Client-Ip`), IIS
-/// (`Front-End-Https`), Rack 3 and RFC 7239 (`Forwarded`), meshes (`-Client-Cert`).
-const FORWARDING_FIELDS: [&str; 15] = [
+/// Every field whose name starts with this says who the client is or how it came (`-For`,
+/// `-Proto`, `-Host`, `-Port`, `-Ssl`, `-Prefix`, `-Uri`, `-Client-Cert`, and whatever a router or
+/// framework names next): all of them are forwarding fields.
+const FORWARDING_PREFIX: &str = "x-forwarded-";
+
+/// The forwarding fields not under [`FORWARDING_PREFIX`]: what servers, frameworks and the
+/// client-address libraries behind us believe about the client's address, scheme, URL or
+/// certificate. Who reads which is in docs/design/forwarding-fields.md; the README names them.
+const FORWARDING_FIELDS: [&str; 24] = [
+    // RFC 7239, and the bare names client-address libraries read besides it.
     "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "x-forwarded-port",
-    "x-forwarded-ssl",
-    "x-forwarded-scheme",
-    "x-forwarded-protocol",
-    "x-forwarded-prefix",
-    "x-forwarded-server",
-    "x-forwarded-client-cert",
+    "forwarded-for",
+    "x-forwarded",
+    // The client's address.
     "x-real-ip",
     "client-ip",
+    "x-client-ip",
+    "x-cluster-client-ip",
     "true-client-ip",
+    "cf-connecting-ip",
+    "cf-connecting-ipv6",
+    "fastly-client-ip",
+    "fly-client-ip",
+    "x-appengine-user-ip",
+    "x-original-forwarded-for",
+    "x-envoy-external-address",
+    // The client's scheme.
+    "x-scheme",
+    "x-url-scheme",
     "front-end-https",
+    "cloudfront-forwarded-proto",
+    // The URL the client asked for, before a rewrite.
+    "x-original-url",
+    "x-rewrite-url",
+    // The client's certificate.
+    "client-cert",
+    "client-cert-chain",
+    "x-ssl-client-cert",
 ];
 
-/// How a field's name stands to [`FORWARDING_FIELDS`].
+/// How a field's name stands to the forwarding fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Spelling {
     /// A forwarding field as routers write it.
@@ -74,20 +90,21 @@ enum Spelling {
 
 /// Whether `name` is a forwarding field, and in which spelling. Names arrive lower-cased.
 fn forwarding_spelling(name: &str) -> Option<Spelling> {
+    let name = name.as_bytes();
     // Most fields of a request start with none of the forwarding fields' first letters.
-    if !matches!(name.as_bytes().first(), Some(b'x' | b'f' | b'c' | b't')) {
+    let first = *name.first()?;
+    if first != FORWARDING_PREFIX.as_bytes()[0] && !FORWARDING_FIELDS.iter().any(|field| field.as_bytes()[0] == first) {
         return None;
     }
-    let same = |field: &str| {
-        field.len() == name.len() && field.bytes().zip(name.bytes()).all(|(f, n)| f == n || (f == b'-' && n == b'_'))
+    // `_` in `name` stands for `-` in `field`.
+    let same = |field: &[u8], name: &[u8]| {
+        field.len() == name.len() && field.iter().zip(name).all(|(f, n)| f == n || (*f == b'-' && *n == b'_'))
     };
-    FORWARDING_FIELDS.iter().find(|field| same(field)).map(|field| {
-        if field.len() == name.len() && **field == *name {
-            Spelling::Router
-        } else {
-            Spelling::Underscored
-        }
-    })
+    let prefix = FORWARDING_PREFIX.as_bytes();
+    let prefixed = name.len() > prefix.len() && same(prefix, &name[..prefix.len()]);
+    let forwarding = prefixed || FORWARDING_FIELDS.iter().any(|field| same(field.as_bytes(), name));
+    // No forwarding field has `_` in the name routers write.
+    forwarding.then(|| if name.contains(&b'_') { Spelling::Underscored } else { Spelling::Router })
 }
 
 /// Removes the forwarding fields `peer` may not send: every underscored spelling, and, from an
@@ -363,8 +380,50 @@ mod tests {
         assert_eq!(forwarding_spelling("x-forwarded-host"), Some(Spelling::Router));
         assert_eq!(forwarding_spelling("x_forwarded_host"), Some(Spelling::Underscored));
         assert_eq!(forwarding_spelling("forwarded"), Some(Spelling::Router));
-        for other in ["x-forwarded", "x-forwarded-hosts", "xforwarded-host", "x-request-start", "host", "forwarde_"] {
+        assert_eq!(forwarding_spelling("x-forwarded-anything-new"), Some(Spelling::Router), "by the prefix");
+        assert_eq!(forwarding_spelling("x_forwarded-tls_client-cert"), Some(Spelling::Underscored));
+        for other in ["x-forwarded-", "xforwarded-host", "x-request-start", "host", "forwarde_", "x-real-ips", "cf-ray"]
+        {
             assert_eq!(forwarding_spelling(other), None, "{other}");
+        }
+    }
+
+    /// Every forwarding field: the listed ones and some under the prefix that frameworks and
+    /// routers use (`-Https`, `-Uri`, `-Path`, `-By`, `-Tls-Client-Cert`).
+    fn every_forwarding_field() -> Vec<String> {
+        let prefixed = ["https", "uri", "path", "by", "tls-client-cert", "host", "client-cert"];
+        let prefixed = prefixed.iter().map(|rest| format!("{FORWARDING_PREFIX}{rest}"));
+        FORWARDING_FIELDS.iter().map(|field| (*field).to_owned()).chain(prefixed).collect()
+    }
+
+    fn claiming(names: &[String]) -> HeaderMap {
+        let claim = HeaderValue::from_static("claimed");
+        names.iter().map(|name| (HeaderName::from_bytes(name.as_bytes()).unwrap(), claim.clone())).collect()
+    }
+
+    #[test]
+    fn an_untrusted_peer_gets_no_forwarding_field_through_in_any_spelling() {
+        let names = every_forwarding_field();
+        let underscored: Vec<String> = names.iter().map(|name| name.replace('-', "_")).collect();
+        for names in [&names, &underscored] {
+            let mut claimed = claiming(names);
+            claimed.insert("x-app-token", HeaderValue::from_static("kept"));
+            set_forwarding_headers(&mut claimed, &Peer::new(Some("192.0.2.66".parse().unwrap()), false, false));
+            let mut left: Vec<&str> = claimed.keys().map(HeaderName::as_str).collect();
+            left.sort_unstable();
+            assert_eq!(left, ["x-app-token", "x-forwarded-for", "x-forwarded-proto"]);
+            assert_eq!(claimed[&X_FORWARDED_FOR], "192.0.2.66");
+            assert_eq!(claimed[&X_FORWARDED_PROTO], "http");
+        }
+    }
+
+    #[test]
+    fn a_trusted_peer_keeps_every_forwarding_field_in_its_own_spelling() {
+        let names = every_forwarding_field();
+        let mut claimed = claiming(&names);
+        set_forwarding_headers(&mut claimed, &Peer::local());
+        for name in &names {
+            assert_eq!(claimed[name.as_str()], "claimed", "{name}");
         }
     }
 

@@ -2,7 +2,8 @@
 //! closes, the socket idles past `--websocket-idle-timeout`, the client breaks a rule, or the
 //! worker's process is about to go (reload, replacement, shutdown).
 //!
-//! The front relays bytes, not messages: a payload is read once, written once, never unmasked.
+//! The front relays bytes, not messages: a payload is read once, written once, never unmasked
+//! (a fragmented message waits whole in memory until its last header shows that it fits).
 //! It walks the frame headers of both directions ([`super::frames`]) for three things: a
 //! client message over `--max-websocket-message` is refused before any of it reaches the app
 //! (1009), a frame no client may send is refused (1002), and the front's own close frames go in
@@ -85,7 +86,7 @@ impl<S: ClientStream> Connection<S> {
     pub(super) async fn carry(&mut self, websocket: WebSocket) {
         let WebSocket { socket, admitted: _admitted } = websocket;
         let _open = self.front.stats.websocket_opened();
-        let WorkerSocket { io, mut closing, held: _held } = socket;
+        let WorkerSocket { io, compressed, mut closing, held: _held } = socket;
         let early = self.buf.split();
         let settings = &self.front.settings.websocket;
         let closing = async move {
@@ -94,7 +95,7 @@ impl<S: ClientStream> Connection<S> {
                 std::future::pending::<()>().await;
             }
         };
-        relay(&mut self.io, early, io, settings, closing).await;
+        relay(&mut self.io, early, io, compressed, settings, closing).await;
     }
 }
 
@@ -103,6 +104,7 @@ async fn relay<C, W>(
     client: C,
     early: BytesMut,
     worker: W,
+    compressed: bool,
     settings: &WebSocketSettings,
     closing: impl Future<Output = ()>,
 ) where
@@ -111,7 +113,8 @@ async fn relay<C, W>(
 {
     let (client_reads, client_writes) = split(client);
     let (worker_reads, worker_writes) = split(worker);
-    let mut up = Pump::new(client_reads, worker_writes, Frames::from_client(settings.max_message), early);
+    let client_frames = Frames::from_client(settings.max_message, compressed);
+    let mut up = Pump::new(client_reads, worker_writes, client_frames, early);
     let mut down = Pump::new(worker_reads, client_writes, Frames::from_worker(), BytesMut::new());
     let ending = run(&mut up, &mut down, settings.idle_timeout, settings.ping_interval, closing).await;
     match ending {
@@ -242,11 +245,11 @@ struct Pump<R, W> {
     from: tokio::io::ReadHalf<R>,
     to: tokio::io::WriteHalf<W>,
     frames: Frames,
-    /// Bytes read and not yet written. The first `ready` of them are walked and may go; the rest
-    /// are a frame header not complete yet.
+    /// Bytes read and not yet written. The first `walked` of them are walked, and may go but
+    /// for those `frames` holds ([`Pump::ready`]); the rest are a frame header not complete yet.
     buf: BytesMut,
-    ready: usize,
-    /// A frame the sender may not send, found after the `ready` bytes.
+    walked: usize,
+    /// A frame the sender may not send, found after the `walked` bytes.
     refused: Option<Violation>,
     /// The sender has closed its connection, and the receiver has been told.
     ended: bool,
@@ -262,7 +265,7 @@ enum Stop {
 
 impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<R, W> {
     fn new(from: tokio::io::ReadHalf<R>, to: tokio::io::WriteHalf<W>, frames: Frames, early: BytesMut) -> Self {
-        let mut pump = Pump { from, to, frames, buf: early, ready: 0, refused: None, ended: false };
+        let mut pump = Pump { from, to, frames, buf: early, walked: 0, refused: None, ended: false };
         pump.walk();
         pump
     }
@@ -270,13 +273,12 @@ impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<
     /// One write of ready bytes, or else one read. Cancel-safe: all state is in `self`, and a
     /// single read or write either happened or did not.
     async fn step(&mut self) -> Result<(), Stop> {
-        if self.ready > 0 {
-            let written = self.to.write(&self.buf[..self.ready]).await.map_err(Stop::Failed)?;
+        if self.ready() > 0 {
+            let written = self.to.write(&self.buf[..self.ready()]).await.map_err(Stop::Failed)?;
             if written == 0 {
                 return Err(Stop::Failed(io::ErrorKind::WriteZero.into()));
             }
-            self.buf.advance(written);
-            self.ready -= written;
+            self.wrote(written);
             return Ok(());
         }
         if let Some(violation) = self.refused {
@@ -290,21 +292,32 @@ impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<
         Ok(())
     }
 
-    /// Walks the bytes after the ready ones.
+    /// Walks the bytes after the walked ones.
     fn walk(&mut self) {
-        match self.frames.advance(&self.buf[self.ready..]) {
-            Ok(walked) => self.ready += walked,
+        match self.frames.advance(&self.buf[self.walked..]) {
+            Ok(walked) => self.walked += walked,
             Err(violation) => {
-                self.ready += violation.valid;
+                self.walked += violation.valid;
                 self.refused = Some(violation);
             }
         }
     }
 
+    /// How many bytes may be written now: the walked ones, but for a message held whole.
+    fn ready(&self) -> usize {
+        self.walked - self.frames.held()
+    }
+
+    /// Forgets the first `written` bytes, which went to the receiver.
+    fn wrote(&mut self, written: usize) {
+        self.buf.advance(written);
+        self.walked -= written;
+    }
+
     /// Whether the receiver's stream stands between two frames, open, and not closed by the
     /// sender: where the front may slip in a frame of its own.
     fn between_frames(&self) -> bool {
-        self.ready == 0 && self.frames.at_boundary() && !self.ended && !self.frames.close_seen()
+        self.ready() == 0 && self.frames.at_boundary() && !self.ended && !self.frames.close_seen()
     }
 
     /// Tells the receiver that the sender has closed its side.
@@ -317,11 +330,10 @@ impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<
     /// Returns whether the receiver's stream now stands between two frames.
     async fn finish_frame(&mut self) -> bool {
         loop {
-            if self.ready > 0 {
-                match self.to.write(&self.buf[..self.ready]).await {
+            if self.ready() > 0 {
+                match self.to.write(&self.buf[..self.ready()]).await {
                     Ok(written) if written > 0 => {
-                        self.buf.advance(written);
-                        self.ready -= written;
+                        self.wrote(written);
                         continue;
                     }
                     _ => return false,
@@ -330,12 +342,13 @@ impl<R: AsyncRead + AsyncWrite + Unpin, W: AsyncRead + AsyncWrite + Unpin> Pump<
             if self.frames.at_boundary() {
                 return !self.ended;
             }
-            // In the middle of a payload everything read has been walked and written.
+            // In the middle of a payload that is not held, everything read has been walked and
+            // written.
             self.buf.reserve(READ_CHUNK);
             if !matches!(self.from.read_buf(&mut self.buf).await, Ok(n) if n > 0) {
                 return false;
             }
-            self.ready = self.frames.rest_of_frame(&self.buf);
+            self.walked += self.frames.rest_of_frame(&self.buf[self.walked..]);
         }
     }
 }

@@ -155,6 +155,9 @@ pub struct Upgraded {
 /// The worker's end of an open WebSocket.
 pub struct WorkerSocket {
     pub io: Box<dyn WorkerIo>,
+    /// The worker's `101` agreed to permessage-deflate: a client's compressed message sets a
+    /// reserved bit.
+    pub compressed: bool,
     /// Changes when the worker's WebSockets must close: its process is about to be replaced, or
     /// the server is stopping.
     pub closing: watch::Receiver<u64>,

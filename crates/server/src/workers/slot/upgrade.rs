@@ -17,7 +17,7 @@ use super::{LinkError, Slot};
 use crate::queue::job::{Failure, Job, Outcome, Timing, Upgraded, WorkerSocket};
 use crate::read_ahead::ReadAhead;
 use crate::tally::Hold;
-use headway_http1::upgrade::is_accepted;
+use headway_http1::upgrade::{agrees_deflate, is_accepted};
 
 impl Slot {
     /// Carries a WebSocket handshake to the worker and its answer back.
@@ -73,6 +73,7 @@ impl Slot {
         let (stream, ahead) = connection.into_upgraded();
         let socket = WorkerSocket {
             io: Box::new(ReadAhead::new(stream, ahead)),
+            compressed: agrees_deflate(&head.headers),
             closing: self.worker.watch_websockets_closing(),
             held: Hold::new(self.worker.websockets.clone()),
         };
