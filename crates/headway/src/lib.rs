@@ -11,11 +11,10 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// Every request allocates and frees a few dozen small objects (its header map, job, channels,
-/// read buffer), and glibc's malloc took about 6 % of the front's time a request, most of it in
-/// freeing and consolidating. mimalloc serves them from per-thread free lists (granian's wheels
-/// link jemalloc for the same reason); the front's CPU a request before and after is in
-/// docs/benchmarks.md. Declared here, so the standalone binary and the Python extension (front
-/// and native worker) both use it.
+/// read buffer), and glibc's malloc spends much of that time freeing and consolidating; mimalloc
+/// serves them from per-thread free lists (granian's wheels link jemalloc for the same reason).
+/// Declared here, so the standalone binary and the Python extension (front and native worker)
+/// both use it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
