@@ -1,8 +1,11 @@
-"""Builds docs/benchmarks.md from bench/results/*.json: the latest run of every comparison, in
-the order the results give, each with its command, machine and versions.
+"""Builds docs/benchmarks.md and its detail pages from bench/results/*.json.
 
-Usage: python3 bench/page.py          writes docs/benchmarks.md
-       python3 bench/page.py --check  fails if docs/benchmarks.md is not what the results make
+docs/benchmarks.md is what a user reads first: one table, a row for each peer of each comparison
+(bench/headlines.py reads them from the results), each linking to its detail page,
+docs/benchmarks/NAME.md: the latest run with its command, machine, versions, every table and round.
+
+Usage: python3 bench/page.py          writes the pages
+       python3 bench/page.py --check  fails if the pages are not what the results make
 """
 
 import itertools
@@ -10,24 +13,31 @@ import json
 import sys
 from pathlib import Path
 
+import headlines  # bench/headlines.py, next to this script
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 PAGE = REPO / "docs" / "benchmarks.md"
+DETAILS = REPO / "docs" / "benchmarks"
 
 INTRO = """\
 # Benchmarks
 
-What headway measures against the servers people use, each comparison as its latest run left it.
-Every section names the command that measured it: run it to measure again on your machine (the
-bench scripts install the peers they need into `bench/.venv`). The servers and the load tools are
-started the plain way, nothing pinned unless a section says so; a shared machine is noisy, so
-the comparisons run in interleaved rounds and show medians with every round.
+headway against the servers people use, as the latest run of each bench script left it. A row
+is one comparison with one peer; its link leads to the run in full: the command that measures it
+again (the scripts install the peers they need into `bench/.venv`), the machine, the versions,
+every round. Servers and load tools start the plain way, nothing pinned unless a page says so; a
+shared 2-CPU machine is noisy, so comparisons run in interleaved rounds and give medians.
 
-This page is built from the results in [bench/results/](../bench/results/) by
-`python3 bench/page.py`; decisions and the measurements behind them are in
-[docs/design/](design/), and the page's history is in git.
+CPU a request (all of a server's processes) is the figure that holds from one machine to another;
+requests/s on a 2-CPU box with the load tool on it depend on how the kernel places the processes.
+"x lower" compares latencies: the peer's figure over headway's.
 """
 
+OUTRO = """\
+This page and the ones it links are built from [bench/results/](../bench/results/) by
+`python3 bench/page.py`; the decisions the figures led to are in [docs/design/](design/).
+"""
 
 def anchor(title):
     kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -")
@@ -67,48 +77,61 @@ def table(spec):
     return lines + [""]
 
 
-def section(result, noted):
-    """A result's section; `noted`: the notes earlier sections gave, said once on the page."""
+def detail(result):
+    """A result's own page: its summary, command, machine, versions, tables and notes."""
     machine = result["machine"]
-    lines = [f"## {result['title']}", "", result["summary"], ""]
+    lines = [f"# {result['title']}", "", result["summary"], ""]
     versions = ", ".join(f"{name} {version}" for name, version in result.get("versions", {}).items())
     lines.append(f"`{result['command']}`: run {result['finished']} on {machine['model']}, {machine['cpus']} CPUs, "
                  f"{machine['memory_gib']} GiB, Linux {machine['kernel']}" + (f"; {versions}." if versions else "."))
     lines.append("")
     for spec in result["tables"]:
         lines += table(spec)
-    notes = [note for note in result.get("notes", []) if note not in noted]
-    lines += [f"- {note}" for note in notes]
-    if len(notes) < len(result.get("notes", [])):
-        lines.append("- The notes of the sections above hold here too.")
-    noted.update(notes)
-    if result.get("notes"):
-        lines.append("")
-    return lines
-
-
-def render():
-    results = sorted((json.loads(path.read_text()) for path in RESULTS.glob("*.json")),
-                     key=lambda result: (result["order"], result["name"]))
-    lines = [INTRO]
-    lines.append("Sections: " + " · ".join(f"[{result['title']}](#{anchor(result['title'])})" for result in results))
-    lines.append("")
-    noted = set()
-    for result in results:
-        lines += section(result, noted)
+    lines += [f"- {note}" for note in result.get("notes", [])]
+    lines += ["", "[All benchmarks](../benchmarks.md)"]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def overview(results):
+    """docs/benchmarks.md: the headline table of every result."""
+    rows = []
+    for result in results:
+        for each in headlines.rows(result):
+            link = f"[{each['what']}](benchmarks/{result['name']}.md)"
+            rows.append([link, each["against"], each["headway"], each["cpu"], each["p99"],
+                         result["finished"].split(" ")[0]])
+    spec = {"columns": ["comparison", "against", "headway vs it", "CPU a request, headway / it",
+                        "p99, headway / it", "run"], "rows": rows}
+    return "\n".join([INTRO, *table(spec), OUTRO]).rstrip("\n") + "\n"
+
+
+def render():
+    """Every page the results make: {path: text}."""
+    results = sorted((json.loads(path.read_text()) for path in RESULTS.glob("*.json")),
+                     key=lambda result: (result["order"], result["name"]))
+    pages = {PAGE: overview(results)}
+    pages.update({DETAILS / f"{result['name']}.md": detail(result) for result in results})
+    return pages
+
+
 def main():
-    page = render()
+    pages = render()
     if sys.argv[1:] == ["--check"]:
-        if PAGE.read_text() != page:
-            sys.exit("docs/benchmarks.md is not what bench/results/ make: run python3 bench/page.py")
+        stale = [path for path, text in pages.items() if not path.is_file() or path.read_text() != text]
+        stale += [path for path in DETAILS.glob("*.md") if path not in pages]
+        if stale:
+            sys.exit(f"{', '.join(str(path.relative_to(REPO)) for path in stale)}: not what bench/results/ make: "
+                     "run python3 bench/page.py")
         return
     if sys.argv[1:]:
         sys.exit(__doc__)
-    PAGE.write_text(page)
-    print(f"{PAGE.relative_to(REPO)}: {page.count(chr(10))} lines from {len(list(RESULTS.glob('*.json')))} results")
+    DETAILS.mkdir(exist_ok=True)
+    for path in DETAILS.glob("*.md"):
+        if path not in pages:
+            path.unlink()
+    for path, text in pages.items():
+        path.write_text(text)
+    print(f"{PAGE.relative_to(REPO)}: {pages[PAGE].count(chr(10))} lines, and {len(pages) - 1} detail pages")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@
 # of requests while the front that would hand it the next one was waiting for a CPU. It also
 # gives how much of the idle time passed with the front waiting on the other CPU's run queue
 # (about half): time the kernel could have given it and did not.
-# docs/benchmarks.md, "Where the last idle share goes", has the figures and what was tried.
+# docs/design/scheduling.md has the figures and what was tried.
 #
 # Needs perf (apt-get install linux-perf) and the right to trace the whole machine (root, or
 # kernel.perf_event_paranoid <= -1); the default APP needs Flask in headway's Python.
