@@ -4,8 +4,7 @@ socket given as argv[1] and answers every request with its own path as the body.
 - `/stray`: answered, then 0.3 s later a second complete response nobody asked for ("stray") is
   written on the same connection, while the worker goes on reading requests.
 - `/doubled`: answered with the stray response right behind the answer, in the same write.
-- `/spaced`: answered with a `Set-Cookie` whose value has spaces around it, as Django's WSGI
-  handler writes it.
+- `/spaced`: answered with header values that have blanks around them, as probe.py's `/spaced`.
 """
 
 import sys
@@ -23,6 +22,7 @@ class Handler(OkHandler):
         self.send_header("Content-Length", str(len(body)))
         if self.path == "/spaced":
             self.send_header("Set-Cookie", " a=b ")
+            self.send_header("X-Spaced", "\t1 2 \t")
         self.end_headers()
         self.wfile.write(body + (STRAY if self.path == "/doubled" else b""))
         if self.path == "/stray":
