@@ -29,6 +29,12 @@ from worker_client import TIMEOUT, Worker, start_process
 
 REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "tests" / "apps"
+# Workers that answer `/spaced` with header values that have blanks around them (Django's WSGI
+# handler writes `Set-Cookie` so): the bundled one and a --cmd one.
+SPACED_HEADER_WORKERS = {
+    "bundled": ["probe:app"],
+    "cmd": ["--cmd", f"{sys.executable} {APPS / 'unruly_worker.py'} {{socket}}"],
+}
 # The desync suite's echo apps: any path, each request appended to $ECHO_LOG and echoed as JSON.
 ECHO_APPS = REPO / "tests" / "desync" / "apps"
 

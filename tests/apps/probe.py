@@ -21,6 +21,8 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /crash             raises before start_response
 - /bodiless?status=S answers status S with no body and no Content-Length (204, 304, or any
                      status for HEAD, as frameworks answer HEAD: the fields, an empty body)
+- /spaced            header values with blanks around them, as Django's WSGI handler writes
+                     `Set-Cookie`: `Set-Cookie: " a=b "`, `X-Spaced: "\t1 2 \t"`
 """
 
 import hashlib
@@ -187,6 +189,11 @@ def bodiless(environ, start_response):
     return []
 
 
+def spaced(environ, start_response):
+    start_response("200 OK", [("Content-Length", "0"), ("Set-Cookie", " a=b "), ("X-Spaced", "\t1 2 \t")])
+    return []
+
+
 def crash(environ, start_response):
     raise RuntimeError("probe crash")
 
@@ -208,6 +215,7 @@ ROUTES = {
     "/crash": crash,
     "/fds": lambda env, sr: _json(sr, len(os.listdir("/proc/self/fd"))),
     "/bodiless": bodiless,
+    "/spaced": spaced,
 }
 
 

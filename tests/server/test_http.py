@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ECHO_APPS, read_response, request_bytes, send_request, wait_until
+from conftest import ECHO_APPS, SPACED_HEADER_WORKERS, read_response, request_bytes, send_request, wait_until
 
 
 def exchange(server, raw, timeout=10):
@@ -326,6 +326,15 @@ def test_response_without_length_is_chunked_for_http11_and_close_delimited_for_h
     assert head.startswith(b"HTTP/1.0 200")
     assert b"transfer-encoding" not in head.lower() and b"connection: close" in head.lower()
     assert len(body) == 300000
+
+
+@pytest.mark.parametrize("worker", SPACED_HEADER_WORKERS.values(), ids=SPACED_HEADER_WORKERS.keys())
+def test_header_values_go_out_without_the_blanks_around_them(serve, worker):
+    server = serve("-w", "1", "-t", "1", *worker)
+    reply = exchange(server, b"GET /spaced HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    head = reply.partition(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"http/1.1 200 "), reply
+    assert b"\r\nset-cookie: a=b\r\n" in head and b"\r\nx-spaced: 1 2\r\n" in head, head
 
 
 def test_expect_100_continue(server):

@@ -23,7 +23,7 @@ import hpack
 import pytest
 import trustme
 
-from conftest import wait_until
+from conftest import SPACED_HEADER_WORKERS, wait_until
 
 ENHANCE_YOUR_CALM = 11
 PROTOCOL_ERROR = 1
@@ -169,6 +169,18 @@ def test_an_asgi_app_hears_http_version_2(serve):
     client = h2c(server)
     answer = client.answer(client.get("/http-version"))
     assert (answer["status"], answer["body"]) == (200, b"2")
+
+
+@pytest.mark.parametrize("worker", SPACED_HEADER_WORKERS.values(), ids=SPACED_HEADER_WORKERS.keys())
+def test_header_values_go_out_without_the_blanks_around_them_which_http2_forbids(serve, worker):
+    """RFC 9113 section 8.2.1: a value with leading or trailing blanks is malformed, and strict
+    clients (nghttp, h2load) reset the stream."""
+    server = serve("-w", "1", "-t", "1", *worker)
+    client = h2c(server)
+    answer = client.answer(client.get("/spaced"))
+    assert answer["status"] == 200 and answer["reset"] is None
+    headers = dict(answer["headers"])
+    assert (headers["set-cookie"], headers["x-spaced"]) == ("a=b", "1 2")
 
 
 def test_no_http2_offers_only_http1(serve, ca, tls_files):

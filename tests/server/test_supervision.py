@@ -4,6 +4,7 @@ any HTTP/1.1 server can be one (--cmd)."""
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -359,6 +360,39 @@ def test_a_cmd_worker_reads_a_fast_upload_as_it_arrives_and_hears_when_its_clien
     wait_until(lambda: notes.exists() and "upload cut" in notes.read_text(), message="the worker to see the body cut")
     assert server.get("/")[::2] == (200, b"ok")
     assert server.stats()["workers"][0]["restarts"] == 0
+
+
+def test_a_cmd_worker_response_nobody_asked_for_reaches_no_client(serve):
+    """A worker that writes a second response 0.3 s after answering: the slot's connection holds
+    bytes nobody asked for, so it is closed and counted, and the next request goes on a new one
+    and gets its own answer, whether it comes after the stray bytes or before them."""
+    worker = REPO / "tests" / "apps" / "unruly_worker.py"
+    server = serve("-w", "1", "-t", "1", "--cmd", f"{sys.executable} {worker} {{socket}}")
+    answers = []
+    with server.connect() as client:
+        stream = client.makefile("rb")
+
+        def get(path):
+            send_request(client, "GET", path)
+            answers.append(read_response(stream)[::2])
+
+        get("/stray")
+        time.sleep(0.6)  # the stray response arrives while the slot is idle
+        get("/after-the-stray")
+        get("/stray")
+        get("/before-the-stray")  # answered at once; the stray follows on the idle connection
+        time.sleep(0.6)
+        get("/doubled")  # the stray right behind the answer
+        get("/last")
+    assert answers == [(200, path) for path in (b"/stray", b"/after-the-stray", b"/stray", b"/before-the-stray",
+                                                b"/doubled", b"/last")]
+    stats = server.stats()
+    assert stats["workers"][0]["unrequested"] == 3
+    assert stats["workers"][0]["restarts"] == 0
+    assert 'headway_worker_unrequested_total{worker="1"} 3' in server.metrics()
+    warnings = re.findall(rb"WARN the worker sent bytes no request asked for; closing its connection worker=1\n",
+                          server.log())
+    assert len(warnings) == 3
 
 
 def test_a_cmd_worker_shuts_down_gracefully_not_killed(serve, tmp_path):

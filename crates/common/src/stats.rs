@@ -181,6 +181,10 @@ pub struct WorkerSnapshot {
     pub busy_secs: f64,
     /// Replacements after a crash or a timeout (also counted by cause in `recycles`).
     pub restarts: u64,
+    /// Connections to it closed because it sent bytes no request asked for (a `--cmd` worker's
+    /// late or extra response).
+    #[serde(default)]
+    pub unrequested: u64,
     /// Replacements of this worker's process, by cause.
     #[serde(default)]
     pub recycles: RecyclesSnapshot,

@@ -165,6 +165,16 @@ mod tests {
     use http::HeaderValue;
 
     #[test]
+    fn blanks_are_trimmed_from_both_ends_only() {
+        assert_eq!(trim_blanks(b" a=b "), b"a=b");
+        assert_eq!(trim_blanks(b"\t 1 2 \t"), b"1 2");
+        assert_eq!(trim_blanks(b"a"), b"a");
+        assert_eq!(trim_blanks(b" \t "), b"");
+        assert_eq!(trim_blanks(b""), b"");
+        assert_eq!(trim_blanks(b"\x0ba\r"), b"\x0ba\r", "only SP and HTAB are optional whitespace");
+    }
+
+    #[test]
     fn content_lengths() {
         let parse = |values: &[&str]| content_length(values.iter().map(|value| value.as_bytes()));
         assert_eq!(parse(&[]), Ok(None));

@@ -63,7 +63,8 @@ pub struct ResponseHead {
 }
 
 /// Parses the response head at the start of `buf`, handing each field to `field` as it is met
-/// (so a caller that needs one field need not build a map). `Ok(None)` when more bytes are
+/// (so a caller that needs one field need not build a map), its value without the blanks around
+/// it (httparse trims them), which HTTP/2 forbids. `Ok(None)` when more bytes are
 /// needed; `Ok(Some((info, len)))` with the head's length once it is complete.
 pub fn parse_head_with<'b>(
     buf: &'b [u8],
@@ -331,6 +332,15 @@ mod tests {
         let error = parse(raw, GET).expect_err(&String::from_utf8_lossy(raw));
         assert_eq!(error.status, StatusCode::BAD_GATEWAY);
         error.reason
+    }
+
+    #[test]
+    fn field_values_lose_the_blanks_around_them() {
+        let head =
+            parse(b"HTTP/1.1 200 OK\r\nSet-Cookie:  a=b \r\nX-Spaced:\t1 2 \t\r\nX-Blank: \r\n\r\n", GET).unwrap();
+        assert_eq!(head.headers["set-cookie"], "a=b");
+        assert_eq!(head.headers["x-spaced"], "1 2");
+        assert_eq!(head.headers["x-blank"], "");
     }
 
     #[test]

@@ -279,6 +279,12 @@ fn prometheus(s: &Snapshot) -> String {
         &per_worker(|w| w.busy_secs),
     );
     metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
+    metric(
+        "worker_unrequested_total",
+        "counter",
+        "Connections to each worker closed because it sent bytes no request asked for.",
+        &per_worker(|w| w.unrequested as f64),
+    );
     let recycles: Vec<(String, f64)> = s
         .workers
         .iter()

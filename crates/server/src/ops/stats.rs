@@ -213,6 +213,7 @@ fn worker_snapshot(worker: &Worker) -> WorkerSnapshot {
         requests: worker.served.load(Ordering::Relaxed),
         busy_secs: worker.busy_micros.load(Ordering::Relaxed) as f64 / 1e6,
         restarts: worker.restarts.load(Ordering::Relaxed),
+        unrequested: worker.unrequested.load(Ordering::Relaxed),
         recycles: worker.recycles.snapshot(),
         websockets: worker.websockets.get(),
         usage: if pid == 0 { ProcessUsage::default() } else { ProcessUsage::of_group(pid) },

@@ -60,6 +60,8 @@ pub struct Worker {
     pub busy_micros: AtomicU64,
     /// Replacements after a crash or a timeout.
     pub restarts: AtomicU64,
+    /// Connections to it closed because it sent bytes no request asked for.
+    pub unrequested: AtomicU64,
     /// Replacements of every kind, by cause.
     pub recycles: Recycles,
     /// The current process: what it served, and whether it is due for recycling.
@@ -88,6 +90,7 @@ impl Worker {
             served: AtomicU64::new(0),
             busy_micros: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            unrequested: AtomicU64::new(0),
             recycles: Recycles::default(),
             lifetime: Lifetime::default(),
             websockets: Arc::new(Tally::default()),

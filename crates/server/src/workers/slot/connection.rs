@@ -6,8 +6,10 @@
 //! framed two ways (both `Content-Length` and `Transfer-Encoding`, a bare LF in a field, a `101`
 //! nobody asked for, a `204` announcing a body) fails its request with `502` and the connection
 //! is dropped, so nothing the worker sends after it is taken for the next response. Bytes a
-//! worker sends on an idle connection are never read as an answer either: the connection is
-//! replaced before it carries another request.
+//! worker sends that no request asked for (after a response's end, or on an idle connection) are
+//! never read as an answer either: the connection is replaced before it carries another request,
+//! and the slot counts it. A stray response that arrives only after the next request has gone out
+//! cannot be told from that request's answer, by this or any proxy.
 
 use std::io;
 use std::path::Path;
@@ -39,12 +41,27 @@ pub(crate) struct Connection {
     reusable: bool,
     /// It has carried an exchange: the worker may have closed it since, as idle.
     used: bool,
+    /// The worker sent bytes no request asked for, not yet reported ([`Connection::take_unrequested`]).
+    unrequested: bool,
 }
 
 impl Connection {
     pub(crate) async fn open(socket: &Path) -> io::Result<Self> {
         let stream = UnixStream::connect(socket).await?;
-        Ok(Connection { stream, buf: BytesMut::new(), reusable: true, used: false })
+        Ok(Connection { stream, buf: BytesMut::new(), reusable: true, used: false, unrequested: false })
+    }
+
+    /// Replaces the connection with a new one to `socket`, keeping what is left to report.
+    async fn reconnect(&mut self, socket: &Path) -> Result<(), LinkError> {
+        let fresh = Connection::open(socket).await.map_err(LinkError::Reconnect)?;
+        *self = Connection { unrequested: self.unrequested, ..fresh };
+        Ok(())
+    }
+
+    /// Whether the worker has sent bytes no request asked for since the last call: such a
+    /// connection is done for, and the worker is misbehaving.
+    pub(super) fn take_unrequested(&mut self) -> bool {
+        std::mem::take(&mut self.unrequested)
     }
 
     /// Resolves when the worker closes the idle connection (Puma after its persistent timeout,
@@ -69,7 +86,8 @@ impl Connection {
         let mut byte = [0u8; 1];
         match self.stream.try_read(&mut byte) {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => true,
-            _ => {
+            read => {
+                self.unrequested |= matches!(read, Ok(1));
                 self.reusable = false;
                 false
             }
@@ -86,7 +104,7 @@ impl Connection {
         request: http::Request<RequestBody>,
     ) -> Result<(http::response::Parts, HttpBody<'_>), LinkError> {
         if !self.is_idle_and_open() {
-            *self = Connection::open(socket).await.map_err(LinkError::Reconnect)?;
+            self.reconnect(socket).await?;
         }
         let head = encode_head(&request);
         let method_is_head = request.method() == http::Method::HEAD;
@@ -96,7 +114,7 @@ impl Connection {
         let asked = Asked { head: method_is_head, upgrade: false };
         let response = match self.send(head.clone(), body, asked).await {
             Err(LinkError::NoAnswer(_)) if again.is_some() => {
-                *self = Connection::open(socket).await.map_err(LinkError::Reconnect)?;
+                self.reconnect(socket).await?;
                 self.send(head, again.expect("checked"), asked).await?
             }
             sent => sent?,
@@ -229,6 +247,7 @@ impl HttpBody<'_> {
     fn ended(&mut self) -> Option<Result<Bytes, LinkError>> {
         if !self.connection.buf.is_empty() {
             self.connection.reusable = false;
+            self.connection.unrequested = true;
         }
         None
     }
@@ -309,22 +328,31 @@ mod tests {
             let (mut stream, _) = listener.accept().await.unwrap();
             let mut seen = Vec::new();
             for answer in answers {
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    let mut chunk = [0u8; 1024];
-                    let n = stream.read(&mut chunk).await.unwrap();
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&chunk[..n]);
+                if !next_request(&mut stream, &mut seen).await {
+                    return;
                 }
-                let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                seen.drain(..end);
                 stream.write_all(answer).await.unwrap();
             }
             let mut rest = Vec::new();
             let _ = stream.read_to_end(&mut rest).await;
         });
         (dir, path)
+    }
+
+    /// Reads up to the end of the next request head in `stream`, past what `seen` holds of it;
+    /// false if the stream ends first.
+    async fn next_request(stream: &mut tokio::net::UnixStream, seen: &mut Vec<u8>) -> bool {
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let mut chunk = [0u8; 1024];
+            let n = stream.read(&mut chunk).await.unwrap();
+            if n == 0 {
+                return false;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        seen.drain(..end);
+        true
     }
 
     fn get(path: &str) -> http::Request<RequestBody> {
@@ -384,5 +412,40 @@ mod tests {
         assert_eq!(head.status, 204);
         assert!(body_of(body).await.unwrap().is_empty());
         assert!(!connection.is_idle_and_open(), "what followed the 204 is no answer to anything");
+        assert!(connection.take_unrequested());
+    }
+
+    #[tokio::test]
+    async fn a_late_response_on_an_idle_connection_ends_it_and_the_next_request_goes_on_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("worker.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        // Every connection answers its first request with the connection's number; the first
+        // one then sends a second response nobody asked for.
+        tokio::spawn(async move {
+            for number in 1..=2u8 {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    assert!(next_request(&mut stream, &mut seen).await);
+                    let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{number}");
+                    stream.write_all(answer.as_bytes()).await.unwrap();
+                    if number == 1 {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray").await.unwrap();
+                    }
+                    let _ = stream.read_to_end(&mut seen).await;
+                });
+            }
+        });
+        let mut connection = Connection::open(&path).await.unwrap();
+        let (_, body) = connection.exchange(&path, get("/")).await.unwrap();
+        assert_eq!(body_of(body).await.unwrap(), b"1");
+        assert!(!connection.take_unrequested());
+        tokio::time::timeout(std::time::Duration::from_secs(10), connection.closed()).await.expect("noticed");
+        assert!(connection.take_unrequested());
+        assert!(!connection.take_unrequested(), "reported once");
+        let (_, body) = connection.exchange(&path, get("/")).await.unwrap();
+        assert_eq!(body_of(body).await.unwrap(), b"2", "the answer of a new connection, not the stray one");
     }
 }

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use headway_hop::front::FrontSlot;
 use headway_hop::message::{self, ABORT, BODY, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::HopError;
+use headway_http1::fields::trim_blanks;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::{LinkError, Through, WorkerBody};
@@ -332,7 +333,9 @@ fn keep(_: &[IoSlice<'_>]) -> usize {
 }
 
 /// The response head a worker wrote, checked as the front checks anything from outside. The
-/// values share the record's memory rather than one allocation each.
+/// values share the record's memory rather than one allocation each, and lose the blanks around
+/// them, as a `--cmd` worker's do when its head is parsed: apps write them (Django's
+/// `Set-Cookie`), and HTTP/2 clients reset a stream whose field value has them.
 fn response_head(record: &Bytes) -> Result<http::response::Parts, LinkError> {
     let head = message::decode_response_head(record)?;
     let status = StatusCode::from_u16(head.status).map_err(|_| HopError::Corrupt("an invalid status code"))?;
@@ -342,7 +345,7 @@ fn response_head(record: &Bytes) -> Result<http::response::Parts, LinkError> {
     headers.reserve(head.headers.len());
     for (name, value) in head.headers {
         let name = HeaderName::from_bytes(name).map_err(|_| HopError::Corrupt("an invalid header name"))?;
-        let value = HeaderValue::from_maybe_shared(record.slice_ref(value))
+        let value = HeaderValue::from_maybe_shared(record.slice_ref(trim_blanks(value)))
             .map_err(|_| HopError::Corrupt("an invalid header value"))?;
         headers.append(name, value);
     }

@@ -149,6 +149,7 @@ impl Slot {
             };
             let Some(job) = job else {
                 next.cancel(busy);
+                self.report_unrequested(link);
                 return Ended::Closed;
             };
             let started = Instant::now();
@@ -168,6 +169,7 @@ impl Slot {
                 }
             };
             busy.down();
+            self.report_unrequested(link);
             let took = started.elapsed();
             self.worker.busy_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
             self.queue.record_service(routing, took);
@@ -361,6 +363,17 @@ impl Slot {
 }
 
 impl Slot {
+    /// Counts and logs a worker connection found holding bytes no request asked for (a late or
+    /// extra response): it is closed rather than read from again.
+    fn report_unrequested(&self, link: &mut Link) {
+        if let Link::Http(connection) = link {
+            if connection.take_unrequested() {
+                self.worker.unrequested.fetch_add(1, Ordering::Relaxed);
+                warn!(worker = self.worker.index, "the worker sent bytes no request asked for; closing its connection");
+            }
+        }
+    }
+
     /// A worker that broke the hop's rules cannot be trusted with more requests: have it replaced.
     fn replace_if_broken(&self, err: &LinkError) {
         if matches!(err, LinkError::Hop(_)) {

@@ -170,6 +170,23 @@ async fn requests_and_responses_larger_than_the_rings_travel_whole() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_lose_the_blanks_around_them() {
+    fn spaced(slot: &WorkerSlot<'_>, _: Received) {
+        let mut head = Vec::new();
+        let fields = [(&b"set-cookie"[..], &b" a=b "[..]), (b"x-spaced", b"\t1 2 \t"), (b"x-blank", b" ")];
+        message::encode_response_head(&mut head, 200, fields);
+        slot.push_waiting(RESPONSE_HEAD, &[&head], |wait| wait()).unwrap();
+        slot.release();
+        slot.push_waiting(END, &[], |wait| wait()).unwrap();
+    }
+    let process = hop_worker(Duration::from_secs(30), spaced).await;
+    let Outcome::Response(response) = process.fake.request("/").outcome().await else { panic!("no response") };
+    let headers = &response.head.headers;
+    let value = |name: &str| headers[name].as_bytes();
+    assert_eq!((value("set-cookie"), value("x-spaced"), value("x-blank")), (&b"a=b"[..], &b"1 2"[..], &b""[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_that_answers_before_reading_its_upload_does_not_deadlock() {
     // The worker thread reads the whole upload only after writing a response bigger than its
     // ring (the fake's `serve` reads it first; here the order is the other way round).
