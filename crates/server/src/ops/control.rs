@@ -15,9 +15,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use bytes::Bytes;
 use headway_common::client;
-use headway_common::stats::{
-    LaneKind, LaneSnapshot, RecyclesSnapshot, Snapshot, TempFilesSnapshot, WaitPercentiles, WorkerSnapshot,
-};
+use headway_common::stats::{LaneKind, RecyclesSnapshot, Snapshot, TempFilesSnapshot};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -25,6 +23,7 @@ use tracing::debug;
 
 use crate::listener::{accept_until, Accepted, Bind, Listener};
 use crate::ops::access_log::AccessLog;
+use crate::ops::prometheus;
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
@@ -85,9 +84,11 @@ fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<F
             let json = serde_json::to_string_pretty(&sources.snapshot(Reader::Json)).unwrap_or_default();
             (http::StatusCode::OK, "application/json", json)
         }
-        (&http::Method::GET, "/metrics") => {
-            (http::StatusCode::OK, "text/plain; version=0.0.4", prometheus(&sources.snapshot(Reader::Prometheus)))
-        }
+        (&http::Method::GET, "/metrics") => (
+            http::StatusCode::OK,
+            "text/plain; version=0.0.4",
+            prometheus::render(&sources.snapshot(Reader::Prometheus)),
+        ),
         // Alive as long as this process answers at all: a restart would not help a server that
         // is booting or draining.
         (&http::Method::GET, "/health/live") => (http::StatusCode::OK, "text/plain", "alive\n".to_owned()),
@@ -105,259 +106,6 @@ fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<F
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
     response
-}
-
-/// The snapshot in Prometheus text exposition format.
-fn prometheus(s: &Snapshot) -> String {
-    let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP headway_{name} {help}\n# TYPE headway_{name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "headway_{name}{labels} {value}");
-        }
-    };
-    let one = |value: f64| vec![(String::new(), value)];
-    let q = &s.queue;
-    metric("queue_depth", "gauge", "Requests waiting in the queue.", &one(q.depth as f64));
-    metric("queue_depth_max", "gauge", "Highest queue depth since the previous scrape.", &one(q.high_water as f64));
-    metric(
-        "queue_wait_seconds",
-        "summary",
-        "Time from a request being complete to a slot starting it.",
-        &quantiles("", &q.wait_ms),
-    );
-    metric(
-        "service_seconds_mean",
-        "gauge",
-        "Moving mean of recent requests' service time.",
-        &one(q.mean_service_ms / 1000.0),
-    );
-    metric("queue_dispatched_total", "counter", "Requests handed to a slot.", &one(q.dispatched as f64));
-    let shed = vec![
-        ("{reason=\"queue_full\"}".to_owned(), q.shed_queue_full as f64),
-        ("{reason=\"queue_timeout\"}".to_owned(), q.shed_queue_timeout as f64),
-        ("{reason=\"would_time_out\"}".to_owned(), q.shed_at_arrival as f64),
-        ("{reason=\"standing_queue\"}".to_owned(), q.shed_standing_queue as f64),
-    ];
-    metric("shed_total", "counter", "Requests refused with 503.", &shed);
-    metric(
-        "queue_target_seconds",
-        "gauge",
-        "Controlled delay's target wait (0 when switched off).",
-        &one(q.target_ms / 1000.0),
-    );
-    metric(
-        "queue_overloaded",
-        "gauge",
-        "1 while a sustained overload is held to the target wait.",
-        &one(f64::from(u8::from(q.overloaded))),
-    );
-    metric("queue_overloads_total", "counter", "Sustained overloads found.", &one(q.overloads as f64));
-    if !q.lanes.is_empty() {
-        let per_lane = |value: fn(&LaneSnapshot) -> f64| {
-            labelled(&q.lanes, |lane| format!("{{lane=\"{}\"}}", label_value(&lane.name)), value)
-        };
-        metric("lane_waiting", "gauge", "Requests waiting in each lane.", &per_lane(|lane| lane.waiting as f64));
-        metric("lane_running", "gauge", "Slots running each lane's requests.", &per_lane(|lane| lane.running as f64));
-        metric(
-            "lane_started_total",
-            "counter",
-            "Requests of each lane handed to a slot.",
-            &per_lane(|lane| lane.started as f64),
-        );
-        metric(
-            "lane_service_seconds_mean",
-            "gauge",
-            "Moving mean service time of each lane's requests.",
-            &per_lane(|lane| lane.mean_service_ms / 1000.0),
-        );
-        let waits: Vec<(String, f64)> = q
-            .lanes
-            .iter()
-            .flat_map(|lane| quantiles(&format!("lane=\"{}\",", label_value(&lane.name)), &lane.wait_ms))
-            .collect();
-        metric("lane_wait_seconds", "summary", "Time each lane's requests waited for a slot.", &waits);
-        let routes: Vec<(String, f64)> = q
-            .lanes
-            .iter()
-            .flat_map(|lane| {
-                lane.routes.iter().map(|route| {
-                    let labels =
-                        format!("{{lane=\"{}\",route=\"{}\"}}", label_value(&lane.name), label_value(&route.route));
-                    (labels, route.mean_service_ms / 1000.0)
-                })
-            })
-            .collect();
-        metric(
-            "route_service_seconds_mean",
-            "gauge",
-            "Moving mean service time of each route, in the lane its latest request took (the most used 20 a lane).",
-            &routes,
-        );
-        metric(
-            "lane_passed_over_seconds",
-            "gauge",
-            "Longest a slow request is passed over by fast ones.",
-            &one(q.lane_passed_over_ms / 1000.0),
-        );
-        metric(
-            "lane_slow_slots",
-            "gauge",
-            "Most slots slow requests may hold while a fast request waits.",
-            &one(q.lane_slow_slots as f64),
-        );
-    }
-    let abandoned = vec![
-        ("{while=\"queued\"}".to_owned(), s.abandoned.queued as f64),
-        ("{while=\"running\"}".to_owned(), s.abandoned.running as f64),
-    ];
-    metric("abandoned_total", "counter", "Requests whose client went away.", &abandoned);
-    metric("slots_busy", "gauge", "Slots running a request.", &one(s.slots.busy as f64));
-    metric("slots", "gauge", "Slots in all workers.", &one(s.slots.total as f64));
-    metric(
-        "connections_open",
-        "gauge",
-        "Open client connections speaking HTTP (WebSockets are counted apart).",
-        &one(s.connections.open as f64),
-    );
-    metric(
-        "connections_idle",
-        "gauge",
-        "Client connections waiting for their next request.",
-        &one(s.connections.idle as f64),
-    );
-    metric(
-        "connections_accepted_total",
-        "counter",
-        "Client connections accepted.",
-        &one(s.connections.accepted as f64),
-    );
-    metric(
-        "handshakes_failed_total",
-        "counter",
-        "Connections closed before a request: a PROXY header or TLS handshake failed or was late.",
-        &one(s.connections.handshakes_failed as f64),
-    );
-    metric(
-        "http2_connections_total",
-        "counter",
-        "Client connections that spoke HTTP/2.",
-        &one(s.connections.http2 as f64),
-    );
-    metric(
-        "http2_streams_total",
-        "counter",
-        "Requests that came as HTTP/2 streams.",
-        &one(s.connections.http2_streams as f64),
-    );
-    metric(
-        "http2_calmed_total",
-        "counter",
-        "HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for flooding.",
-        &one(s.connections.http2_calmed as f64),
-    );
-    let ws = &s.websockets;
-    metric("websockets_open", "gauge", "Open WebSockets.", &one(ws.open as f64));
-    metric("websockets_opened_total", "counter", "WebSockets opened.", &one(ws.opened as f64));
-    metric(
-        "websockets_refused_total",
-        "counter",
-        "WebSocket handshakes refused with 503 over --max-websockets.",
-        &one(ws.refused as f64),
-    );
-    let statuses: Vec<(String, f64)> =
-        s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect();
-    metric("responses_total", "counter", "Responses sent to clients, by status.", &statuses);
-    let per_worker =
-        |value: fn(&WorkerSnapshot) -> f64| labelled(&s.workers, |w| format!("{{worker=\"{}\"}}", w.index), value);
-    metric("worker_requests_total", "counter", "Requests served by each worker.", &per_worker(|w| w.requests as f64));
-    metric("worker_busy_slots", "gauge", "Busy slots of each worker.", &per_worker(|w| w.busy as f64));
-    metric(
-        "worker_busy_seconds_total",
-        "counter",
-        "Time each worker's slots spent running requests.",
-        &per_worker(|w| w.busy_secs),
-    );
-    metric("worker_restarts_total", "counter", "Restarts of each worker.", &per_worker(|w| w.restarts as f64));
-    metric(
-        "worker_unrequested_total",
-        "counter",
-        "Connections to each worker closed because it sent bytes no request asked for.",
-        &per_worker(|w| w.unrequested as f64),
-    );
-    let recycles: Vec<(String, f64)> = s
-        .workers
-        .iter()
-        .flat_map(|w| {
-            let r = &w.recycles;
-            [
-                ("max_requests", r.max_requests),
-                ("memory", r.memory),
-                ("timeout", r.timeout),
-                ("crash", r.crash),
-                ("reload", r.reload),
-            ]
-            .map(|(cause, n)| (format!("{{worker=\"{}\",cause=\"{cause}\"}}", w.index), n as f64))
-        })
-        .collect();
-    metric(
-        "worker_recycles_total",
-        "counter",
-        "Replacements of each worker's process, by cause (max_requests, memory, timeout, crash, reload).",
-        &recycles,
-    );
-    metric("worker_websockets", "gauge", "WebSockets open to each worker.", &per_worker(|w| w.websockets as f64));
-    metric(
-        "worker_rss_bytes",
-        "gauge",
-        "Resident memory of each worker's processes.",
-        &per_worker(|w| w.usage.rss_bytes as f64),
-    );
-    metric(
-        "worker_cpu_seconds_total",
-        "counter",
-        "CPU time of each worker's processes.",
-        &per_worker(|w| w.usage.cpu_secs),
-    );
-    metric(
-        "access_log_dropped_total",
-        "counter",
-        "Access log lines dropped because the writer fell behind.",
-        &one(s.access_log_dropped as f64),
-    );
-    metric(
-        "temp_file_bytes",
-        "gauge",
-        "Bytes in the temporary files of request and response bodies.",
-        &one(s.temp_files.bytes as f64),
-    );
-    metric(
-        "temp_file_held_back_total",
-        "counter",
-        "Times a body waited for room in its temporary file (a response held back from its worker).",
-        &one(s.temp_files.held_back as f64),
-    );
-    metric("front_rss_bytes", "gauge", "Resident memory of the front.", &one(s.front.rss_bytes as f64));
-    out
-}
-
-/// One sample per item: its labels and its value.
-fn labelled<T>(items: &[T], labels: impl Fn(&T) -> String, value: fn(&T) -> f64) -> Vec<(String, f64)> {
-    items.iter().map(|item| (labels(item), value(item))).collect()
-}
-
-/// A summary's quantiles in seconds, each labelled with `labels` (ending in a comma, or empty)
-/// and its quantile.
-fn quantiles(labels: &str, wait_ms: &WaitPercentiles) -> Vec<(String, f64)> {
-    [("0.5", wait_ms.p50), ("0.9", wait_ms.p90), ("0.99", wait_ms.p99), ("0.999", wait_ms.p999)]
-        .iter()
-        .map(|(quantile, ms)| (format!("{{{labels}quantile=\"{quantile}\"}}"), ms / 1000.0))
-        .collect()
-}
-
-/// A Prometheus label value: backslash, double quote and line feed escaped.
-fn label_value(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// `headway stats` flags.
