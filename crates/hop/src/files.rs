@@ -17,7 +17,7 @@ use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 
-use crate::HopError;
+use crate::error::HopError;
 
 /// A datagram socket pair: the front's end and the worker's.
 pub(crate) fn pair() -> io::Result<(OwnedFd, OwnedFd)> {

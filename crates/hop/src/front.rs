@@ -10,15 +10,16 @@ use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
+use crate::descriptors::DESCRIPTORS;
+use crate::error::HopError;
 use crate::files::FileSender;
+use crate::line::Line;
 use crate::message::{BodyFile, BODY, BODY_FILE};
-use crate::region::{
-    Layout, Line, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
-};
+use crate::region::{Layout, Region, SlotView, IDLE, PUBLISHED, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX};
 use crate::wake::{futex_wake, Doorbell};
-use crate::worker::DESCRIPTORS;
-use crate::HopError;
 
+/// The front's end of one worker process's region: it publishes requests into the slots' request
+/// rings and reads responses from their response rings, and sleeps on its [`Doorbell`].
 pub struct FrontEnd {
     region: Region,
     doorbell: Doorbell,
@@ -64,10 +65,12 @@ impl FrontEnd {
         Ok([region?, doorbell?, work_bell?, files?])
     }
 
+    /// What the worker rings when the front sleeps and a response arrived.
     pub fn doorbell(&self) -> &Doorbell {
         &self.doorbell
     }
 
+    /// How many slots the region has.
     pub fn slots(&self) -> usize {
         self.region.layout().slots as usize
     }
@@ -82,6 +85,7 @@ impl FrontEnd {
         self.region.header().ready.0.load(Ordering::Acquire) == READY_FOR_WEBSOCKETS
     }
 
+    /// The front's side of slot `index`.
     pub fn slot(&self, index: usize) -> FrontSlot<'_> {
         FrontSlot { view: self.region.view(index), end: self }
     }

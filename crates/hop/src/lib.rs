@@ -30,24 +30,61 @@
 //! [`front`] is the front's end of one worker's region, [`worker`] the worker's. Everything read
 //! from shared memory is validated: a broken or malicious worker can fail its own requests,
 //! never crash the front.
+//!
+//! One request and its response, both ends in this process (a worker process attaches with
+//! [`worker::WorkerEnd::from_env`] instead, and its threads wait rather than poll):
+//!
+//! ```
+//! use headway_hop::front::FrontEnd;
+//! use headway_hop::message::{self, Version, END, REQUEST_HEAD, RESPONSE_HEAD};
+//! use headway_hop::worker::WorkerEnd;
+//! use headway_hop::Layout;
+//!
+//! # fn main() -> Result<(), headway_hop::HopError> {
+//! let front = FrontEnd::new(Layout::new(1, 4096))?;
+//! let worker = WorkerEnd::beside(&front)?;
+//!
+//! // The front writes a request's head into a free slot and hands it to the worker.
+//! let mut head = Vec::new();
+//! message::encode_request_head(&mut head, 0, Version::Http11, b"GET", b"/hello", b"", []);
+//! assert!(front.slot(0).push(REQUEST_HEAD, &[&head])?, "a head fits an empty ring");
+//! front.slot(0).publish();
+//!
+//! // A worker thread claims it, reads it and answers.
+//! let index = worker.try_claim().expect("a published request");
+//! let slot = worker.slot(index);
+//! let mut record = Vec::new();
+//! assert_eq!(slot.pop(&mut record)?, Some(REQUEST_HEAD));
+//! assert_eq!(message::decode_request_head(&record)?.target, b"/hello");
+//! let mut head = Vec::new();
+//! message::encode_response_head(&mut head, 204, []);
+//! assert!(slot.push(RESPONSE_HEAD, &[&head])?);
+//! slot.release();
+//! assert!(slot.push(END, &[])?);
+//! slot.pushed();
+//!
+//! // The front reads the response; the slot is free for the next request.
+//! assert_eq!(front.slot(0).pop(&mut record)?, Some(RESPONSE_HEAD));
+//! assert_eq!(message::decode_response_head(&record)?.status, 204);
+//! assert_eq!(front.slot(0).pop(&mut record)?, Some(END));
+//! assert!(front.slot(0).is_idle());
+//! # Ok(())
+//! # }
+//! ```
 
+#![warn(missing_docs)]
+
+mod descriptors;
+mod error;
 pub mod files;
 pub mod front;
+mod line;
 pub mod message;
 pub mod region;
 pub mod ring;
 pub mod wake;
 pub mod worker;
 
+pub use descriptors::DESCRIPTORS;
+pub use error::HopError;
 pub use region::Layout;
-
-/// Why an exchange over the hop failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HopError {
-    /// The other side wrote something that is not a valid record: it is broken, and nothing more
-    /// it writes can be trusted.
-    #[error("the shared memory holds an invalid record: {0}")]
-    Corrupt(&'static str),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}

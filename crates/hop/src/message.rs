@@ -14,13 +14,19 @@
 //! head would say: the worker turns it straight into a WSGI environ, and the front straight into
 //! its response head, with no text to parse on either side.
 
-use crate::HopError;
+use crate::error::HopError;
 
+/// A request head ([`encode_request_head`]), first on the request ring.
 pub const REQUEST_HEAD: u8 = 1;
+/// A piece of a body, either way.
 pub const BODY: u8 = 2;
+/// A response head ([`encode_response_head`]), first on the response ring.
 pub const RESPONSE_HEAD: u8 = 3;
+/// The response is complete.
 pub const END: u8 = 4;
+/// A body ends early: the client went away (a request's), or the app failed (a response's).
 pub const ABORT: u8 = 5;
+/// The rest of a request body is a file the front sent beside the ring ([`BodyFile`]).
 pub const BODY_FILE: u8 = 6;
 
 /// Header fields as (name, value), borrowing a record's bytes.
@@ -30,26 +36,44 @@ pub type Fields<'a> = Vec<(&'a [u8], &'a [u8])>;
 /// `http_version`). One byte: 0 and 1 are what a flag for HTTP/1.1 said before HTTP/2 came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
+    /// HTTP/1.0.
     Http10 = 0,
+    /// HTTP/1.1.
     Http11 = 1,
+    /// HTTP/2.
     Http2 = 2,
 }
 
 /// A request head as the worker reads it, borrowing the record's bytes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RequestHead<'a> {
+    /// How many body bytes follow the head.
     pub body_len: u64,
+    /// The HTTP version the client spoke.
     pub version: Version,
+    /// `GET`, `POST`...
     pub method: &'a [u8],
     /// Origin form (`/path?query`) or `*`.
     pub target: &'a [u8],
     /// The client's address as the front judged it (trusting only trusted proxies' word),
     /// empty when nothing names one.
     pub client: &'a [u8],
+    /// The header fields, in the order the client sent them.
     pub headers: Fields<'a>,
 }
 
 /// Appends the encoding of a request head to `out`.
+///
+/// ```
+/// use headway_hop::message::{decode_request_head, encode_request_head, Version};
+///
+/// let mut record = Vec::new();
+/// let headers = [(&b"host"[..], &b"example.com"[..])];
+/// encode_request_head(&mut record, 5, Version::Http11, b"POST", b"/form?x=1", b"10.0.0.7", headers);
+/// let head = decode_request_head(&record).unwrap();
+/// assert_eq!((head.body_len, head.method, head.target), (5, &b"POST"[..], &b"/form?x=1"[..]));
+/// assert_eq!(head.headers, headers);
+/// ```
 pub fn encode_request_head<'a>(
     out: &mut Vec<u8>,
     body_len: u64,
@@ -67,6 +91,8 @@ pub fn encode_request_head<'a>(
     put_headers(out, headers);
 }
 
+/// Reads a [`REQUEST_HEAD`] record's payload; an encoding that does not add up is
+/// [`HopError::Corrupt`].
 pub fn decode_request_head(record: &[u8]) -> Result<RequestHead<'_>, HopError> {
     let mut reader = Reader(record);
     let body_len = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
@@ -87,10 +113,13 @@ pub fn decode_request_head(record: &[u8]) -> Result<RequestHead<'_>, HopError> {
 /// A response head as the front reads it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ResponseHead<'a> {
+    /// The status code.
     pub status: u16,
+    /// The header fields, in the order the app gave them.
     pub headers: Fields<'a>,
 }
 
+/// Appends the encoding of a response head to `out`.
 pub fn encode_response_head<'a>(
     out: &mut Vec<u8>,
     status: u16,
@@ -100,6 +129,8 @@ pub fn encode_response_head<'a>(
     put_headers(out, headers);
 }
 
+/// Reads a [`RESPONSE_HEAD`] record's payload; an encoding that does not add up is
+/// [`HopError::Corrupt`].
 pub fn decode_response_head(record: &[u8]) -> Result<ResponseHead<'_>, HopError> {
     let mut reader = Reader(record);
     let status = u16::from_le_bytes(reader.take(2)?.try_into().expect("2 bytes"));
@@ -112,8 +143,11 @@ pub fn decode_response_head(record: &[u8]) -> Result<ResponseHead<'_>, HopError>
 /// `token`, from `offset` on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyFile {
+    /// Which of the files sent beside the ring ([`crate::files`]).
     pub token: u64,
+    /// Where in the file the bytes start.
     pub offset: u64,
+    /// How many bytes.
     pub len: u64,
 }
 
@@ -121,6 +155,7 @@ impl BodyFile {
     /// The length of a [`BODY_FILE`] record's payload.
     pub const ENCODED: usize = 24;
 
+    /// The record's payload.
     pub fn encode(&self) -> [u8; BodyFile::ENCODED] {
         let mut record = [0u8; BodyFile::ENCODED];
         for (field, value) in record.chunks_exact_mut(8).zip([self.token, self.offset, self.len]) {
@@ -129,6 +164,7 @@ impl BodyFile {
         record
     }
 
+    /// Reads a record's payload; one that is not [`BodyFile::ENCODED`] bytes is [`HopError::Corrupt`].
     pub fn decode(record: &[u8]) -> Result<BodyFile, HopError> {
         let mut reader = Reader(record);
         let mut field = || Ok::<_, HopError>(u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes")));

@@ -10,11 +10,12 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
-use crate::ring::Ring;
+use crate::error::HopError;
+use crate::line::Line;
+use crate::ring::{Ring, RingControl};
 use crate::wake::futex_wake;
-use crate::HopError;
 
 /// "HEADWAY" and the layout version, first in the region: a worker of another version refuses
 /// to attach rather than misreading the layout.
@@ -29,7 +30,9 @@ const MAX_CAPACITY: u32 = 1 << 28;
 /// How a region is divided: `slots` blocks, each with two rings of `ring_capacity` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// How many slots: requests the worker process serves at once.
     pub slots: u32,
+    /// The bytes of each ring, a power of two.
     pub ring_capacity: u32,
 }
 
@@ -45,15 +48,11 @@ impl Layout {
         (SLOT_CONTROL_SIZE + 2 * self.ring_capacity as usize).next_multiple_of(4096)
     }
 
+    /// The bytes of the whole region.
     pub fn size(&self) -> usize {
         HEADER_SIZE + self.slots as usize * self.slot_stride()
     }
 }
-
-/// A word on a cache line of its own.
-#[repr(C, align(64))]
-#[derive(Default)]
-pub(crate) struct Line(pub AtomicU32);
 
 /// The start of the region.
 #[repr(C)]
@@ -110,21 +109,6 @@ impl Header {
     pub fn woke(&self) {
         self.waking.0.store(0, Ordering::SeqCst);
     }
-}
-
-/// The control words of one direction of a slot.
-#[repr(C)]
-pub(crate) struct RingControl {
-    /// Bytes written so far (a wrapping count), advanced by the producer only.
-    pub tail: Line,
-    /// Bytes read so far, advanced by the consumer only; the futex word a producer waiting for
-    /// space sleeps on.
-    pub head: Line,
-    /// Set by a producer that waits for space, cleared by the consumer that wakes it: how to
-    /// wake it ([`WAITS_ON_FUTEX`] or [`WAITS_ON_BELL`]).
-    pub producer_waiting: Line,
-    /// Set by a consumer that waits for bytes, cleared by the producer that wakes it, as above.
-    pub consumer_waiting: Line,
 }
 
 /// A thread of the worker sleeps on the ring's futex word; or the front sleeps on its doorbell.
@@ -247,6 +231,7 @@ impl Region {
         Ok(Region { base, layout, fd })
     }
 
+    /// How the region is divided.
     pub fn layout(&self) -> Layout {
         self.layout
     }

@@ -14,8 +14,24 @@ use std::io::IoSlice;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
-use crate::region::RingControl;
-use crate::HopError;
+use crate::error::HopError;
+use crate::line::Line;
+
+/// The control words of one direction of a slot.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct RingControl {
+    /// Bytes written so far (a wrapping count), advanced by the producer only.
+    pub tail: Line,
+    /// Bytes read so far, advanced by the consumer only; the futex word a producer waiting for
+    /// space sleeps on.
+    pub head: Line,
+    /// Set by a producer that waits for space, cleared by the consumer that wakes it: how to
+    /// wake it ([`crate::region::WAITS_ON_FUTEX`] or [`crate::region::WAITS_ON_BELL`]).
+    pub producer_waiting: Line,
+    /// Set by a consumer that waits for bytes, cleared by the producer that wakes it, as above.
+    pub consumer_waiting: Line,
+}
 
 /// Bytes before each record's payload: its length (u32) and its kind (u32, of which one byte
 /// is used).
@@ -262,17 +278,31 @@ impl<'a> Ring<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::region::{Layout, Region};
+    use std::cell::UnsafeCell;
+    use std::ptr::NonNull;
 
-    fn region() -> Region {
-        Region::create(Layout::new(1, 4096)).unwrap()
+    use super::{Ring, RingControl};
+
+    /// A ring's control words and 4096 bytes in this process's memory, as a region holds them.
+    struct Memory {
+        control: RingControl,
+        data: Box<UnsafeCell<[u64; 512]>>,
+    }
+
+    impl Memory {
+        fn new() -> Memory {
+            Memory { control: RingControl::default(), data: Box::new(UnsafeCell::new([0; 512])) }
+        }
+
+        fn ring(&self) -> Ring<'_> {
+            Ring::new(&self.control, NonNull::new(self.data.get().cast::<u8>()).unwrap(), 4096)
+        }
     }
 
     #[test]
     fn records_come_out_whole_and_in_order_across_the_wrap() {
-        let region = region();
-        let (control, request, _) = region.slot(0);
-        let ring = super::Ring::new(&control.request, request, 4096);
+        let memory = Memory::new();
+        let ring = memory.ring();
         let mut payload = Vec::new();
         // 3000-byte records: the second and later ones wrap around the 4096-byte ring.
         for round in 0..10u8 {
@@ -290,9 +320,8 @@ mod tests {
     #[test]
     fn a_run_of_records_is_shown_in_place_and_only_what_was_not_used_is_copied() {
         const BODY: u8 = 1;
-        let region = region();
-        let (control, request, _) = region.slot(0);
-        let ring = super::Ring::new(&control.request, request, 4096);
+        let memory = Memory::new();
+        let ring = memory.ring();
         let mut payload = Vec::new();
         // Each case: how much of a run of three 900-byte records is used, what is copied out, and
         // how many of the run stay on the ring.
@@ -327,19 +356,17 @@ mod tests {
 
     #[test]
     fn garbage_positions_are_refused() {
-        let region = region();
-        let (control, request, _) = region.slot(0);
-        let ring = super::Ring::new(&control.request, request, 4096);
-        control.request.tail.0.store(1_000_000, std::sync::atomic::Ordering::Release);
+        let memory = Memory::new();
+        let ring = memory.ring();
+        memory.control.tail.0.store(1_000_000, std::sync::atomic::Ordering::Release);
         assert!(ring.try_pop(&mut Vec::new()).is_err());
         assert!(ring.try_push(1, &[b"x"]).is_err());
     }
 
     #[test]
     fn a_length_beyond_what_was_written_is_refused() {
-        let region = region();
-        let (control, request, _) = region.slot(0);
-        let ring = super::Ring::new(&control.request, request, 4096);
+        let memory = Memory::new();
+        let ring = memory.ring();
         assert!(ring.try_push(1, &[b"hello"]).unwrap());
         // The producer's header claims more bytes than it published.
         ring.write_at(0, &100u32.to_le_bytes());

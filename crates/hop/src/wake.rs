@@ -50,6 +50,7 @@ pub fn futex_wake(word: &AtomicU32, count: u32) -> usize {
 pub struct Doorbell(OwnedFd);
 
 impl Doorbell {
+    /// A new eventfd, non-blocking, closed on exec.
     pub fn new() -> io::Result<Doorbell> {
         // SAFETY: eventfd with valid flags; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -65,6 +66,7 @@ impl Doorbell {
         Doorbell(fd)
     }
 
+    /// Makes the eventfd readable, waking whoever watches it.
     pub fn ring(&self) {
         let one = 1u64.to_ne_bytes();
         // SAFETY: an 8-byte write to an eventfd. It fails only if the counter would overflow,

@@ -21,6 +21,8 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::descriptors::DESCRIPTORS;
+use crate::error::HopError;
 use crate::files::FileInbox;
 use crate::front::FrontEnd;
 use crate::message::BodyFile;
@@ -28,13 +30,10 @@ use crate::region::{
     Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
 };
 use crate::wake::{futex_wait, futex_wake, Doorbell};
-use crate::HopError;
 
 /// The environment variable through which the front names the descriptors it passed down:
 /// `REGION_FD,DOORBELL_FD,WORK_BELL_FD,FILES_FD`.
 pub const ENV: &str = "HEADWAY_HOP";
-/// How many descriptors a worker process is given ([`FrontEnd::descriptors`]).
-pub const DESCRIPTORS: usize = 4;
 
 /// The longest a worker thread sleeps at once: waits are woken by the front, and this only
 /// bounds how long a missed wake-up (there should be none) could cost.
@@ -44,6 +43,8 @@ const NAP: Duration = Duration::from_secs(1);
 /// catches it awake saves a wake-up on both sides; when there is no load, this is all it costs.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// The worker's end of its region: its threads claim published requests, read them from the
+/// slots' request rings and write the responses into their response rings.
 pub struct WorkerEnd {
     region: Region,
     doorbell: Doorbell,
@@ -88,6 +89,7 @@ impl WorkerEnd {
         WorkerEnd::attach(fds.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })).map(Some)
     }
 
+    /// How many slots the region has.
     pub fn slots(&self) -> usize {
         self.region.layout().slots as usize
     }
@@ -235,6 +237,7 @@ impl WorkerEnd {
         self.stopped.load(Ordering::SeqCst)
     }
 
+    /// The worker's side of slot `index`, which the calling thread claimed.
     pub fn slot(&self, index: usize) -> WorkerSlot<'_> {
         WorkerSlot { view: self.region.view(index), doorbell: &self.doorbell, files: &self.files }
     }

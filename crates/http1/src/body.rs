@@ -12,8 +12,8 @@ use std::ops::Range;
 use bytes::{BufMut, BytesMut};
 use http::StatusCode;
 
+use crate::error::HttpError;
 use crate::fields::is_token;
-use crate::HttpError;
 
 /// Longest chunk-size line (size, extensions) accepted, and longest trailer section.
 const MAX_LINE: usize = 4096;
@@ -49,6 +49,21 @@ pub struct Decoded {
 
 /// Decodes one body as its bytes arrive: give it the bytes not yet used with
 /// [`BodyDecoder::decode`] until [`BodyDecoder::is_done`].
+///
+/// ```
+/// use headway_http1::body::{BodyDecoder, BodyKind};
+///
+/// let mut decoder = BodyDecoder::new(BodyKind::Chunked, 1 << 20);
+/// let mut input = &b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET /next"[..];
+/// let mut body = Vec::new();
+/// while !decoder.is_done() {
+///     let step = decoder.decode(input).unwrap();
+///     body.extend_from_slice(&input[step.data]);
+///     input = &input[step.consumed..];
+/// }
+/// assert_eq!(body, b"hello world");
+/// assert_eq!(input, b"GET /next", "what follows the body is the next message's");
+/// ```
 #[derive(Debug)]
 pub struct BodyDecoder {
     state: Decoding,
@@ -305,9 +320,20 @@ impl Chunked {
 /// step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyEncoder {
-    Length { promised: u64, remaining: u64, overflowed: bool },
+    /// A `Content-Length` body.
+    Length {
+        /// The length the head stated.
+        promised: u64,
+        /// What may still go on the wire.
+        remaining: u64,
+        /// More than `promised` came, and was reported.
+        overflowed: bool,
+    },
+    /// Chunked coding: each piece framed as a chunk, and a last chunk at the end.
     Chunked,
+    /// The body ends when the connection closes.
     UntilClose,
+    /// No body may go on the wire.
     NoBody,
 }
 
@@ -315,9 +341,17 @@ pub enum BodyEncoder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Broken {
     /// More bytes than promised came (reported once; the rest is dropped).
-    Overrun { promised: u64 },
+    Overrun {
+        /// The length the head stated.
+        promised: u64,
+    },
     /// The body ended `missing` bytes short.
-    Underrun { promised: u64, missing: u64 },
+    Underrun {
+        /// The length the head stated.
+        promised: u64,
+        /// The bytes that did not come.
+        missing: u64,
+    },
 }
 
 impl std::fmt::Display for Broken {

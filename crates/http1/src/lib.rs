@@ -18,36 +18,13 @@
 //!   `Connection`, hop-by-hop fields) the others share.
 //! - [`upgrade`]: the WebSocket opening handshake (RFC 6455 section 4).
 
+#![warn(missing_docs)]
+
 pub mod body;
+mod error;
 pub mod fields;
 pub mod request;
 pub mod response;
 pub mod upgrade;
 
-use http::StatusCode;
-
-/// A message headway refuses, and the status that says why: a request's sender gets `status` and
-/// a one-line plain body made of `reason`, then the connection closes (after a framing error
-/// nothing later on the connection can be trusted to start where we think it does). For a
-/// response that breaks the rules the status is `502 Bad Gateway`: what the client of a
-/// gateway is owed when the server behind it answered wrongly.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{status}: {reason}")]
-pub struct HttpError {
-    pub status: StatusCode,
-    pub reason: &'static str,
-}
-
-impl HttpError {
-    pub const fn new(status: StatusCode, reason: &'static str) -> Self {
-        HttpError { status, reason }
-    }
-
-    pub const fn bad_request(reason: &'static str) -> Self {
-        HttpError::new(StatusCode::BAD_REQUEST, reason)
-    }
-
-    pub const fn bad_response(reason: &'static str) -> Self {
-        HttpError::new(StatusCode::BAD_GATEWAY, reason)
-    }
-}
+pub use error::HttpError;

@@ -11,8 +11,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
 use crate::body::BodyKind;
+use crate::error::HttpError;
 use crate::fields::{self, Coding};
-use crate::HttpError;
 
 /// How many header fields a request may have. Real browsers send well under 50.
 pub const MAX_HEADERS: usize = 100;
@@ -34,13 +34,16 @@ pub struct Limits {
 /// A complete, validated request head.
 #[derive(Debug)]
 pub struct RequestHead {
+    /// `GET`, `POST`...
     pub method: Method,
     /// The request target in origin form (`/path?query`), or `*` for `OPTIONS *`.
     pub target: String,
+    /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
     /// The header fields as received, except that an absolute-form target's authority has
     /// replaced `Host` (RFC 9112 section 3.2.2).
     pub headers: HeaderMap,
+    /// Where the body ends: decode it with [`crate::body::BodyDecoder`].
     pub body: BodyKind,
     /// The client allows the connection to carry another request after this one.
     pub keep_alive: bool,
@@ -52,6 +55,24 @@ pub struct RequestHead {
 ///
 /// Returns `Ok(None)` when more bytes are needed, and `Ok(Some((head, len)))` with the length of
 /// the head in `buf` once it is complete.
+///
+/// ```
+/// use headway_http1::body::BodyKind;
+/// use headway_http1::request::{parse_head, Limits};
+///
+/// let limits = Limits { max_head: 8192, max_body: 1 << 20 };
+/// let wire = b"POST /form?x=1 HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhello";
+/// assert!(parse_head(&wire[..20], &limits).unwrap().is_none(), "a head not complete yet");
+/// let (head, len) = parse_head(wire, &limits).unwrap().expect("a complete head");
+/// assert_eq!((head.method.as_str(), head.target.as_str()), ("POST", "/form?x=1"));
+/// assert_eq!(head.body, BodyKind::Length(5));
+/// assert!(head.keep_alive);
+/// assert_eq!(&wire[len..], b"hello");
+///
+/// // Two ways to frame one body is how requests are smuggled: refused with a 400.
+/// let smuggling = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+/// assert_eq!(parse_head(smuggling, &limits).unwrap_err().status, 400);
+/// ```
 pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, usize)>, HttpError> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut fields);

@@ -19,8 +19,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Version};
 
 use crate::body::{BodyEncoder, BodyKind};
+use crate::error::HttpError;
 use crate::fields::{self, Coding};
-use crate::HttpError;
 
 /// Most header fields a response may have.
 pub const MAX_HEADERS: usize = 128;
@@ -46,7 +46,9 @@ pub struct Asked {
 /// What a response head says about the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResponseInfo {
+    /// The status code.
     pub status: StatusCode,
+    /// HTTP/1.0 or HTTP/1.1.
     pub version: Version,
     /// Where the body ends. An interim (1xx) response other than `101` has none, and is followed
     /// by the real response.
@@ -58,7 +60,9 @@ pub struct ResponseInfo {
 /// A parsed response head with its fields.
 #[derive(Debug)]
 pub struct ResponseHead {
+    /// What the head says about the message.
     pub info: ResponseInfo,
+    /// The header fields as received.
     pub headers: HeaderMap,
 }
 
@@ -151,6 +155,22 @@ fn body_kind(
 /// Parses a response head into its fields (see [`parse_head_with`]). Fields that describe the
 /// framing of a body that has none (a `204`'s `Content-Length: 0`) are dropped: the head passed
 /// on must not announce what is not there.
+///
+/// ```
+/// use headway_http1::body::BodyKind;
+/// use headway_http1::response::{parse_head, Asked};
+///
+/// let wire = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+/// let (head, len) = parse_head(wire, Asked::default(), 8192).unwrap().expect("a complete head");
+/// assert_eq!((head.info.status.as_u16(), head.info.body), (200, BodyKind::Chunked));
+/// assert_eq!(head.headers["content-type"], "text/plain");
+/// assert_eq!(len, wire.len());
+///
+/// // The answer to a HEAD request has no body, whatever its fields say.
+/// let asked = Asked { head: true, ..Asked::default() };
+/// let (head, _) = parse_head(wire, asked, 8192).unwrap().unwrap();
+/// assert_eq!(head.info.body, BodyKind::Empty);
+/// ```
 pub fn parse_head(buf: &[u8], asked: Asked, max_head: usize) -> Result<Option<(ResponseHead, usize)>, HttpError> {
     let mut headers = HeaderMap::new();
     let mut malformed = false;
@@ -176,7 +196,9 @@ pub fn parse_head(buf: &[u8], asked: Asked, max_head: usize) -> Result<Option<(R
 /// How the connection continues after a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Persistence {
+    /// The connection may carry another exchange.
     KeepAlive,
+    /// The connection closes after this response.
     Close,
 }
 

@@ -12,10 +12,10 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use crate::body::{BodyEncoder, BodyKind};
+use crate::error::HttpError;
 use crate::fields::{comma_tokens, has_token, strip_hop_by_hop, trim_blanks};
 use crate::request::RequestHead;
 use crate::response::{write_head, Persistence};
-use crate::HttpError;
 
 static SEC_WEBSOCKET_KEY: HeaderName = HeaderName::from_static("sec-websocket-key");
 static SEC_WEBSOCKET_VERSION: HeaderName = HeaderName::from_static("sec-websocket-version");

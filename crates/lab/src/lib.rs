@@ -21,6 +21,7 @@ mod scenarios;
 mod servers;
 mod table;
 mod twins;
+mod usage;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,8 @@ pub use recommend::RecommendArgs;
 use crate::progress::Progress;
 use crate::report::{describe_servers, describe_sessions, LabReport, Machine, ServerInfo};
 use crate::scenarios::Size;
-use crate::servers::{detect, Environment, Peer, ServerKind};
+use crate::servers::{detect, Environment, HeadwayBinary, Peer, ServerKind};
+use crate::usage::UsageError;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway lab list\n  \
@@ -61,21 +63,6 @@ enum LabCommand {
 struct ListArgs {
     #[command(flatten)]
     binary: HeadwayBinary,
-}
-
-#[derive(clap::Args, Debug)]
-struct HeadwayBinary {
-    /// The headway command to run as the headway server [default: this program]
-    #[arg(long, value_name = "PATH")]
-    headway_bin: Option<PathBuf>,
-}
-
-impl HeadwayBinary {
-    /// `this_program` runs headway again: the binary, or the `headway` script of a pip install.
-    fn environment(&self, this_program: &Path) -> anyhow::Result<Environment> {
-        let headway = self.headway_bin.clone().unwrap_or_else(|| this_program.to_owned());
-        Environment::new(headway)
-    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -141,18 +128,6 @@ pub fn run(args: LabArgs, this_program: &Path) -> anyhow::Result<ExitCode> {
         Err(err) => Err(err),
     }
 }
-
-/// A mistake in the command line.
-#[derive(Debug)]
-struct UsageError(String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 fn list(args: &ListArgs, this_program: &Path) -> anyhow::Result<ExitCode> {
     let env = args.binary.environment(this_program)?;

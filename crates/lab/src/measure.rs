@@ -289,6 +289,32 @@ pub fn percent(measured: f64, ideal: f64) -> f64 {
     }
 }
 
+/// Rows by server, in the order the servers first appear, each server's in the order they ran:
+/// headway with its lanes off right after headway.
+pub fn rows_by_server(rows: &[Row]) -> Vec<&Row> {
+    let servers = distinct(rows, |row| row.server.clone());
+    let mut all = rows_where(rows, |_| true);
+    all.sort_by_key(|row| servers.iter().position(|server| *server == row.server));
+    all
+}
+
+/// The rows `keep` accepts, in the order they ran.
+pub fn rows_where(rows: &[Row], keep: impl Fn(&Row) -> bool) -> Vec<&Row> {
+    rows.iter().filter(|row| keep(row)).collect()
+}
+
+/// Distinct values of `key` over `rows`, in first-seen order.
+pub fn distinct<'a, T: PartialEq>(rows: impl IntoIterator<Item = &'a Row>, key: impl Fn(&Row) -> T) -> Vec<T> {
+    let mut values = Vec::new();
+    for row in rows {
+        let value = key(row);
+        if !values.contains(&value) {
+            values.push(value);
+        }
+    }
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

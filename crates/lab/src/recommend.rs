@@ -19,9 +19,9 @@ use serde::Serialize;
 
 use crate::ideal::{closed_loop, Capacity, Service};
 use crate::report::meminfo_bytes;
-use crate::servers::{detect, RunningServer, ServerConfig, ServerKind};
+use crate::servers::{detect, HeadwayBinary, RunningServer, ServerConfig, ServerKind};
 use crate::table::{fixed, megabytes, millis, Table};
-use crate::HeadwayBinary;
+use crate::usage::UsageError;
 
 /// Most threads suggested per worker: beyond this an app is almost all waiting, and an async
 /// server (or a bigger T chosen by hand) fits it better.
@@ -97,7 +97,7 @@ pub struct Recommendation {
 
 pub fn run(args: &RecommendArgs, this_program: &std::path::Path) -> anyhow::Result<ExitCode> {
     if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 600.0) {
-        return Err(crate::UsageError(format!("--seconds must be between 0 and 600, not {}", args.seconds)).into());
+        return Err(UsageError(format!("--seconds must be between 0 and 600, not {}", args.seconds)).into());
     }
     let env = args.binary.environment(this_program)?;
     let peer = detect(ServerKind::Headway, &env).map_err(|skip| anyhow::anyhow!("{skip}"))?;
@@ -107,7 +107,7 @@ pub fn run(args: &RecommendArgs, this_program: &std::path::Path) -> anyhow::Resu
         args.paths.clone()
     };
     if let Some(bad) = paths.iter().find(|p| !p.starts_with('/')) {
-        return Err(crate::UsageError(format!("--path must start with '/': {bad}")).into());
+        return Err(UsageError(format!("--path must start with '/': {bad}")).into());
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let duration = Duration::from_secs_f64(args.seconds);

@@ -9,8 +9,7 @@
 //! different rounds, so its columns still agree with each other. Every round's rows stay in the
 //! JSON report.
 
-use crate::measure::Row;
-use crate::scenarios::distinct;
+use crate::measure::{distinct, Row};
 
 /// The figure a scenario's rows are ranked by to find the median round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

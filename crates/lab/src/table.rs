@@ -164,6 +164,23 @@ pub fn normalized_with(title: String, rows: &[&Row], key: &[Column], extra: &[Co
     NORMALIZED_NOTES.iter().fold(table, |table, note| table.note(*note))
 }
 
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// "on" / "off".
+pub fn on_off(keep_alive: bool) -> &'static str {
+    if keep_alive {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

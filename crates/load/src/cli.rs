@@ -5,8 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE};
-use crate::tls::{Identity, TlsOptions};
+use crate::settings::{Arrival, Identity, LoadConfig, Target, TlsOptions, UsageError, DEFAULT_MESSAGE_SIZE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {

@@ -15,7 +15,6 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::config::OriginPlan;
 use crate::http1::{ProtocolError, ResponseDone, ResponseParser};
 
 /// Where connections go: the socket address of one URL's host, or the `--unix-socket` path.
@@ -129,15 +128,15 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub async fn open(origin: &OriginPlan) -> io::Result<Connection> {
-        Ok(Connection {
-            stream: origin.connect().await?,
+    pub fn new(stream: Stream) -> Connection {
+        Connection {
+            stream,
             buf: vec![0; READ_BUFFER],
             start: 0,
             end: 0,
             last_read_at: Instant::now(),
             responses_read: 0,
-        })
+        }
     }
 
     /// True once the connection has carried a complete response (so a close before the next

@@ -19,56 +19,8 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::task::JoinSet;
 
-use crate::client::{connect_kind, io_kind, Pacing, Pending, ThreadCtx};
-use crate::record::{ErrorKind, Sample};
-
-/// What a target's request is over HTTP/2.
-#[derive(Debug, Clone)]
-pub struct Http2Target {
-    /// `scheme://authority/path?query`: `:scheme`, `:authority` and `:path`.
-    pub uri: http::Uri,
-    pub method: http::Method,
-    pub headers: http::HeaderMap,
-    pub body: Bytes,
-}
-
-impl Http2Target {
-    /// `headers`: the run's extra fields; a `Host` among them is the authority.
-    pub fn new(
-        method: &str,
-        scheme: &str,
-        authority: &str,
-        target: &str,
-        headers: &[(String, String)],
-        body: &[u8],
-    ) -> anyhow::Result<Http2Target> {
-        let host = headers.iter().rev().find(|(name, _)| name.eq_ignore_ascii_case("host"));
-        let authority = host.map_or(authority, |(_, value)| value.as_str());
-        let uri = format!("{scheme}://{authority}{target}").parse()?;
-        let mut fields = http::HeaderMap::new();
-        for (name, value) in headers {
-            let name = http::HeaderName::from_bytes(name.as_bytes())?;
-            // HTTP/2 has no connection-specific fields; `Host` is the authority.
-            let hop = ["host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
-            if !hop.contains(&name.as_str()) {
-                fields.append(name, http::HeaderValue::from_str(value)?);
-            }
-        }
-        if !body.is_empty() {
-            fields.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
-        }
-        let method = http::Method::from_bytes(method.as_bytes())?;
-        Ok(Http2Target { uri, method, headers: fields, body: Bytes::copy_from_slice(body) })
-    }
-
-    fn request(&self) -> http::Request<()> {
-        let mut request = http::Request::new(());
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = self.headers.clone();
-        request
-    }
-}
+use crate::record::{connect_kind, io_kind, ErrorKind, Sample};
+use crate::thread::{Pacing, Pending, ThreadCtx};
 
 /// One connection's worth of clients: its streams, until the demand is used up.
 pub async fn connection_loop(ctx: Rc<ThreadCtx>) {

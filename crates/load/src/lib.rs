@@ -11,15 +11,17 @@
 
 mod cli;
 mod client;
-mod config;
 mod conn;
 mod http1;
 mod http2;
+mod plan;
 mod progress;
 mod record;
 mod report;
 mod runner;
 mod schedule;
+mod settings;
+mod thread;
 mod tls;
 mod websocket;
 
@@ -27,13 +29,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 pub use cli::{hey_style_args, parse_duration, LoadArgs, OutputFormat};
-pub use config::{Arrival, LoadConfig, Target, UsageError, DEFAULT_MESSAGE_SIZE, DEFAULT_REQUESTS};
 pub use record::{ErrorCount, ErrorKind, SecondStats};
 pub use report::{
     HistogramBucket, LatencyStats, Percentile, PhaseStats, Phases, Report, Settings, SpectrumPoint, TargetReport,
     PERCENTILES,
 };
-pub use tls::TlsOptions;
+pub use settings::{Arrival, LoadConfig, Target, TlsOptions, UsageError, DEFAULT_MESSAGE_SIZE, DEFAULT_REQUESTS};
 
 /// Runs a load and returns its report. Awaitable from any tokio runtime: the load itself runs on
 /// `config.threads` threads of its own, each with a current-thread runtime, so the caller's

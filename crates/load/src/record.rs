@@ -7,6 +7,7 @@
 //! summarized as soon as every thread has moved past that second.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -532,6 +533,24 @@ impl Recorder {
     pub fn finish(self) -> Totals {
         self.series.flush(self.thread, &self.window, u64::MAX);
         self.totals
+    }
+}
+
+/// A failed connect: refused (nothing listening), or otherwise.
+pub(crate) fn connect_kind(err: &io::Error) -> ErrorKind {
+    match err.kind() {
+        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+        _ => ErrorKind::Connect,
+    }
+}
+
+pub(crate) fn io_kind(err: &io::Error) -> ErrorKind {
+    match err.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted | io::ErrorKind::BrokenPipe => {
+            ErrorKind::Reset
+        }
+        io::ErrorKind::TimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Io,
     }
 }
 

@@ -17,8 +17,9 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, LoadModel, Plan};
+use crate::plan::{LoadModel, Plan};
 use crate::record::{latency_histogram, ErrorCount, ErrorKind, LazyHistogram, PhaseAccum, SecondStats, Totals};
+use crate::settings::Arrival;
 
 /// Percentiles reported by name (hey's seven, then the tail).
 pub const PERCENTILES: [f64; 10] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0];

@@ -16,13 +16,15 @@ use anyhow::Context;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::{JoinSet, LocalSet};
 
-use crate::client::{client_loop, ThreadCtx, ThreadState};
-use crate::config::{LoadConfig, Plan};
+use crate::client::client_loop;
 use crate::http2;
+use crate::plan::Plan;
 use crate::progress;
 use crate::record::{ErrorKind, LiveCounters, Recorder, SeriesCollector, Totals};
 use crate::report::Report;
 use crate::schedule::{thread_connections, Demand, Picker};
+use crate::settings::LoadConfig;
+use crate::thread::{ThreadCtx, ThreadState};
 use crate::websocket::{open_before, socket_loop};
 
 /// Everything a load thread needs, shared by all of them.

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::config::{Arrival, LoadModel, Plan};
+use crate::plan::{LoadModel, Plan};
+use crate::settings::Arrival;
 
 /// Where one thread's requests come from.
 #[derive(Debug)]

@@ -8,7 +8,6 @@
 //! A server that asks for a client certificate (mutual TLS) gets the one of `--cert`, as curl's.
 
 use std::io;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -20,28 +19,7 @@ use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, S
 use tokio_rustls::TlsConnector;
 
 use crate::conn::Stream;
-
-/// How servers' certificates are checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TlsOptions {
-    /// Accept any certificate (`-k/--insecure`).
-    #[serde(default)]
-    pub insecure: bool,
-    /// Trust the CA certificates in this PEM file as well (`--cacert`).
-    #[serde(default)]
-    pub ca_cert: Option<PathBuf>,
-    /// The certificate to show a server that asks for one (`--cert`, `--key`).
-    #[serde(default)]
-    pub identity: Option<Identity>,
-}
-
-/// `--cert` and `--key`: a client certificate chain and its key (PEM; the key may sit in the
-/// certificate's file, as curl allows).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Identity {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
+use crate::settings::{Identity, TlsOptions};
 
 /// The TLS side of one origin: the client configuration (shared by all origins) and the name
 /// its certificate must carry.

@@ -24,10 +24,10 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::{client_async_with_config, WebSocketStream};
 
-use crate::client::{io_kind, Pacing, Pending, ThreadCtx};
-use crate::config::Plan;
 use crate::conn::Stream;
-use crate::record::{ErrorKind, Recorder, Sample};
+use crate::plan::Plan;
+use crate::record::{io_kind, ErrorKind, Recorder, Sample};
+use crate::thread::{Pacing, Pending, ThreadCtx};
 
 /// Read buffer of a socket. tungstenite allocates it whole for every socket (128 KiB unless
 /// told), which a thousand sockets would feel; larger messages are read in several pieces.

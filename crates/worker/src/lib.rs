@@ -7,8 +7,9 @@
 //! HTTP/1.1 rules are in [`http`] (no I/O) and whose GIL-aware socket calls are in [`socket`].
 //! Both are a [`transport`]; [`wsgi`] builds the environ, calls the app and hands the response
 //! back to the transport; for an ASGI app, [`asgi`] hands the transport to the Python side, whose
-//! asyncio loop runs the app.
+//! asyncio loop runs the app. Both serve as an [`app::Application`].
 
+pub mod app;
 pub mod asgi;
 pub mod hop;
 pub mod http;

@@ -27,9 +27,10 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+use crate::app::Application;
 use crate::asgi::Handler;
 use crate::hop;
-use crate::log::{log, print_traceback};
+use crate::log::log;
 use crate::transport::Transport;
 use crate::unix::{run_slot, Shared, SlotState};
 use crate::wsgi::{environ, App};
@@ -42,35 +43,6 @@ create_exception!(
 );
 
 const LISTEN_BACKLOG: i32 = 1024;
-
-/// What serves the requests that come through a transport, on the slot thread that has it:
-/// a WSGI app ([`App`]) or the ASGI side ([`Handler`]). Gives the transport back, unless it was
-/// lost on the way.
-pub trait Application: Send + Sync {
-    fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>>;
-
-    /// Whether WebSocket handshakes are served on the worker's socket (ASGI listens there).
-    fn takes_websockets(&self) -> bool {
-        false
-    }
-
-    /// Started by the front: an application that serves the hop its own way, with at most
-    /// `threads` requests at once, starts here and returns the thread that ends once the hop
-    /// is stopped and its requests are done. None: T slot threads serve it.
-    fn serve_hop(&self, _py: Python<'_>, _end: &Arc<WorkerEnd>, _threads: usize) -> PyResult<Option<JoinHandle<()>>> {
-        Ok(None)
-    }
-}
-
-/// A request's Python object, just made: failing to make one (memory) costs the connection,
-/// with a line.
-pub fn request_object<T>(py: Python<'_>, made: PyResult<Py<T>>) -> Option<Py<T>> {
-    made.inspect_err(|error| {
-        log(py, "cannot make the request's objects; closing the connection:");
-        print_traceback(py, error);
-    })
-    .ok()
-}
 
 /// Serves the WSGI `app` with `threads` slots until SIGTERM or SIGINT; returns the exit status.
 /// `describe` names the app in the startup line; `root_path` is the prefix it is mounted under

@@ -3,11 +3,11 @@
 //! 50+50 and 100+1 variants), swept over 1..20 concurrent clients, for processes-only,
 //! threads-only and hybrid configurations with the same number of slots.
 
+use super::plan::{time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::chart::{Chart, Series};
 use crate::ideal::{closed_loop, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_where, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{distinct, rows_where, time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{errors, fixed, megabytes, millis, Table};
 

@@ -6,13 +6,14 @@
 //! Every request is alike here, so headway's lanes have nothing to sort: headway runs again with
 //! its lanes off to show that they change nothing.
 
+use super::plan::{time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
+use super::views;
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{rows_by_server, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{on_off, rows_by_server, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
-use crate::table::{normalized, Column, Table};
+use crate::table::{normalized, on_off, Column, Table};
 
 pub const SCENARIO: Scenario = Scenario {
     name: "keepalive-tail",

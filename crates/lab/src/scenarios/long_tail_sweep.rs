@@ -3,15 +3,14 @@
 //! the ideal, each latency percentile / the ideal FIFO latency, long tail p100/p10) and each
 //! worker's share of the requests.
 
+use super::plan::{sleep_path, time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
+use super::views;
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_where, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{
-    distinct, on_off, rows_where, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work,
-};
 use crate::servers::ServerConfig;
-use crate::table::{fixed, normalized, Table};
+use crate::table::{fixed, normalized, on_off, Table};
 
 pub const SCENARIO: Scenario = Scenario {
     name: "long-tail-sweep",

@@ -11,15 +11,14 @@ use std::time::Duration;
 
 use headway_load::Arrival;
 
+use super::plan::{sleep_path, time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
+use super::views;
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, open_loop, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_by_server, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{
-    distinct, on_off, rows_by_server, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work,
-};
 use crate::servers::ServerConfig;
-use crate::table::{fixed, normalized_with, Column, Table};
+use crate::table::{fixed, normalized_with, on_off, Column, Table};
 
 pub const SCENARIO: Scenario = Scenario {
     name: "mixed-tail",

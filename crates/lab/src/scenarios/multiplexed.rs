@@ -8,12 +8,13 @@
 
 use std::time::Duration;
 
+use super::plan::{sleep_path, time_limit, Case, Group, LoadSpec, Scenario, Size, Work};
+use super::views;
 use crate::chart::Chart;
 use crate::ideal::closed_loop;
-use crate::measure::{CaseParams, Row};
+use crate::measure::{rows_where, CaseParams, Row};
 use crate::rounds::Headline;
 use crate::scenarios::mixed_tail::{kind_ideals, service, targets, FAST_MS, KINDS, KINDS_NOTE, SLOW_MS};
-use crate::scenarios::{rows_where, sleep_path, time_limit, views, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{normalized_with, Column, Table};
 

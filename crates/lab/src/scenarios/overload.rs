@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use headway_load::Arrival;
 
+use super::plan::{sleep_path, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::chart::Chart;
 use crate::ideal::{closed_loop, open_loop, Capacity, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_where, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{distinct, rows_where, sleep_path, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{fixed, megabytes, millis, Table};
 

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use super::plan::{sleep_path, Case, Group, Scenario, Size, Work};
 use crate::chart::Chart;
 use crate::ideal::{pipelined, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_where, CaseParams, Row};
 use crate::pipeline::PipelineSpec;
 use crate::rounds::Headline;
-use crate::scenarios::{distinct, rows_where, sleep_path, Case, Group, Scenario, Size, Work};
 use crate::servers::ServerConfig;
 use crate::table::{fixed, megabytes, millis, Table};
 

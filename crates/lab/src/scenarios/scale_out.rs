@@ -20,11 +20,12 @@ use anyhow::{bail, Context as _};
 use headway_common::executable::{is_executable, which};
 use headway_load::{LoadConfig, Target};
 
+use super::plan::{sleep_path, Group, Scenario, ScenarioResult, Size};
+use super::views;
 use crate::ideal::{closed_loop, Capacity, Service};
-use crate::measure::{CaseParams, Row, RowContext};
+use crate::measure::{rows_where, CaseParams, Row, RowContext};
 use crate::progress::Progress;
 use crate::rounds::Headline;
-use crate::scenarios::{rows_where, sleep_path, views, Group, Scenario, ScenarioResult, Size};
 use crate::servers::{forget_live, free_port, watch_live, Environment, Peer, RunningServer, ServerConfig, ServerKind};
 use crate::table::{errors, fixed, millis, normalized_with, Column, Table};
 

@@ -27,14 +27,14 @@ use std::time::Duration;
 
 use headway_load::Arrival;
 
+use super::plan::{Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::chart::Chart;
 use crate::cpu::{CpuUse, HostCpu};
 use crate::ideal::{Ideal, Service};
-use crate::measure::{CaseParams, Row};
+use crate::measure::{distinct, rows_where, CaseParams, Row};
 use crate::rounds::Headline;
-use crate::scenarios::{distinct, plural, rows_where, Case, Group, LoadSpec, Scenario, Size, Work};
 use crate::servers::ServerConfig;
-use crate::table::{errors, fixed, megabytes, millis, Table};
+use crate::table::{errors, fixed, megabytes, millis, plural, Table};
 use crate::twins::FLASK_APP;
 
 pub const SCENARIO: Scenario = Scenario {

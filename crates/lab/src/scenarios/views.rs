@@ -1,8 +1,7 @@
 //! Charts that several scenarios draw from their rows.
 
 use crate::chart::{Chart, Series};
-use crate::measure::Row;
-use crate::scenarios::distinct;
+use crate::measure::{distinct, Row};
 
 /// `percent` latency / ideal against connections, one line per server.
 pub fn latency_vs_connections(title: String, rows: &[&Row], percent: f64) -> Chart {

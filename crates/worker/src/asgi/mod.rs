@@ -25,8 +25,8 @@ use headway_hop::worker::WorkerEnd;
 use pyo3::intern;
 use pyo3::prelude::*;
 
+use crate::app::{request_object, Application};
 use crate::log::{log, print_traceback};
-use crate::server::{request_object, Application};
 use crate::transport::Transport;
 use channel::Channel;
 use claims::Claims;

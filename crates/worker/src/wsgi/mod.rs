@@ -14,10 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, Py, PyRefMut};
 
+use crate::app::{request_object, Application};
 use crate::http::request::Request;
 use crate::http::HttpError;
 use crate::log::{log, print_traceback};
-use crate::server::{request_object, Application};
 use crate::transport::{Next, Transport};
 use file_wrapper::FileWrapper;
 use input::{HttpBodyError, Input, PeerClosed};

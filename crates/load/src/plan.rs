@@ -1,142 +1,20 @@
-//! What a load run should do, as plain data ([`LoadConfig`], filled by the CLI or by the lab),
-//! and its checked, resolved form ([`Plan`]) that the load loops read.
+//! A load run's checked, resolved form ([`Plan`]), which the load loops read: the settings
+//! ([`crate::settings`]) with names resolved and requests serialized.
 //!
 //! Every rule a user can break is checked here, before any connection is opened, so a wrong
 //! option gives one clear message instead of a run full of errors.
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use bytes::Bytes;
 
 use crate::conn::{Endpoint, Stream};
 use crate::http1::encode_request;
-use crate::http2::Http2Target;
 use crate::record::PhaseAccum;
-use crate::tls::{self, TlsOptions, TlsOrigin};
-
-/// Requests sent when neither a count nor a duration is given (hey's default).
-pub const DEFAULT_REQUESTS: u64 = 200;
-/// Size of a WebSocket message unless told otherwise: a short chat line or a small JSON event.
-pub const DEFAULT_MESSAGE_SIZE: usize = 32;
-/// Largest WebSocket message (what the client accepts back, by tungstenite's default).
-pub const MAX_MESSAGE_SIZE: usize = 64 << 20;
-
-/// One URL to request, and how often relative to the others.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
-    pub url: String,
-    pub weight: u32,
-}
-
-/// How open-loop send times are spaced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Arrival {
-    /// Exactly 1/rate apart.
-    #[default]
-    Constant,
-    /// Exponentially distributed gaps with mean 1/rate (a Poisson process).
-    Poisson,
-}
-
-/// Everything a load run needs to know. Build it with [`LoadConfig::new`] and change fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadConfig {
-    pub targets: Vec<Target>,
-    pub method: String,
-    /// Extra request headers, in order. A `Host` header here overrides the URL's host.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-    /// Concurrent client connections (each carries one request, or one pipelined batch, at a time).
-    pub connections: usize,
-    /// Stop after this many requests. With neither this nor `duration`, 200 requests are sent.
-    pub requests: Option<u64>,
-    /// Stop sending after this long. With `requests` too, whichever comes first.
-    pub duration: Option<Duration>,
-    /// Open loop: requests per second in total, latency measured from each intended send time.
-    /// `None` is the closed loop: a connection sends as soon as its previous answer is read.
-    pub rate: Option<f64>,
-    pub arrival: Arrival,
-    /// Closed loop only: at most this many requests per second per connection (hey's `-q`).
-    pub connection_rate: Option<f64>,
-    pub keep_alive: bool,
-    /// Requests written back to back on a connection before reading their answers.
-    pub pipeline: usize,
-    /// Connect to this unix socket instead of the URL's host (the URL still gives path and Host).
-    pub unix_socket: Option<PathBuf>,
-    /// How `https://` and `wss://` servers' certificates are checked.
-    #[serde(default)]
-    pub tls: TlsOptions,
-    /// Limit for each request, from its connect (or write) to its last byte.
-    pub timeout: Duration,
-    /// Value of the Host header, instead of the URL's host.
-    pub host: Option<String>,
-    /// Count responses by the value of this response header (e.g. `X-Worker-Pid`).
-    pub tally_header: Option<String>,
-    /// Current-thread runtimes sharing the connections.
-    pub threads: usize,
-    /// Seed of the Poisson arrival gaps, so a run can be repeated.
-    pub seed: u64,
-    /// WebSocket mode: each connection is a WebSocket (`ws://` URLs) and each "request" is a
-    /// binary message of `message_size` bytes, timed until its echo comes back.
-    #[serde(default)]
-    pub websocket: bool,
-    #[serde(default = "default_message_size")]
-    pub message_size: usize,
-    /// HTTP/2: each connection carries `streams` requests at once (h2 by ALPN for `https://`,
-    /// with prior knowledge for `http://`).
-    #[serde(default)]
-    pub http2: bool,
-    #[serde(default = "default_streams")]
-    pub streams: usize,
-}
-
-fn default_streams() -> usize {
-    1
-}
-
-fn default_message_size() -> usize {
-    DEFAULT_MESSAGE_SIZE
-}
-
-impl LoadConfig {
-    /// A closed-loop GET of `url` with hey's defaults: 50 connections, 200 requests, 20 s timeout.
-    pub fn new(url: impl Into<String>) -> LoadConfig {
-        LoadConfig {
-            targets: vec![Target { url: url.into(), weight: 1 }],
-            method: "GET".into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-            connections: 50,
-            requests: None,
-            duration: None,
-            rate: None,
-            arrival: Arrival::Constant,
-            connection_rate: None,
-            keep_alive: true,
-            pipeline: 1,
-            unix_socket: None,
-            tls: TlsOptions::default(),
-            timeout: Duration::from_secs(20),
-            host: None,
-            tally_header: None,
-            threads: 1,
-            seed: 1,
-            websocket: false,
-            message_size: DEFAULT_MESSAGE_SIZE,
-            http2: false,
-            streams: 1,
-        }
-    }
-}
-
-/// A mistake in the options (as opposed to a failure of the target): exit status 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+use crate::settings::{Arrival, LoadConfig, UsageError, DEFAULT_REQUESTS, MAX_MESSAGE_SIZE};
+use crate::tls::{self, TlsOrigin};
 
 fn usage(message: impl Into<String>) -> anyhow::Error {
     UsageError(message.into()).into()
@@ -157,6 +35,54 @@ pub struct TargetPlan {
     pub request: Vec<u8>,
     /// The same request over HTTP/2, with `--http2`.
     pub http2: Option<Http2Target>,
+}
+
+/// What a target's request is over HTTP/2.
+#[derive(Debug, Clone)]
+pub struct Http2Target {
+    /// `scheme://authority/path?query`: `:scheme`, `:authority` and `:path`.
+    pub uri: http::Uri,
+    pub method: http::Method,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Http2Target {
+    /// `headers`: the run's extra fields; a `Host` among them is the authority.
+    pub fn new(
+        method: &str,
+        scheme: &str,
+        authority: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> anyhow::Result<Http2Target> {
+        let host = headers.iter().rev().find(|(name, _)| name.eq_ignore_ascii_case("host"));
+        let authority = host.map_or(authority, |(_, value)| value.as_str());
+        let uri = format!("{scheme}://{authority}{target}").parse()?;
+        let mut fields = http::HeaderMap::new();
+        for (name, value) in headers {
+            let name = http::HeaderName::from_bytes(name.as_bytes())?;
+            // HTTP/2 has no connection-specific fields; `Host` is the authority.
+            let hop = ["host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+            if !hop.contains(&name.as_str()) {
+                fields.append(name, http::HeaderValue::from_str(value)?);
+            }
+        }
+        if !body.is_empty() {
+            fields.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
+        }
+        let method = http::Method::from_bytes(method.as_bytes())?;
+        Ok(Http2Target { uri, method, headers: fields, body: Bytes::copy_from_slice(body) })
+    }
+
+    pub(crate) fn request(&self) -> http::Request<()> {
+        let mut request = http::Request::new(());
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
 }
 
 /// One place connections go, and the targets served there.
