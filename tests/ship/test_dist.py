@@ -152,8 +152,10 @@ def test_the_wheel_ships_the_package_and_nothing_else(wheel):
                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so"}
     # The lab carries its own copies of these (pyproject.toml's [tool.maturin] exclude).
     lab_only = {"headway/twins/demo.ru", "headway/twins/demo.js"}
-    (native,) = {name for name in files if name.startswith("headway/_native")}
+    # The extension itself; its stub (_native.pyi) and py.typed are in the tree.
+    (native,) = {name for name in files if name.startswith("headway/_native") and name.endswith(".so")}
     assert files - {native} == in_tree - lab_only, "the package's sources and data, as in the tree"
+    assert "headway/_native.pyi" in files and "headway/py.typed" in files, "the types, for type checkers"
 
 
 def test_the_binary_archive_has_its_checksum_and_the_binary_alone(archive, binary):
