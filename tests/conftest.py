@@ -6,7 +6,9 @@
 - The worker on its own (`start_worker`, `apps_worker`): `python -m headway.worker` on a unix
   socket, through worker_client.py.
 - `require(tool)`: a test that needs a tool `scripts/setup --test` installs is skipped without
-  it on a developer's machine, and fails under CI, where its absence is a broken setup.
+  it on a developer's machine, and fails under CI, where its absence is a broken setup; `missing`
+  does the same for any other want (a package, a limit of the machine's). No test skips otherwise,
+  so none passes by accident in CI.
 
 Every wait is bounded.
 """
@@ -255,10 +257,15 @@ def require(tool, install):
     `install` says how to get it."""
     if shutil.which(tool) or os.path.exists(tool):
         return
-    message = f"{tool} is not installed ({install})"
+    missing(f"{tool} is not installed ({install})")
+
+
+def missing(what):
+    """Skips the test for want of `what` on a developer's machine; under CI (CI set), where
+    scripts/setup --test and scripts/test provide everything the tests need, fails it instead."""
     if os.environ.get("CI"):
-        pytest.fail(message + ": scripts/setup --test installs it")
-    pytest.skip(message)
+        pytest.fail(f"{what}: under CI, scripts/test (and its scripts/setup --test) should have provided it")
+    pytest.skip(what)
 
 
 def require_module(name):

@@ -5,7 +5,7 @@ import sys
 from headway import _native
 
 
-def main():
+def main() -> int:
     return _native.main(sys.argv)
 
 

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import parse_qs
 
 MAX_MS = 600_000
@@ -31,13 +32,17 @@ HTML_TYPE = "text/html; charset=utf-8"
 INDEX = (Path(__file__).parent / "demo_index.txt").read_bytes()
 FORTUNES = (Path(__file__).parent / "demo_fortunes.txt").read_text(encoding="utf-8").splitlines()
 
+# A request's query, as parse_qs gives it.
+Params = dict[str, list[str]]
+
 
 class Reply:
     """What a route asks for: burn `cpu_ms` of CPU, wait `wait_ms`, then answer."""
 
     __slots__ = ("code", "status", "body", "cpu_ms", "wait_ms", "content_type")
 
-    def __init__(self, code, status, body, cpu_ms=0, wait_ms=0, content_type=CONTENT_TYPE):
+    def __init__(self, code: int, status: str, body: bytes, cpu_ms: int = 0, wait_ms: int = 0,
+                 content_type: str = CONTENT_TYPE) -> None:
         self.code = code
         self.status = status
         self.body = body
@@ -50,58 +55,58 @@ class BadParameter(Exception):
     """A parameter that is not an integer in its range; the message is the 400 body."""
 
 
-def ok(body, cpu_ms=0, wait_ms=0, content_type=CONTENT_TYPE):
+def ok(body: bytes, cpu_ms: int = 0, wait_ms: int = 0, content_type: str = CONTENT_TYPE) -> Reply:
     return Reply(200, "200 OK", body, cpu_ms, wait_ms, content_type)
 
 
-def integer(name, text, maximum):
+def integer(name: str, text: str, maximum: int) -> int:
     """Parse a decimal integer 0..maximum (ASCII digits only) or raise BadParameter."""
     if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) > maximum:
         raise BadParameter(f"bad {name}: expected an integer from 0 to {maximum}")
     return int(text)
 
 
-def parameter(params, name, default, maximum):
+def parameter(params: Params, name: str, default: int, maximum: int) -> int:
     values = params.get(name)
     return default if values is None else integer(name, values[0], maximum)
 
 
-def index(params):
+def index(params: Params) -> Reply:
     return ok(INDEX)
 
 
 HELLO = ok(b"Hello, world!\n")
 
 
-def hello(params):
+def hello(params: Params) -> Reply:
     return HELLO
 
 
-def fixed(params):
+def fixed(params: Params) -> Reply:
     return ok(b"OK\n", wait_ms=200)
 
 
-def slept(ms):
+def slept(ms: int) -> Reply:
     return ok(b"slept %d ms\n" % ms, wait_ms=ms)
 
 
-def fake_work(params):
+def fake_work(params: Params) -> Reply:
     cpu_ms = parameter(params, "cpu_ms", 50, MAX_MS)
     iowait_ms = parameter(params, "iowait_ms", 250, MAX_MS)
     size = parameter(params, "bytes", 20000, MAX_BYTES)
     return ok(b"x" * size, cpu_ms=cpu_ms, wait_ms=iowait_ms)
 
 
-def random_wait(params):
+def random_wait(params: Params) -> Reply:
     return slept(random.randint(0, parameter(params, "max_ms", 1000, MAX_MS)))
 
 
-def json_message(params):
+def json_message(params: Params) -> Reply:
     # Compact, with a final newline: the bytes Flask's jsonify and the twins' serializers give.
     return ok(json.dumps({"message": "Hello, World!"}, separators=(",", ":")).encode() + b"\n", content_type=JSON_TYPE)
 
 
-def _open_fortunes():
+def _open_fortunes() -> None:
     """The fortunes database: in memory, one connection shared by the threads of this process (a
     lock keeps one query at a time on it). Made at import, and again in a child forked after it
     (a server that preloads the app): SQLite forbids using a connection across fork."""
@@ -116,7 +121,7 @@ _open_fortunes()
 os.register_at_fork(after_in_child=_open_fortunes)
 
 
-def fortune_rows():
+def fortune_rows() -> list[tuple[int, str]]:
     """(id, message) of every fortune in the database and one added at request time, sorted by
     message: TechEmpower's fortunes test up to the template."""
     with _database_lock:
@@ -136,7 +141,7 @@ FORTUNES_PAGE = (
 FORTUNE_ROW = "<tr><td>{id}</td><td>{message}</td></tr>"
 
 
-def fortunes(params):
+def fortunes(params: Params) -> Reply:
     rows = "".join(
         FORTUNE_ROW.format(id=fortune_id, message=message.translate(HTML_ESCAPES))
         for fortune_id, message in fortune_rows()
@@ -155,7 +160,7 @@ ROUTES = {
 }
 
 
-def route(path, query):
+def route(path: str, query: str) -> Reply:
     """The Reply for a request path and query string."""
     try:
         handler = ROUTES.get(path)
@@ -168,7 +173,7 @@ def route(path, query):
     return Reply(404, "404 Not Found", b"Not Found\n")
 
 
-def _remember_pid():
+def _remember_pid() -> None:
     global _pid
     _pid = str(os.getpid())
 
@@ -177,7 +182,7 @@ _remember_pid()
 os.register_at_fork(after_in_child=_remember_pid)  # a forked worker names itself, not its parent
 
 
-def headers(reply):
+def headers(reply: Reply) -> list[tuple[str, str]]:
     return [
         ("Content-Type", reply.content_type),
         ("Content-Length", str(len(reply.body))),
@@ -185,7 +190,7 @@ def headers(reply):
     ]
 
 
-def burn_cpu(ms):
+def burn_cpu(ms: float) -> None:
     """Spin until this thread has used `ms` of CPU time: under GIL contention that takes
     longer on the wall clock, as real CPU work would."""
     end = time.thread_time() + ms / 1000
@@ -193,7 +198,7 @@ def burn_cpu(ms):
         pass
 
 
-def app(environ, start_response):
+def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     reply = route(environ["PATH_INFO"], environ["QUERY_STRING"])
     if reply.cpu_ms:
         burn_cpu(reply.cpu_ms)

@@ -28,6 +28,12 @@ Run with one worker (`-w 1`) so every request sees the same process state:
                names it), then answers "woken"
 - /wake-orphan collects garbage, then sets that future: "woke", or "gone" if it was collected
 - /paths       the scope's path, raw_path (as text) and root_path, as JSON
+- /left        streams a piece every few milliseconds (the first says "started") until its client
+               leaves and `send` raises
+- /cancelled   the same, but a task awaiting `receive` cancels the app's own task when its client
+               leaves, as a framework that watches for a disconnect cancels the handler
+- /gc          collects garbage, then the process's count of objects, of pymalloc blocks and of
+               the worker's native objects by type, and its resident memory, as JSON
 - /target/...  the scope's path, and its raw_path and query_string with each byte as the character
                of that number (latin-1), as JSON: the bytes of the request's target exactly
 No lifespan support: it raises on that scope, as many small apps do, and must be served anyway.
@@ -35,11 +41,13 @@ It routes on the path below the scope's root_path, as an app mounted under a pre
 """
 
 import asyncio
+import contextlib
 import gc
 import hashlib
 import json
 import os
 import random
+import sys
 import weakref
 from urllib.parse import parse_qs
 
@@ -68,6 +76,13 @@ async def app(scope, receive, send):
         if future is not None:
             future.set_result(None)
         await _reply(send, b"gone" if future is None else b"woke")
+    elif route == "/left":
+        with contextlib.suppress(OSError):
+            await _pieces_until_gone(send)
+    elif route == "/cancelled":
+        await _cancelled_when_gone(receive, send)
+    elif route == "/gc":
+        await _reply(send, json.dumps(_census()).encode())
     elif route.startswith("/target/"):
         target = {"path": scope["path"], "raw_path": scope["raw_path"].decode("latin-1"),
                   "query_string": scope["query_string"].decode("latin-1")}
@@ -124,6 +139,49 @@ async def _pathsend(scope, send):
     length = str(os.path.getsize(path)).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", length)]})
     await send({"type": "http.response.pathsend", "path": path})
+
+
+async def _pieces_until_gone(send):
+    """The front hears that a client left mid-response when it writes to it: a piece every few
+    milliseconds, until `send` raises."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"started\n", "more_body": True})
+    while True:
+        await asyncio.sleep(0.002)
+        await send({"type": "http.response.body", "body": b".", "more_body": True})
+
+
+async def _cancelled_when_gone(receive, send):
+    handler = asyncio.current_task()
+
+    async def watch():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        handler.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        with contextlib.suppress(OSError):
+            await _pieces_until_gone(send)
+        await asyncio.sleep(3600)  # until the watcher cancels the task
+    finally:
+        await watcher
+
+
+def _census():
+    """What a leak would grow: the objects the collector tracks, the blocks Python's allocator
+    has out (the native objects, which it does not track, among them), the native objects it can
+    reach, and the resident memory."""
+    gc.collect()
+    tracked = gc.get_objects()
+    native = {}
+    for referent in gc.get_referents(*tracked):
+        kind = type(referent)
+        if kind.__module__ == "headway._native":
+            native[kind.__name__] = native.get(kind.__name__, 0) + 1
+    with open("/proc/self/status") as status:
+        rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return {"objects": len(tracked), "blocks": sys.getallocatedblocks(), "native": native, "rss_kib": rss_kib}
 
 
 def large_body(size):

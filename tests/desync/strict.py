@@ -16,7 +16,10 @@ class Malformed(Exception):
 
 
 class Cut(Malformed):
-    """The connection ended inside a response (a body cut short: a client can tell)."""
+    """The connection ended inside a response (a body cut short: a client can tell). `head`: the
+    response, without its body, when its head had arrived whole."""
+
+    head = None
 
 
 @dataclass
@@ -96,17 +99,24 @@ def read_response(stream, method="GET"):
         return response
     if method == "HEAD":
         return response
+    try:
+        response.body = _read_body(stream, lengths, codings)
+    except Cut as cut:
+        cut.head = response
+        raise
+    return response
+
+
+def _read_body(stream, lengths, codings):
     if codings:
         if ", ".join(codings).lower() != "chunked":
             raise Malformed(f"Transfer-Encoding {codings!r}")
-        response.body = _read_chunked(stream)
-    elif lengths:
+        return _read_chunked(stream)
+    if lengths:
         if len(set(lengths)) != 1 or not lengths[0].isdigit():
             raise Malformed(f"Content-Length {lengths!r}")
-        response.body = stream.exactly(int(lengths[0]))
-    else:
-        response.body = stream.rest()  # close-delimited
-    return response
+        return stream.exactly(int(lengths[0]))
+    return stream.rest()  # close-delimited
 
 
 def _read_head(stream):

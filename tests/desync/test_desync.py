@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Server
+from conftest import Server, require
 from corpus import END, ODD, REQUESTS, RESPONSES
 from strict import Cut, Malformed, Stream, read_response
 
@@ -129,16 +129,24 @@ def echoed(response):
 
 @contextlib.contextmanager
 def asked(server, target):
-    """A connection that asked `server` for `target`: the socket, its stream, and the response
-    (None if the connection ended inside it: a body cut short, which a client can tell)."""
+    """A connection that asked `server` for `target`: the socket, its stream, the response, and
+    the `Cut` if the connection ended inside it (then the response is None)."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
         stream = Stream(sock)
         sock.sendall(f"GET {target} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
         try:
-            first = read_response(stream)
-        except Cut:
-            first = None
-        yield sock, stream, first
+            first, cut = read_response(stream), None
+        except Cut as error:
+            first, cut = None, error
+        yield sock, stream, first, cut
+
+
+def assert_cut_in_the_body(cut, stream):
+    """A response cut short the way a client can tell: its head arrived whole, promising a body
+    longer than came before the connection ended; no answer at all, or a cut head, is not that."""
+    assert cut.head is not None, f"the connection ended before a response's head: {cut}"
+    assert stream.ended, "the connection ended"
+    assert cut.head.header("content-length") or cut.head.header("transfer-encoding"), cut.head
 
 
 def seen_as(record, known=("method", "path", "query", "body")):
@@ -182,10 +190,11 @@ def odd_cases():
 @pytest.mark.parametrize("backend, case", odd_cases())
 def test_an_app_answering_against_its_own_framing_breaks_no_other_response(backends, backend, case):
     if backend not in backends:
-        pytest.skip(f"{backend} is not installed")
-    with asked(backends[backend].server, f"/odd/{case}") as (sock, stream, first):
+        require(BACKENDS[backend][1], "scripts/setup --test installs it")
+    with asked(backends[backend].server, f"/odd/{case}") as (sock, stream, first, cut):
         if first is None:
-            return  # a body cut short, and the connection with it: the client can tell
+            assert_cut_in_the_body(cut, stream)
+            return
         if first.closes:
             assert stream.at_end()
             return
@@ -213,9 +222,10 @@ def raw_worker():
 
 @pytest.mark.parametrize("case, expected", response_cases())
 def test_a_malformed_worker_response_is_a_502_or_whole_and_never_spills(raw_worker, case, expected):
-    with asked(raw_worker, f"/raw/{case}") as (sock, stream, first):
+    with asked(raw_worker, f"/raw/{case}") as (sock, stream, first, cut):
         if first is None:
-            assert "cut" in expected, "the connection was cut"
+            assert "cut" in expected, f"the connection was cut: {cut}"
+            assert_cut_in_the_body(cut, stream)
             return
         outcome = first.status if first.status != 200 else first.body
         assert outcome in expected, first

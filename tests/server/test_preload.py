@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import APPS, REPO, headway_binary, ready_pids, wait_until
+from conftest import APPS, REPO, headway_binary, missing, ready_pids, require, wait_until
 
 MB = 1000 * 1000
 
@@ -182,12 +182,12 @@ def children(pid):
 PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 
 
-@pytest.mark.skipif(shutil.which("unshare") is None
-                    or subprocess.run([*PID_NAMESPACE, "true"], capture_output=True).returncode != 0,
-                    reason="no PID namespace here (unshare needs privileges)")
 def test_as_pid_1_the_front_reaps_the_workers_a_dead_parent_left(serve, tmp_path):
     """In a container headway is PID 1, and the workers of a preloaded parent that died are
     handed to it: each is reaped when it exits, not left a zombie."""
+    require("unshare", "util-linux")
+    if subprocess.run([*PID_NAMESPACE, "true"], capture_output=True).returncode != 0:
+        missing("a PID namespace (unshare needs privileges)")
     counter = tmp_path / "imports"
     server = serve("-w", "2", "-t", "1", "--preload", "preloaded:app", env={"PRELOAD_COUNTER": str(counter)},
                    wrapper=PID_NAMESPACE)

@@ -21,7 +21,18 @@ import time
 
 import pytest
 
-from conftest import APPS, ECHO_APPS, REPO, free_port, headway_binary, read_response, require, send_request, wait_until
+from conftest import (
+    APPS,
+    ECHO_APPS,
+    REPO,
+    free_port,
+    headway_binary,
+    missing,
+    read_response,
+    require,
+    send_request,
+    wait_until,
+)
 from netclient import exact_request, exchange, proxy_v1, proxy_v2
 
 ROUTER_SAYS = {"Host": "app.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9",
@@ -97,8 +108,8 @@ CLIENT_CLAIMS = {"X-Forwarded-Ssl": "on", "X-Forwarded-Scheme": "https", "X-Forw
                  "X-Forwarded_Ssl": "on", "Client_IP": "10.0.0.1", "Front-End-Https": "on"}
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
 def test_rack_under_puma_takes_neither_host_nor_scheme_from_an_untrusted_client(serve):
+    require("puma", "apt-get install puma ruby-rack")
     server = serve("-w", "1", "-t", "2", "--forwarded-allow-ips", "192.0.2.10",
                    "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'rack_request.ru'}")
     seen = echo(exchange(("127.0.0.1", server.port), exact_request("/who", {"Host": "app.example", **CLIENT_CLAIMS})))
@@ -108,8 +119,8 @@ def test_rack_under_puma_takes_neither_host_nor_scheme_from_an_untrusted_client(
                                        "HTTP_X_REQUEST_START"]
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed (apt-get install puma ruby-rack)")
 def test_rack_under_puma_believes_a_router_in_its_own_spelling_only(serve, tmp_path):
+    require("puma", "apt-get install puma ruby-rack")
     router = tmp_path / "router.sock"
     serve("-w", "1", "-t", "2", "-b", f"unix:{router}",
           "--cmd", f"puma -t 2:2 -b unix://{{socket}} {APPS / 'rack_request.ru'}")
@@ -437,7 +448,7 @@ def test_the_open_files_limit_is_raised_to_the_hard_limit(serve):
     start processes at 1024) is raised to the hard limit, as Go's runtime and nginx do."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard <= 256:
-        pytest.skip(f"the hard limit is {hard}: nothing to raise to")
+        missing(f"a hard limit on open files over 256 (it is {hard}): nothing to raise to")
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
     try:
         server = serve("-w", "1", "probe:app")

@@ -32,7 +32,7 @@ from packaging.utils import parse_wheel_filename
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "server"))
-from conftest import APPS, Server  # noqa: E402
+from conftest import APPS, Server, missing  # noqa: E402
 
 DIST = REPO / "dist"
 PYTHONS = REPO / ".pythons"
@@ -43,13 +43,6 @@ TARGET = f"{ARCH}-unknown-linux-gnu"
 GLIBC_FLOOR = (2, 17)
 # Bullseye's libc, which the servers below must have mapped.
 BULLSEYE_LIBC = PYTHONS / "3.9" / "debian" / "lib" / f"{ARCH}-linux-gnu" / "libc-2.31.so"
-
-
-def missing(what):
-    """Skips the test for want of `what`; under CI, where scripts/test made everything, fails it."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{what}: scripts/test should have made it")
-    pytest.skip(what)
 
 
 def the_one(pattern):
@@ -159,8 +152,10 @@ def test_the_wheel_ships_the_package_and_nothing_else(wheel):
                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so"}
     # The lab carries its own copies of these (pyproject.toml's [tool.maturin] exclude).
     lab_only = {"headway/twins/demo.ru", "headway/twins/demo.js"}
-    (native,) = {name for name in files if name.startswith("headway/_native")}
+    # The extension itself; its stub (_native.pyi) and py.typed are in the tree.
+    (native,) = {name for name in files if name.startswith("headway/_native") and name.endswith(".so")}
     assert files - {native} == in_tree - lab_only, "the package's sources and data, as in the tree"
+    assert "headway/_native.pyi" in files and "headway/py.typed" in files, "the types, for type checkers"
 
 
 def test_the_binary_archive_has_its_checksum_and_the_binary_alone(archive, binary):

@@ -2,7 +2,7 @@
 
 Each twin runs on the server the lab uses for it (Puma, Node, uvicorn, granian) on a unix
 socket; every route is asked once of the twin and of the headway worker serving the WSGI
-demo, and the answers must match. A server that is not installed skips its case. The Flask
+demo, and the answers must match. A server that is not installed skips its case (fails it under CI). The Flask
 app of the lab's throughput scenario must answer its three routes like the demo too.
 """
 
@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from conftest import missing, require, require_module
 from worker_client import REPO, TIMEOUT, Client, python_env, wait_until_accepting
 
 TWINS = REPO / "python" / "headway" / "twins"
@@ -101,7 +102,7 @@ def comparable(response):
 def test_twin_answers_like_the_wsgi_demo(name, run_server, start_worker, socket_dir):
     installed, command, extra_env = SERVERS[name]
     if not installed():
-        pytest.skip(f"{name} is not installed here")
+        missing(f"{name} is not installed here")
     sock = str(socket_dir / (name + ".sock"))
     env = python_env(**{key: value or sock for key, value in extra_env.items()})
     server = run_server(command(sock), env, sock)
@@ -116,8 +117,8 @@ def test_twin_answers_like_the_wsgi_demo(name, run_server, start_worker, socket_
         assert twin["/hello"].header("X-Worker-Pid") == str(server.proc.pid)
 
 
-@pytest.mark.skipif(not _python_module("flask"), reason="flask is not installed here")
 def test_flask_app_answers_like_the_wsgi_demo(start_worker):
+    require_module("flask")
     flask = answers(start_worker("headway.twins.flask_bench:app", 1).socket_path)
     demo = answers(start_worker(None, 1).socket_path)
     for target in ["/hello", "/json", "/fortunes"]:
@@ -143,8 +144,8 @@ def pids_of_new_connections(address, count):
     return pids
 
 
-@pytest.mark.skipif(not shutil.which("node"), reason="node is not installed here")
 def test_node_twin_cluster_on_tcp(run_server):
+    require("node", "apt-get install nodejs")
     port = free_port()
     env = python_env(PORT=str(port), WEB_CONCURRENCY="2")
     env.pop("HEADWAY_SOCKET", None)
@@ -158,8 +159,8 @@ def test_node_twin_cluster_on_tcp(run_server):
     assert str(server.proc.pid) not in seen
 
 
-@pytest.mark.skipif(not shutil.which("puma"), reason="puma is not installed here")
 def test_puma_twin_on_tcp(run_server):
+    require("puma", "apt-get install puma ruby-rack")
     port = free_port()
     command = ["puma", "-t", "2:2", "-b", f"tcp://127.0.0.1:{port}", str(TWINS / "demo.ru")]
     server = run_server(command, python_env(), ("127.0.0.1", port))

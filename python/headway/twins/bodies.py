@@ -7,13 +7,15 @@ bytes, with as little of the app's as WSGI allows. headway, granian and gunicorn
 - POST /echo             the body read whole, sent back in one piece
 """
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from urllib.parse import parse_qs
 
 PIECE = 1 << 20
 ZEROS = bytes(PIECE)
 
 
-def app(environ, start_response):
+def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
     if (method, path) == ("POST", "/upload"):
         stream, length = environ["wsgi.input"], 0
@@ -30,13 +32,14 @@ def app(environ, start_response):
     return _reply(start_response, b"not found\n", status="404 Not Found")
 
 
-def _pieces(size):
+def _pieces(size: int) -> Iterator[bytes]:
     while size > PIECE:
         yield ZEROS
         size -= PIECE
     yield ZEROS[:size]
 
 
-def _reply(start_response, body, content_type="text/plain", status="200 OK"):
+def _reply(start_response: Callable[..., Any], body: bytes, content_type: str = "text/plain",
+           status: str = "200 OK") -> list[bytes]:
     start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
     return [body]

@@ -4,12 +4,18 @@ Routing and bodies come from headway.demo; only the waiting differs: the CPU bur
 inline (it holds the event loop, as real CPU work would) and waits are awaited.
 """
 
+from __future__ import annotations
+
 import asyncio
+from typing import TYPE_CHECKING
 
 from headway.demo import burn_cpu, headers, route
 
+if TYPE_CHECKING:  # the twin runs without headway's native core, which headway.worker imports
+    from headway.worker.scope import Receive, Scope, Send
 
-async def app(scope, receive, send):
+
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
@@ -28,7 +34,7 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": reply.body})
 
 
-async def _lifespan(receive, send):
+async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":

@@ -27,22 +27,22 @@ app.jinja_loader = DictLoader({
 
 
 @app.get("/hello")
-def hello():
+def hello() -> Response:
     return Response("Hello, world!\n", mimetype="text/plain")
 
 
 @app.get("/json")
-def json_message():
+def json_message() -> Response:
     return jsonify(message="Hello, World!")
 
 
 @app.get("/fortunes")
-def fortunes():
+def fortunes() -> str:
     return render_template("fortunes.html", fortunes=fortune_rows())
 
 
 @app.after_request
-def name_the_worker(response):
+def name_the_worker(response: Response) -> Response:
     # The lab counts each worker's share of the requests by this header, as with the demo app.
     response.headers["X-Worker-Pid"] = str(os.getpid())
     return response

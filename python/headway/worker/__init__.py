@@ -9,7 +9,7 @@ its own thread. Python does the command line and imports the app (`__main__`); t
 import sys
 
 
-def log(message):
+def log(message: str) -> None:
     """One line on stderr, where the front collects the worker's output."""
     sys.stderr.write(f"headway worker: {message}\n")
     sys.stderr.flush()

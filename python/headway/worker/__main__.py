@@ -9,11 +9,15 @@ imported before the socket is bound so that "the socket accepts" means "the app 
 twin with --interface asgi). The hooks module's functions run around the serving (hooks.py).
 """
 
+from __future__ import annotations
+
 import argparse
 import importlib
 import os
 import sys
 import traceback
+from types import ModuleType
+from typing import Any, Callable
 
 from . import log
 from .hooks import HooksImportError, serve_between
@@ -38,7 +42,7 @@ class AppImportError(Exception):
     """APP cannot be turned into a WSGI callable; the message says why in one line."""
 
 
-def load_app(spec):
+def load_app(spec: str) -> Callable[..., Any]:
     """Import `module:attr[.attr...]` and return it; with a trailing '()' call it first. A
     `module` alone is `module:application`."""
     module_name, sep, attr_path = spec.partition(":")
@@ -62,7 +66,7 @@ def load_app(spec):
     return target
 
 
-def _positive(text):
+def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -72,7 +76,7 @@ def _positive(text):
     return value
 
 
-def parse_args(argv):
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m headway.worker",
         description="Serve a WSGI or ASGI app over HTTP/1.1 on a unix socket, one slot thread per request.",
@@ -105,7 +109,7 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if _native is None:
         log(f"the native core is missing ({_NATIVE_MISSING}): install headway (pip install .) for "
@@ -120,7 +124,7 @@ def main(argv=None):
                          lambda: serve(app, args, args.socket))
 
 
-def load_app_and_hooks(spec, hooks_spec):
+def load_app_and_hooks(spec: str, hooks_spec: str | None) -> tuple[Callable[..., Any], ModuleType | None] | None:
     """Imports APP and the hooks module (None without one), from the working directory as well;
     None, with the traceback and a line on stderr, if either does not import."""
     cwd = os.getcwd()
@@ -140,7 +144,7 @@ def load_app_and_hooks(spec, hooks_spec):
         return None
 
 
-def _is_missing(error, spec):
+def _is_missing(error: BaseException, spec: str) -> bool:
     """Whether `error` says that the app's module itself is nowhere to be found: its traceback
     would show only the import machinery."""
     module = spec.partition(":")[0]
@@ -148,7 +152,7 @@ def _is_missing(error, spec):
         (module == error.name or module.startswith(error.name + "."))
 
 
-def serve(app, args, socket_path):
+def serve(app: Callable[..., Any], args: argparse.Namespace, socket_path: str) -> int:
     """Serves the imported app as `args` (the command line's) say, until told to stop; returns the
     exit status. Also what a worker forked from a preloaded parent runs."""
     interface = args.interface

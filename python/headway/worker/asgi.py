@@ -16,6 +16,8 @@ result (`SlotExchange`). WebSockets come on connections of their own and hold no
 (websocket.py).
 """
 
+from __future__ import annotations
+
 import asyncio
 import contextlib
 import contextvars
@@ -25,17 +27,21 @@ import queue
 import sys
 import threading
 import traceback
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from headway import _native
 
 from . import log, websocket
-from .scope import ASGI_VERSION, status_line
+from .scope import ASGI_VERSION, App, Message, Scope, status_line
+
+T = TypeVar("T")
 
 # How much of a file an `http.response.pathsend` reads at a time.
 FILE_PIECE = 256 * 1024
 
 
-def is_asgi(app):
+def is_asgi(app: object) -> bool:
     """An ASGI 3 app is a coroutine function, or an object whose `__call__` is one (as uvicorn
     decides); anything else callable is taken for WSGI."""
     if inspect.isclass(app):
@@ -43,7 +49,7 @@ def is_asgi(app):
     return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(type(app).__call__)
 
 
-def new_loop():
+def new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
     except ImportError:
@@ -51,7 +57,7 @@ def new_loop():
     return uvloop.new_event_loop()
 
 
-def serve(app, path, threads, describe, root_path=""):
+def serve(app: App, path: str, threads: int, describe: str, root_path: str = "") -> int:
     """Runs the app's startup, serves until a stop signal, then runs its shutdown; returns the exit
     status. Raises `_native.StartupError` as `_native.serve` does. Started by the front (which
     passes the hop in $HEADWAY_HOP), the worker also takes WebSocket handshakes on `path`, ready
@@ -80,7 +86,7 @@ class LifespanFailed(Exception):
 class Server:
     """The app, its loop (on a thread of its own) and its lifespan."""
 
-    def __init__(self, app, root_path):
+    def __init__(self, app: App, root_path: str) -> None:
         self.app = app
         self.root_path = root_path  # --root-path, "" for none
         self.loop = new_loop()
@@ -88,14 +94,14 @@ class Server:
         self.lifespan = Lifespan(app)
         self.websockets = None  # the listener for handshakes, when there is one
 
-    def start(self, websocket_path):
+    def start(self, websocket_path: str | None) -> None:
         self.thread.start()
         self.on_loop(self.lifespan.startup())
         if websocket_path:
             self.websockets = self.on_loop(websocket.listen(websocket_path, self.serve_websocket))
             self.websocket_socket = (websocket_path, os.stat(websocket_path).st_ino)
 
-    def stop(self):
+    def stop(self) -> None:
         try:
             if self.websockets is not None:
                 self.loop.call_soon_threadsafe(self.websockets.close)
@@ -109,28 +115,28 @@ class Server:
         finally:
             self.close()
 
-    def close(self):
+    def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
 
-    def on_loop(self, coroutine):
+    def on_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Runs `coroutine` on the loop and waits for its result, from another thread."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-    async def serve_websocket(self, reader, writer):
+    async def serve_websocket(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await websocket.WebSocket(self.app, self.lifespan.state, self.root_path, reader, writer).run()
 
-    def serve_channel(self, channel):
+    def serve_channel(self, channel: _native.Channel) -> None:
         """Serves a transport's requests one after another; called on a slot thread."""
         while True:
             request = channel.next_request(self.lifespan.state, self.root_path)
             if request is None or not SlotExchange(self, channel, *request).run():
                 return
 
-    def serve_claims(self, claims):
+    def serve_claims(self, claims: _native.Claims) -> None:
         """Started by the front: the loop serves the hop's requests itself (claims.rs)."""
 
-        def start():
+        def start() -> None:
             claims.begin(self.serve_cycle, task_starter(self.loop), self.send_file, self.loop, self.lifespan.state,
                           self.root_path)
             self.loop.add_reader(claims.fileno(), claims.turn, True)
@@ -138,7 +144,7 @@ class Server:
 
         self.loop.call_soon_threadsafe(start)
 
-    async def serve_cycle(self, scope, cycle):
+    async def serve_cycle(self, scope: Scope, cycle: _native.HttpCycle) -> None:
         """One request from the hop: the app, with the cycle's native `receive` and `send`."""
         error = None
         try:
@@ -148,32 +154,33 @@ class Server:
         finally:
             cycle.finish(error)
 
-    async def send_file(self, cycle, path):
+    async def send_file(self, cycle: _native.HttpCycle, path: str) -> None:
         """The `http.response.pathsend` extension: the file at `path` is the whole body, read off
         the loop a piece at a time and sent as the app's body pieces would be."""
         await send_file(self.loop, path, lambda piece, more: cycle.send(
             {"type": "http.response.body", "body": piece, "more_body": more}))
 
 
-def task_starter(loop):
+def task_starter(loop: asyncio.AbstractEventLoop) -> Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]:
     """How the loop starts the task of a request: in a context of its own (a copy of the loop's,
     so that no request sees another's context variables), and where Python can (3.12+) eagerly: an
     app that needs to wait for nothing is done before the call returns, with no trip through the
     loop."""
     base = contextvars.copy_context()
     if sys.version_info >= (3, 12):
-        def start(coroutine):
+        def start(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
             return asyncio.Task(coroutine, loop=loop, context=base.copy(), eager_start=True)
     elif sys.version_info >= (3, 11):
-        def start(coroutine):
+        def start(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
             return loop.create_task(coroutine, context=base.copy())
     else:
-        def start(coroutine):
+        def start(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
             return base.copy().run(loop.create_task, coroutine)
     return start
 
 
-async def send_file(loop, path, send_body):
+async def send_file(loop: asyncio.AbstractEventLoop, path: str,
+                    send_body: Callable[[bytes, bool], Awaitable[None]]) -> None:
     """Reads the file at `path` off the loop, a piece at a time, and awaits `send_body(piece,
     more)` for each (the last with more false)."""
     with open(path, "rb") as file:
@@ -191,12 +198,12 @@ class Lifespan:
     shutdown runs once the worker has drained. An app that raises on this scope before answering
     startup does not support it, and is served without it (uvicorn's "auto")."""
 
-    def __init__(self, app):
+    def __init__(self, app: App) -> None:
         self.app = app
         self.state = {}
         self.task = None
 
-    async def startup(self):
+    async def startup(self) -> None:
         self.events = asyncio.Queue()
         self.started = asyncio.get_running_loop().create_future()
         self.stopped = asyncio.get_running_loop().create_future()
@@ -204,13 +211,13 @@ class Lifespan:
         self.events.put_nowait({"type": "lifespan.startup"})
         await self.started
 
-    async def shutdown(self):
+    async def shutdown(self) -> None:
         if self.task is None or self.task.done():
             return
         self.events.put_nowait({"type": "lifespan.shutdown"})
         await self.stopped
 
-    async def run(self):
+    async def run(self) -> None:
         scope = {"type": "lifespan", "asgi": ASGI_VERSION, "state": self.state}
         try:
             await self.app(scope, self.events.get, self.send)
@@ -226,7 +233,7 @@ class Lifespan:
                 if not step.done():
                     step.set_result(None)
 
-    async def send(self, message):
+    async def send(self, message: Message) -> None:
         kind = message["type"]
         step = {"lifespan.startup": self.started, "lifespan.shutdown": self.stopped}.get(kind.rpartition(".")[0])
         if step is None or kind.rpartition(".")[2] not in ("complete", "failed"):
@@ -244,7 +251,7 @@ class SlotExchange:
     took its connection: `run` is that thread's side; it starts the app on the loop and carries
     out the app's reads and sends until the app is done."""
 
-    def __init__(self, server, channel, scope, has_body):
+    def __init__(self, server: Server, channel: _native.Channel, scope: Scope, has_body: bool) -> None:
         self.server, self.channel, self.loop = server, channel, server.loop
         self.scope = scope
         self.body_left = has_body
@@ -259,7 +266,7 @@ class SlotExchange:
         self.finished = None
         self.operations = queue.SimpleQueue()
 
-    def run(self):
+    def run(self) -> bool:
         """Returns whether the channel can carry another request."""
         done = asyncio.run_coroutine_threadsafe(self.call_app(), self.loop)
         done.add_done_callback(lambda _: self.operations.put(None))
@@ -281,7 +288,7 @@ class SlotExchange:
         except OSError:
             return False  # the client left while we ended the exchange
 
-    async def io(self, function, *args):
+    async def io(self, function: Callable[..., T], *args: Any) -> T:
         """Has the slot thread run `function(*args)`, and waits for its result."""
         if self.over:
             raise RuntimeError("the request this belongs to is over")
@@ -289,7 +296,7 @@ class SlotExchange:
         self.operations.put((function, args, waiter))
         return await waiter
 
-    async def call_app(self):
+    async def call_app(self) -> None:
         try:
             await self.server.app(self.scope, self.receive, self.send)
             if not self.complete and not self.disconnected:
@@ -302,7 +309,7 @@ class SlotExchange:
             self.over = True
             self.end()
 
-    async def receive(self):
+    async def receive(self) -> Message:
         if not self.request_read:
             if not self.body_left:
                 self.request_read = True
@@ -321,7 +328,7 @@ class SlotExchange:
             await self.finished.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message):
+    async def send(self, message: Message) -> None:
         kind = message["type"]
         if self.disconnected:
             raise ConnectionError("the client is gone")
@@ -343,7 +350,7 @@ class SlotExchange:
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} in an http scope")
 
-    async def send_body(self, body, more):
+    async def send_body(self, body: bytes, more: bool) -> None:
         try:
             if self.head_sent:
                 await self.io(self.channel.send, body, more)
@@ -357,18 +364,18 @@ class SlotExchange:
             self.complete = True
             self.end()
 
-    def gone(self):
+    def gone(self) -> None:
         """The client has gone: `receive` says `http.disconnect`, and `send` raises."""
         self.disconnected = True
         self.end()
 
-    def end(self):
+    def end(self) -> None:
         """Wakes a `receive` waiting for the exchange to end."""
         if self.finished is not None:
             self.finished.set()
 
 
-def settle(waiter, result, error):
+def settle(waiter: asyncio.Future[T], result: T, error: BaseException | None) -> None:
     if waiter.cancelled():
         return
     if error is None:

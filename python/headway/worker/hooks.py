@@ -9,11 +9,15 @@ without it, in a worker that imported the app itself, for what each process sets
 --preload, so that a hooks module works either way.
 """
 
+from __future__ import annotations
+
 import importlib
 import os
 import sys
 import traceback
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,12 @@ class Worker:
 class HooksImportError(Exception):
     """The --hooks module does not import (the traceback is printed before)."""
 
-    def __init__(self, spec, error):
+    def __init__(self, spec: str, error: BaseException) -> None:
         super().__init__(str(error))
         self.spec = spec
 
 
-def load(spec):
+def load(spec: str | None) -> ModuleType | None:
     """The hooks module named `spec`, or None without one."""
     if spec is None:
         return None
@@ -43,7 +47,7 @@ def load(spec):
         raise HooksImportError(spec, error) from error
 
 
-def serve_between(hooks, index, serve):
+def serve_between(hooks: ModuleType | None, index: int, serve: Callable[[], int]) -> int:
     """Runs `serve()` in worker `index` between its hooks; returns what `serve` returns."""
     worker = Worker(index=index, pid=os.getpid())
     if hasattr(hooks, "post_fork"):

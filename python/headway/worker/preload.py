@@ -19,6 +19,8 @@ Hooks (--hooks MODULE): `post_fork(worker)` runs in each child right after the f
 serves, and `on_exit(worker)` as it stops cleanly (hooks.py).
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
 import gc
@@ -29,13 +31,15 @@ import socket
 import sys
 import threading
 import traceback
+from types import ModuleType
+from typing import Any, Callable
 
 from . import log
 from .__main__ import DEMO_APP, DEMO_ASGI_APP, load_app_and_hooks, serve
 from .hooks import serve_between
 
 
-def parse_args(argv):
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m headway.worker.preload")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--asgi-tasks", type=int)
@@ -50,7 +54,7 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     channel = socket.socket(fileno=int(os.environ.pop("HEADWAY_ZYGOTE")))
     # The front is our parent (and kills us when it dies): its pidfd, for the children to watch.
@@ -81,7 +85,8 @@ def main(argv=None):
         channel.send(str(pid).encode())
 
 
-def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
+def _serve_child(app: Callable[..., Any], hooks: ModuleType | None, args: argparse.Namespace, index: int,
+                 socket_path: str, cpu: str | None, fds: list[int], front: int) -> int:
     """Runs in the forked worker; returns its exit status."""
     try:
         os.setpgid(0, 0)  # a group of its own, as a worker the front starts: signals, memory
@@ -106,11 +111,11 @@ def _serve_child(app, hooks, args, index, socket_path, cpu, fds, front):
         return 1
 
 
-def _exit_with(front):
+def _exit_with(front: int) -> None:
     """Kills this process when the front (its pidfd `front`) ends: what PR_SET_PDEATHSIG does for
     a worker the front starts, which here would tie the worker to this parent instead."""
 
-    def watch():
+    def watch() -> None:
         watcher = select.poll()
         watcher.register(front, select.POLLIN)
         watcher.poll()  # returns once the front has exited

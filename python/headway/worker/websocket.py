@@ -11,11 +11,13 @@ import asyncio
 import os
 import stat
 import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from headway import _native
 
 from . import log
-from .scope import status_line
+from .scope import App, Message, status_line
 
 # The most a handshake's head may take, as for any request head.
 MAX_HEAD = 64 * 1024
@@ -25,7 +27,8 @@ ABNORMAL_CLOSURE = 1006
 INTERNAL_ERROR = 1011
 
 
-async def listen(path, serve_connection):
+async def listen(path: str, serve_connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+                 ) -> asyncio.AbstractServer:
     """Listens on the unix socket `path` (replacing a stale socket file) for handshakes."""
     try:
         if stat.S_ISSOCK(os.lstat(path).st_mode):
@@ -38,7 +41,8 @@ async def listen(path, serve_connection):
 class WebSocket:
     """One handshake connection: the scope, and the app's `receive` and `send` for it."""
 
-    def __init__(self, app, state, root_path, reader, writer):
+    def __init__(self, app: App, state: dict[str, Any], root_path: str, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
         self.app, self.state, self.root_path = app, state, root_path
         self.reader, self.writer = reader, writer
         self.codec = _native.WebSocketCodec()
@@ -49,7 +53,7 @@ class WebSocket:
         self.pump = None
         self.denial = None  # (status, headers, body so far) once `websocket.http.response.start` came
 
-    async def run(self):
+    async def run(self) -> None:
         try:
             head = await self.reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
@@ -84,7 +88,7 @@ class WebSocket:
                 self.pump.cancel()
             self.writer.close()
 
-    def scope(self, head):
+    def scope(self, head: bytes) -> dict[str, Any]:
         scope = _native.parse_scope("websocket", head, self.state, self.root_path)
         fields = scope["headers"]
         self.key = next((value for name, value in fields if name == b"sec-websocket-key"), None)
@@ -95,7 +99,7 @@ class WebSocket:
         scope["extensions"] = {"websocket.http.response": {}}
         return scope
 
-    async def send(self, message):
+    async def send(self, message: Message) -> None:
         kind = message["type"]
         if self.denial is not None and not self.answered and kind != "websocket.http.response.body":
             raise RuntimeError(f"unexpected ASGI message {kind!r} in a denial response")
@@ -125,7 +129,7 @@ class WebSocket:
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} on a WebSocket at this point")
 
-    async def accept(self, message):
+    async def accept(self, message: Message) -> None:
         lines = [
             "HTTP/1.1 101 Switching Protocols",
             "Upgrade: websocket",
@@ -141,11 +145,11 @@ class WebSocket:
         self.pump = asyncio.ensure_future(self.read_frames())
         await self.writer.drain()
 
-    async def refuse(self, status, message=""):
+    async def refuse(self, status: int, message: str = "") -> None:
         """Answers the handshake with `status` instead of 101; the connection ends with it."""
         await self.deny(status, (), [f"{message}\n".encode()] if message else [])
 
-    async def deny(self, status, headers, body):
+    async def deny(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         """Answers the handshake with a response of `status`, the app's `headers` (its framing
         replaced by ours: the body is whole) and `body` (pieces); the connection ends with it."""
         self.answered = self.closed = True
@@ -160,7 +164,7 @@ class WebSocket:
         except ConnectionError:
             pass
 
-    async def close_with(self, code, reason):
+    async def close_with(self, code: int, reason: str) -> None:
         self.codec.close(code, reason)
         self.closed = True
         try:
@@ -168,13 +172,13 @@ class WebSocket:
         except ConnectionError:
             pass
 
-    async def flush(self):
+    async def flush(self) -> None:
         output = self.codec.output()
         if output:
             self.writer.write(output)
             await self.writer.drain()
 
-    async def read_frames(self):
+    async def read_frames(self) -> None:
         """Turns what the peer sends into `websocket.receive` events, until it closes or leaves."""
         while True:
             try:

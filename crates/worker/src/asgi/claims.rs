@@ -23,15 +23,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use headway_hop::worker::WorkerEnd;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyWeakrefReference};
 
 use super::cycle::HttpCycle;
+use super::loop_side::LoopSide;
 use super::ready::Ready;
 use super::scope::{Head, ScopeMaker};
 use crate::hop::Exchange;
 use crate::log::{log, print_traceback};
 
-#[pyclass(module = "headway._native", name = "Claims", frozen)]
+#[pyclass(module = "headway._native", name = "Claims", frozen, weakref)]
 pub struct Claims {
     shared: Arc<Shared>,
     /// The request under way on each hop slot.
@@ -49,18 +50,11 @@ struct Serving {
     serve: Py<PyAny>,
     /// `start(coroutine)`: starts it as a task (eagerly where Python can) and returns the task.
     start: Py<PyAny>,
-    /// `send_file(cycle, path)`: the coroutine that sends a file (`http.response.pathsend`).
-    send_file: Py<PyAny>,
-    /// The loop's `create_future` and `call_soon`.
-    create_future: Py<PyAny>,
+    /// The loop's `call_soon`.
     call_soon: Py<PyAny>,
-    /// This object's `turn`, for `call_soon`.
-    turn: Py<PyAny>,
     scopes: ScopeMaker,
-    /// What a `send` that needed no waiting returns.
-    done: Py<PyAny>,
-    /// This object, for the cycles to call back.
-    me: Py<Claims>,
+    /// What each request's cycle needs of the loop.
+    side: Arc<LoopSide>,
 }
 
 struct Shared {
@@ -95,58 +89,16 @@ impl Claims {
         self.serving.get().expect("begin runs before the first turn")
     }
 
-    /// A new asyncio future on the loop.
-    pub fn new_future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.serving().create_future.call0(py)
-    }
-
-    /// What a `send` that needed no waiting returns.
-    pub fn done(&self, py: Python<'_>) -> Py<PyAny> {
-        self.serving().done.clone_ref(py)
-    }
-
-    pub fn send_file<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.serving().send_file.bind(py).clone()
-    }
-
     fn live(&self) -> MutexGuard<'_, Vec<Option<Py<HttpCycle>>>> {
         self.live.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Pokes the requests under way, gives back the places of those that are over, and claims
-    /// published requests while there is room. A turn asked for while one runs (a request that
-    /// ends inside it) makes that one go round again instead.
-    pub fn turn(&self, py: Python<'_>, rung: bool) {
-        if rung {
-            self.shared.end.work_bell().drain();
-        }
-        if self.turning.swap(true, Ordering::SeqCst) {
-            self.again.store(true, Ordering::SeqCst);
-            return;
-        }
-        // A turn starts at most T requests: on Python 3.12+ an app that waits for nothing is done
-        // inside the turn and its place is free again, and a turn that went on for as long as
-        // the front publishes would keep the loop from everything else it does (WebSockets,
-        // timers). The rest waits for a turn of its own, after the loop's other work.
-        let mut budget = self.shared.places;
-        loop {
-            self.again.store(false, Ordering::SeqCst);
-            self.poke(py);
-            if !self.claim(py, &mut budget) {
-                self.turn_later(py);
-                break;
-            }
-            if !self.again.load(Ordering::SeqCst) {
-                break;
-            }
-        }
-        self.turning.store(false, Ordering::SeqCst);
-    }
-
     /// Has the loop run a turn once it has done what else is ready.
-    fn turn_later(&self, py: Python<'_>) {
-        let serving = self.serving();
-        if let Err(error) = serving.call_soon.call1(py, (serving.turn.clone_ref(py),)) {
+    fn turn_later(slf: &Bound<'_, Self>) {
+        let py = slf.py();
+        let scheduled =
+            slf.getattr(intern!(py, "turn")).and_then(|turn| slf.get().serving().call_soon.call1(py, (turn,)));
+        if let Err(error) = scheduled {
             log(py, "cannot schedule the loop's next turn:");
             print_traceback(py, &error);
         }
@@ -208,7 +160,7 @@ impl Claims {
             Ok(head) => serving.scopes.make(py, &Head::from_hop(&head)),
             Err(error) => Err(error.into()),
         };
-        let cycle = match Py::new(py, HttpCycle::new(exchange, serving.me.clone_ref(py))) {
+        let cycle = match Py::new(py, HttpCycle::new(exchange, serving.side.clone())) {
             Ok(cycle) => cycle,
             Err(error) => {
                 log(py, "cannot make a request's objects:");
@@ -275,9 +227,10 @@ impl Claims {
         let scopes = ScopeMaker::new(py, false, state, root_path)?;
         let create_future = event_loop.getattr(intern!(py, "create_future"))?.unbind();
         let call_soon = event_loop.getattr(intern!(py, "call_soon"))?.unbind();
-        let turn = slf.getattr(intern!(py, "turn"))?.unbind();
-        let serving =
-            Serving { serve, start, send_file, create_future, call_soon, turn, scopes, done, me: slf.clone().unbind() };
+        // The cycles hold the claims weakly, so that no reference runs back up (see loop_side.rs).
+        let claims = PyWeakrefReference::new(slf.as_any())?.unbind();
+        let side = Arc::new(LoopSide::new(create_future, done, send_file, claims));
+        let serving = Serving { serve, start, call_soon, scopes, side };
         slf.get().serving.set(serving).map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("begun already"))
     }
 
@@ -287,10 +240,36 @@ impl Claims {
         self.shared.end.work_bell().as_fd().as_raw_fd()
     }
 
-    /// A turn (see [`Claims::turn`]); `rung`: called because the work bell is readable, which
-    /// this clears.
-    #[pyo3(name = "turn", signature = (rung=false))]
-    fn py_turn(&self, py: Python<'_>, rung: bool) {
-        self.turn(py, rung);
+    /// Pokes the requests under way, gives back the places of those that are over, and claims
+    /// published requests while there is room. A turn asked for while one runs (a request that
+    /// ends inside it) makes that one go round again instead. `rung`: called because the work
+    /// bell is readable, which this clears.
+    #[pyo3(signature = (rung=false))]
+    fn turn(slf: &Bound<'_, Self>, rung: bool) {
+        let (this, py) = (slf.get(), slf.py());
+        if rung {
+            this.shared.end.work_bell().drain();
+        }
+        if this.turning.swap(true, Ordering::SeqCst) {
+            this.again.store(true, Ordering::SeqCst);
+            return;
+        }
+        // A turn starts at most T requests: on Python 3.12+ an app that waits for nothing is done
+        // inside the turn and its place is free again, and a turn that went on for as long as
+        // the front publishes would keep the loop from everything else it does (WebSockets,
+        // timers). The rest waits for a turn of its own, after the loop's other work.
+        let mut budget = this.shared.places;
+        loop {
+            this.again.store(false, Ordering::SeqCst);
+            this.poke(py);
+            if !this.claim(py, &mut budget) {
+                Claims::turn_later(slf);
+                break;
+            }
+            if !this.again.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        this.turning.store(false, Ordering::SeqCst);
     }
 }

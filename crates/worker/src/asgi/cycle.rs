@@ -16,13 +16,14 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyConnectionError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
-use super::claims::Claims;
+use super::loop_side::LoopSide;
 use super::ready::Ready;
 use crate::hop::Exchange;
 use crate::http::reader::ReadError;
@@ -37,7 +38,8 @@ use http::StatusCode;
 #[pyclass(module = "headway._native", name = "HttpCycle")]
 pub struct HttpCycle {
     exchange: Exchange,
-    claims: Py<Claims>,
+    /// What the cycle needs of the loop: shared by every cycle, holding none of them.
+    side: Arc<LoopSide>,
     /// The app has had the last piece of the body.
     request_read: bool,
     /// `http.response.start`, checked, kept until the first body piece goes with it.
@@ -54,7 +56,9 @@ pub struct HttpCycle {
     /// What a `receive` after the whole body awaits: the end of the exchange.
     finished: Option<Py<PyAny>>,
     /// The task that runs the app, until it has: asyncio itself holds a task only weakly, and an
-    /// app awaiting a future nothing else holds would let it be collected mid-request.
+    /// app awaiting a future nothing else holds would let it be collected mid-request. The task's
+    /// frame holds the cycle back, a loop the garbage collector cannot see: `finish`, which the
+    /// task runs last, breaks it.
     task: Option<Py<PyAny>>,
 }
 
@@ -80,10 +84,10 @@ impl Start {
 }
 
 impl HttpCycle {
-    pub fn new(exchange: Exchange, claims: Py<Claims>) -> HttpCycle {
+    pub fn new(exchange: Exchange, side: Arc<LoopSide>) -> HttpCycle {
         HttpCycle {
             exchange,
-            claims,
+            side,
             request_read: false,
             start: None,
             head_sent: false,
@@ -201,13 +205,13 @@ impl HttpCycle {
     /// What a `send` returns: done, or a future done once the output kept back is written.
     fn sent(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         if !self.try_flush(py)? {
-            return awaited(&self.claims, &mut self.sending, py);
+            return awaited(&self.side, &mut self.sending, py);
         }
-        Ok(self.claims.get().done(py))
+        Ok(self.side.done(py))
     }
 
     fn new_future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.claims.get().new_future(py)
+        self.side.new_future(py)
     }
 
     fn send_body(&mut self, py: Python<'_>, body: &[u8], more: bool) -> PyResult<()> {
@@ -262,7 +266,7 @@ impl HttpCycle {
         if self.complete || self.over {
             return ready(py, disconnect(py)?.into_any());
         }
-        awaited(&self.claims, &mut self.finished, py)
+        awaited(&self.side, &mut self.finished, py)
     }
 
     /// The app's `send`.
@@ -291,7 +295,7 @@ impl HttpCycle {
                     return Err(PyRuntimeError::new_err("http.response.start sent twice"));
                 }
                 this.start = Some(response_start(message)?);
-                Ok(this.claims.get().done(py))
+                Ok(this.side.done(py))
             }
             "http.response.body" => {
                 if this.start.is_none() {
@@ -318,7 +322,7 @@ impl HttpCycle {
                 let path = message
                     .get_item(intern!(py, "path"))?
                     .ok_or_else(|| PyValueError::new_err("http.response.pathsend without a 'path'"))?;
-                let send_file = this.claims.get().send_file(py);
+                let send_file = this.side.send_file(py);
                 drop(this);
                 Ok(send_file.call1((slf, path))?.unbind())
             }
@@ -332,7 +336,7 @@ impl HttpCycle {
     #[pyo3(signature = (error=None))]
     pub fn finish(slf: &Bound<'_, Self>, error: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let py = slf.py();
-        let claims = {
+        let side = {
             let mut this = slf.borrow_mut();
             this.over = true;
             this.task = None;
@@ -363,10 +367,9 @@ impl HttpCycle {
             if let Some(receiving) = this.receiving.take() {
                 settle(py, &receiving, disconnect(py).map(Bound::into_any));
             }
-            this.claims.clone_ref(py)
+            this.side.clone()
         };
-        claims.get().turn(py, false);
-        Ok(())
+        side.turn(py)
     }
 }
 
@@ -437,11 +440,11 @@ fn header_bytes<'a>(value: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
 
 /// The future in `waiting`, made there first if there is none: what every caller that waits for
 /// the same thing awaits.
-fn awaited(claims: &Py<Claims>, waiting: &mut Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+fn awaited(side: &LoopSide, waiting: &mut Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Py<PyAny>> {
     if let Some(future) = waiting {
         return Ok(future.clone_ref(py));
     }
-    let future = claims.get().new_future(py)?;
+    let future = side.new_future(py)?;
     *waiting = Some(future.clone_ref(py));
     Ok(future)
 }

@@ -1,7 +1,8 @@
 //! ASGI 3: the native half. The protocol's Python side (lifespan, the task that calls the app,
 //! WebSocket connections) runs on an asyncio loop in Python (`headway/worker/asgi.py`); what is
 //! native is everything a request passes through on its way: its scope ([`scope`]), its
-//! `receive` and `send` ([`cycle`]), and how the loop takes requests from the hop ([`claims`]).
+//! `receive` and `send` ([`cycle`]), and how the loop takes requests from the hop ([`claims`]);
+//! a cycle reaches back to the loop only through [`loop_side`], so no reference runs back up.
 //!
 //! Slots keep their meaning: an ASGI worker has at most T HTTP requests in the app at once, and
 //! the front's queue decides the order of the rest. Started by the front, the loop serves the
@@ -14,6 +15,7 @@
 pub mod channel;
 pub mod claims;
 pub mod cycle;
+pub mod loop_side;
 pub mod ready;
 pub mod scope;
 pub mod websocket;
