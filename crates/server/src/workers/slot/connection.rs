@@ -23,7 +23,7 @@ use headway_http1::{request, HttpError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use super::{LinkError, WorkerBody};
+use super::link::{LinkError, WorkerBody};
 use crate::queue::job::RequestBody;
 
 /// The largest response head a worker may send.

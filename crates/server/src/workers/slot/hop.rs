@@ -18,7 +18,7 @@ use headway_hop::HopError;
 use headway_http1::fields::trim_blanks;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use super::{LinkError, Through, WorkerBody};
+use super::link::{LinkError, Through, WorkerBody};
 use crate::queue::job::{Client, RequestBody};
 use crate::spool;
 use crate::workers::region::HopLink;

@@ -13,12 +13,12 @@
 
 mod connection;
 mod hop;
+mod link;
 #[cfg(test)]
 mod tests;
 mod upgrade;
 
 use std::future::Future;
-use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,8 +31,9 @@ use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use hop::ClientGoneSignal;
+use link::{LinkError, WorkerBody};
 
-use crate::queue::job::{Failure, Job, Outcome, ResponseBody, Timing, WebSocketHandshake, WorkerResponse};
+use crate::queue::job::{Failure, Job, Outcome, ResponseBody, Timing, Upgraded, WebSocketHandshake, WorkerResponse};
 use crate::queue::Queue;
 use crate::spool::{self, SpoolLimits};
 use crate::workers::worker::{Phase, Transport, Worker};
@@ -382,6 +383,51 @@ impl Slot {
         }
     }
 
+    /// Carries a WebSocket handshake to the worker, on a connection of its own ([`upgrade`]),
+    /// and its answer back: the socket once the worker switches, else an ordinary response.
+    async fn handshake(&self, job: Job) {
+        let Job { request, reply, complete_at, .. } = job;
+        if reply.is_closed() {
+            return; // the client left between dispatch and now
+        }
+        let started = Instant::now();
+        let mut connection = match upgrade::connect(&self.worker).await {
+            Ok(connection) => connection,
+            Err(failure) => {
+                let _ = reply.send(Outcome::Failed(failure));
+                return;
+            }
+        };
+        let (head, body) =
+            match upgrade::ask(&mut connection, request, &self.worker, self.settings.request_timeout).await {
+                Ok(answer) => answer,
+                Err(failure) => {
+                    if failure == Failure::WorkerTimeout {
+                        self.report_hung();
+                    }
+                    let _ = reply.send(Outcome::Failed(failure));
+                    return;
+                }
+            };
+        self.worker.served.fetch_add(1, Ordering::Relaxed);
+        let timing = Timing {
+            queued: started.saturating_duration_since(complete_at),
+            service: started.elapsed(),
+            worker: self.worker.index,
+        };
+        if head.status != http::StatusCode::SWITCHING_PROTOCOLS {
+            // Refused by the app (403, 404, ...): an ordinary response on a connection that ends
+            // with it.
+            self.deliver(reply, head, body, timing, None).await;
+            return;
+        }
+        // A client gone meanwhile drops the socket with the outcome, closing it.
+        let _ = reply.send(match upgrade::socket(&self.worker, &head, connection) {
+            Ok(socket) => Outcome::Upgraded(Upgraded { head, socket, timing }),
+            Err(failure) => Outcome::Failed(failure),
+        });
+    }
+
     /// Has the process this slot's link goes to replaced: it is stuck, or broke the rules.
     pub(super) fn report_hung(&self) {
         self.worker.report_hung_of(self.generation.load(Ordering::Relaxed));
@@ -403,50 +449,6 @@ enum After {
     Abandon,
     /// Nothing: a request failed on it (the worker died, hung, or broke the connection).
     Broken,
-}
-
-/// A response body as it arrives from a worker, over either link.
-trait WorkerBody {
-    /// Whether [`WorkerBody::next_through`] shows bytes in place: worth waiting for the client's
-    /// connection to be ready to take them so.
-    const PASSES_THROUGH: bool = false;
-
-    /// The next piece if it is there now, `Poll::Pending` if not yet; `Ready(None)` at the end.
-    fn now(&mut self) -> impl Future<Output = Poll<Option<Result<Bytes, LinkError>>>>;
-    /// The next piece, waiting for it; `None` at the end.
-    fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, LinkError>>>;
-
-    /// Like [`WorkerBody::next`], but a link that holds the body's bytes where they can be read
-    /// in place first shows them to `through`, which says how many of them it used: only the rest
-    /// comes back as the piece (empty when `through` used all there was).
-    fn next_through(&mut self, through: &mut Through<'_>) -> impl Future<Output = Option<Result<Bytes, LinkError>>> {
-        let _ = through;
-        self.next()
-    }
-}
-
-/// Passes body bytes on from where they lie; returns how many it used.
-type Through<'a> = dyn FnMut(&[IoSlice<'_>]) -> usize + Send + 'a;
-
-/// Why an exchange with a worker failed.
-#[derive(Debug, thiserror::Error)]
-enum LinkError {
-    #[error("the worker sent no answer: {0}")]
-    NoAnswer(std::io::Error),
-    #[error("the worker's answer broke HTTP/1.1: {}", .0.reason)]
-    Response(headway_http1::HttpError),
-    #[error("the worker's connection failed: {0}")]
-    Io(std::io::Error),
-    #[error("worker closed the connection and refused a new one: {0}")]
-    Reconnect(std::io::Error),
-    #[error(transparent)]
-    Hop(#[from] headway_hop::HopError),
-    #[error("the worker process went away")]
-    WorkerGone,
-    #[error("the app failed after its response began: {0}")]
-    Aborted(String),
-    #[error("the request body was cut short: its client left before it sent it all, or its spool failed")]
-    BodyLost,
 }
 
 /// How a slot's link ended.

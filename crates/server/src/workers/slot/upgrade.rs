@@ -7,77 +7,60 @@
 //! socket costs its worker a connection, never a slot. The bundled worker listens on its socket
 //! for these handshakes too. Any other answer is relayed as an ordinary response.
 
-use std::sync::atomic::Ordering;
-
-use tokio::time::Instant;
 use tracing::warn;
 
-use super::connection::Connection;
-use super::{LinkError, Slot};
-use crate::queue::job::{Failure, Job, Outcome, Timing, Upgraded, WorkerSocket};
+use super::connection::{Connection, HttpBody};
+use crate::queue::job::{Failure, RequestBody, WorkerSocket};
 use crate::read_ahead::ReadAhead;
 use crate::tally::Hold;
+use crate::workers::worker::Worker;
 use headway_http1::upgrade::{agrees_deflate, is_accepted};
 
-impl Slot {
-    /// Carries a WebSocket handshake to the worker and its answer back.
-    pub(super) async fn handshake(&self, job: Job) {
-        let Job { request, reply, complete_at, .. } = job;
-        if reply.is_closed() {
-            return; // the client left between dispatch and now
+/// Opens the connection a handshake goes to `worker` on.
+pub(super) async fn connect(worker: &Worker) -> Result<Connection, Failure> {
+    Connection::open(&worker.socket).await.map_err(|err| {
+        warn!(worker = worker.index, "cannot connect to the worker for a WebSocket: {err}");
+        Failure::WorkerFailed
+    })
+}
+
+/// Asks the worker on `connection` to upgrade `request`, within `timeout`: its answer, whatever
+/// the status.
+pub(super) async fn ask<'a>(
+    connection: &'a mut Connection,
+    request: http::Request<RequestBody>,
+    worker: &Worker,
+    timeout: std::time::Duration,
+) -> Result<(http::response::Parts, HttpBody<'a>), Failure> {
+    match tokio::time::timeout(timeout, connection.ask_upgrade(request)).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(err)) => {
+            warn!(worker = worker.index, "WebSocket handshake failed: {err}");
+            Err(Failure::WorkerFailed)
         }
-        let started = Instant::now();
-        let timeout = self.settings.request_timeout;
-        let mut connection = match Connection::open(&self.worker.socket).await {
-            Ok(connection) => connection,
-            Err(err) => {
-                warn!(worker = self.worker.index, "cannot connect to the worker for a WebSocket: {err}");
-                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
-                return;
-            }
-        };
-        let (head, body) = match tokio::time::timeout(timeout, connection.ask_upgrade(request)).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(err)) => {
-                warn!(worker = self.worker.index, "WebSocket handshake failed: {err}");
-                let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
-                return;
-            }
-            Err(_) => {
-                warn!(worker = self.worker.index, "no handshake answer within {timeout:?}; replacing the worker");
-                let _ = reply.send(Outcome::Failed(Failure::WorkerTimeout));
-                self.report_hung();
-                return;
-            }
-        };
-        self.worker.served.fetch_add(1, Ordering::Relaxed);
-        let timing = Timing {
-            queued: started.saturating_duration_since(complete_at),
-            service: started.elapsed(),
-            worker: self.worker.index,
-        };
-        if head.status != http::StatusCode::SWITCHING_PROTOCOLS {
-            // Refused by the app (403, 404, ...): an ordinary response on a connection that ends
-            // with it.
-            self.deliver(reply, head, body, timing, None).await;
-            return;
+        Err(_) => {
+            warn!(worker = worker.index, "no handshake answer within {timeout:?}; replacing the worker");
+            Err(Failure::WorkerTimeout)
         }
-        if !is_accepted(head.status, &head.headers) {
-            let err =
-                LinkError::Response(headway_http1::HttpError::bad_response("a 101 that does not switch to websocket"));
-            warn!(worker = self.worker.index, "WebSocket handshake failed: {err}");
-            let _ = reply.send(Outcome::Failed(Failure::WorkerFailed));
-            return;
-        }
-        // What the worker sent after its 101 is the socket's first bytes.
-        let (stream, ahead) = connection.into_upgraded();
-        let socket = WorkerSocket {
-            io: Box::new(ReadAhead::new(stream, ahead)),
-            compressed: agrees_deflate(&head.headers),
-            closing: self.worker.watch_websockets_closing(),
-            held: Hold::new(self.worker.websockets.clone()),
-        };
-        // A client gone meanwhile drops the socket with the outcome, closing it.
-        let _ = reply.send(Outcome::Upgraded(Upgraded { head, socket, timing }));
     }
+}
+
+/// The socket a `101` on `connection` opened, or a failure if the 101 does not switch to
+/// WebSocket. What the worker sent after its 101 is the socket's first bytes.
+pub(super) fn socket(
+    worker: &Worker,
+    head: &http::response::Parts,
+    connection: Connection,
+) -> Result<WorkerSocket, Failure> {
+    if !is_accepted(head.status, &head.headers) {
+        warn!(worker = worker.index, "WebSocket handshake failed: a 101 that does not switch to websocket");
+        return Err(Failure::WorkerFailed);
+    }
+    let (stream, ahead) = connection.into_upgraded();
+    Ok(WorkerSocket {
+        io: Box::new(ReadAhead::new(stream, ahead)),
+        compressed: agrees_deflate(&head.headers),
+        closing: worker.watch_websockets_closing(),
+        held: Hold::new(worker.websockets.clone()),
+    })
 }
