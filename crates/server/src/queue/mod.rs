@@ -65,8 +65,6 @@
 mod controlled_delay;
 pub mod job;
 mod lanes;
-#[cfg(test)]
-mod lanes_simulation;
 mod routes;
 mod routing;
 mod service;
@@ -93,6 +91,10 @@ use lanes::Lanes;
 use service::{expected_start, retry_after_secs, ServiceTime};
 
 pub use controlled_delay::Target;
+/// The lanes' rule and what it learns, for the model that chose the rule
+/// (`crates/server/tests/lanes_simulation.rs`).
+#[doc(hidden)]
+pub use lanes::{choose, Class, ClassTimes, Rule};
 pub use lanes::{LanePattern, LaneSettings, MAX_DECLARED};
 pub use routing::Routing;
 use wait::Stage;

@@ -95,6 +95,13 @@ impl NextJob {
         }
     }
 
+    /// The job, if one was handed over already: for the model of the lanes, which takes them one
+    /// at a time (`crates/server/tests/lanes_simulation.rs`).
+    #[doc(hidden)]
+    pub fn ready(&self) -> Option<&Job> {
+        self.ready.as_ref()
+    }
+
     /// Stops waiting. A job that was handed over in the meantime is returned to the queue
     /// rather than lost.
     pub fn cancel(mut self, worker_busy: &Tally) {
