@@ -6,8 +6,8 @@
 //! soon as it is answered, as the lab's load does) or arriving in an open loop (Poisson arrivals
 //! whatever happens). It runs event by event with seeded randomness, so its figures are the same
 //! on every run, and docs/design/lanes.md quotes them; print them with
-//! `cargo test -p headway-server --test lanes_simulation -- --nocapture`. The rule it runs as "chosen" is
-//! the queue's own [`choose`] with the queue's own [`ClassTimes`].
+//! `cargo test -p headway-server --test lanes_simulation -- --nocapture`. The rule it runs as
+//! "chosen" is the queue's own [`choose`] with the queue's own [`ClassTimes`].
 //!
 //! Then the queue itself on tokio's paused clock: no slot idles while a request waits, a slow
 //! request starts within its deadline under a stream of fast ones, each class keeps arrival order,

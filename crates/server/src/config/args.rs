@@ -7,7 +7,7 @@ use std::time::Duration;
 use headway_common::python::PYTHON_ENV;
 
 use super::parse::{parse_count_or_auto, parse_health_path, parse_root_path, parse_secs, parse_size, parse_target};
-use crate::front::forwarded::TrustedProxies;
+use crate::front::forwarding_fields::TrustedProxies;
 use crate::front::tls::{ClientAuth, Password};
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{LanePattern, Target};

@@ -65,7 +65,7 @@
 mod controlled_delay;
 pub mod job;
 mod lanes;
-mod routes;
+mod route_table;
 mod routing;
 mod service;
 #[cfg(test)]

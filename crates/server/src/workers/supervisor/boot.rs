@@ -9,9 +9,9 @@ use tracing::{info, warn};
 
 use super::SupervisorConfig;
 use crate::workers::affinity;
+use crate::workers::hop_link::HopLink;
 use crate::workers::launch::BootError;
 use crate::workers::process::{self, Process};
-use crate::workers::region::HopLink;
 use crate::workers::worker::{Phase, Transport, Worker};
 use crate::workers::zygote::Preloaded;
 

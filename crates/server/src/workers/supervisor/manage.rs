@@ -14,9 +14,9 @@ use super::boot::{put_in_service, start_process};
 use super::reload::ReloadDone;
 use super::{SupervisorConfig, WEBSOCKETS_CLOSE_TIME};
 use crate::workers::launch::BootError;
-use crate::workers::lifetime::Cause;
 use crate::workers::process::Process;
 use crate::workers::recycle::Turns;
+use crate::workers::replacement::Cause;
 use crate::workers::worker::{Phase, Worker};
 use crate::workers::zygote::Preloaded;
 

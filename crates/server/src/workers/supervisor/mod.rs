@@ -1,5 +1,6 @@
 //! The supervisor: starts W workers, keeps them running, replaces the ones that die or hang,
-//! restarts them one at a time on reload (SIGHUP), and stops them at shutdown.
+//! replaces them one at a time on a reload (SIGHUP), and stops them at shutdown (the words are
+//! those of [`crate::workers`]).
 //!
 //! A worker that dies is restarted; only the requests it was running fail (502, from its
 //! slots), because nothing else was ever inside it. A worker whose request outlives the
@@ -44,8 +45,8 @@ use tracing::info;
 use crate::queue::Queue;
 use crate::workers::affinity::WorkerCpus;
 use crate::workers::launch::{Launch, TakesWebSockets};
-use crate::workers::lifetime::RecyclePolicy;
 use crate::workers::recycle::{self, Turns};
+use crate::workers::replacement::RecyclePolicy;
 use crate::workers::slot::{Slot, SlotSettings};
 use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::Worker;
@@ -194,7 +195,7 @@ impl Supervisor {
         &self.workers
     }
 
-    /// A handle that restarts the workers one at a time (for SIGHUP).
+    /// A handle that reloads: replaces the workers one at a time (for SIGHUP and `--reload`).
     pub fn reloader(&self) -> Reloader {
         self.reloader.clone()
     }

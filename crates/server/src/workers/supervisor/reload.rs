@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::workers::recycle::Turns;
 use crate::workers::zygote::Preloaded;
 
-/// Restarts workers one at a time; see the module comment.
+/// Reloads: replaces the workers one at a time; see the module comment of [`super`].
 #[derive(Clone)]
 pub struct Reloader {
     /// Per worker: where to ask its manager for a reload, and get the result.
