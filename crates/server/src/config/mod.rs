@@ -69,13 +69,14 @@ impl Config {
         let (request_spool, response_spool) = spool_limits(&args)?;
         let limits = request_limits(&args)?;
         let recycle = recycle_policy(&args)?;
-        let launch = launch(&args)?;
         let reload = reload(&args)?;
         let http2 = if args.no_http2 { None } else { Some(http2_settings(&args)?) };
         let tls = tls_files(&args)?;
         if args.websocket_idle_timeout.is_zero() {
             bail!("--websocket-idle-timeout must be more than 0");
         }
+        // Last: it looks for the interpreter on this machine, so that a wrong flag is named first.
+        let launch = launch(&args)?;
         let slots = slots_per_worker(args.threads, &launch)?;
         let bundled = matches!(launch, Launch::Python { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
