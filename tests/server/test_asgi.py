@@ -220,7 +220,7 @@ def test_the_app_hears_http_disconnect_when_its_client_leaves_mid_upload(serve):
 # it, a response that does not fit the ring (then output is kept back), an upload left unread
 # (taken off the ring before the slot is given back): each waits for the front to ring the loop
 # when the ring has moved; and a client that leaves mid-response. The
-# hop's rings hold 256 KiB (crates/server/src/workers/region.rs, RING_BYTES); the
+# hop's rings hold 256 KiB (crates/server/src/workers/hop_link.rs, RING_BYTES); the
 # bodies here are many times that.
 
 def test_an_upload_sent_in_pauses_reaches_the_app_exactly(serve):

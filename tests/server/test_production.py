@@ -143,7 +143,7 @@ def test_the_bundled_worker_gets_no_forwarding_field_from_an_untrusted_client(se
 
 
 # Every forwarding field the front drops from an untrusted peer (FORWARDING_FIELDS in
-# crates/server/src/front/forwarded.rs), and X-Forwarded-* fields by their prefix alone.
+# crates/server/src/front/forwarding_fields.rs), and X-Forwarded-* fields by their prefix alone.
 FORWARDING_FIELDS = ["Forwarded", "Forwarded-For", "X-Forwarded", "X-Real-IP", "Client-IP", "X-Client-IP",
                      "X-Cluster-Client-IP", "True-Client-IP", "CF-Connecting-IP", "CF-Connecting-IPv6",
                      "Fastly-Client-IP", "Fly-Client-IP", "X-AppEngine-User-IP", "X-Original-Forwarded-For",

@@ -1,6 +1,6 @@
 //! The rules of single header fields that decide how a message is framed and whether its
 //! connection persists, shared by requests and responses: `Content-Length`, `Transfer-Encoding`,
-//! `Connection`, and the hop-by-hop fields a proxy never forwards.
+//! `Connection`, and the connection-specific fields a proxy never forwards.
 //!
 //! Each rule is written once, strict where leniency has let two parsers frame the same bytes
 //! differently: a `Content-Length` is digits and nothing else (a list only of one same number),
@@ -107,9 +107,10 @@ pub fn persists<'a>(version: Version, connection: impl IntoIterator<Item = &'a [
     !close && (version == Version::HTTP_11 || keep_alive)
 }
 
-/// Headers that describe one hop, not the message (RFC 9110 section 7.6.1). The front never
+/// Connection-specific fields: they describe one connection, not the message (RFC 9110 section
+/// 7.6.1). The front never
 /// forwards them in either direction; it decides framing and persistence itself.
-const HOP_BY_HOP: [HeaderName; 8] = [
+const CONNECTION_FIELDS: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -120,14 +121,14 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::UPGRADE,
 ];
 
-/// Removes the hop-by-hop headers, including every header named in `Connection`.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// Removes the connection-specific fields, including every field named in `Connection`.
+pub fn strip_connection_fields(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> =
         comma_tokens(headers, &header::CONNECTION).filter_map(|token| HeaderName::from_bytes(token).ok()).collect();
     for name in &listed {
         headers.remove(name);
     }
-    remove_fields(headers, &HOP_BY_HOP);
+    remove_fields(headers, &CONNECTION_FIELDS);
 }
 
 /// Removes every field named in `names`. A message has a handful of fields and most often none
@@ -222,14 +223,14 @@ mod tests {
     }
 
     #[test]
-    fn strips_listed_and_standard_hop_by_hop_headers() {
+    fn strips_listed_and_standard_connection_fields() {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, X-Secret"));
         headers.insert("x-secret", HeaderValue::from_static("1"));
         headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
         headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        strip_hop_by_hop(&mut headers);
+        strip_connection_fields(&mut headers);
         assert_eq!(headers.len(), 1);
         assert!(headers.contains_key(header::CONTENT_TYPE));
 
@@ -239,7 +240,7 @@ mod tests {
         headers.append("x-secret", HeaderValue::from_static("1"));
         headers.append("x-secret", HeaderValue::from_static("2"));
         headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-        strip_hop_by_hop(&mut headers);
+        strip_connection_fields(&mut headers);
         assert_eq!(headers.keys().collect::<Vec<_>>(), [header::ACCEPT]);
     }
 

@@ -15,7 +15,7 @@
 //! - [`body`]: where a body ends and how it is decoded ([`body::BodyDecoder`], chunked coding
 //!   included) or encoded for the wire ([`body::BodyEncoder`]).
 //! - [`fields`]: the rules of single header fields (`Content-Length`, `Transfer-Encoding`,
-//!   `Connection`, hop-by-hop fields) the others share.
+//!   `Connection`, connection-specific fields) the others share.
 //! - [`upgrade`]: the WebSocket opening handshake (RFC 6455 section 4).
 
 #![warn(missing_docs)]

@@ -267,7 +267,7 @@ pub fn put_status_line(out: &mut BytesMut, version: Version, code: &[u8], reason
     out.put_slice(b"\r\n");
 }
 
-/// Appends a response head: the status line, `headers` (the message's own fields, hop-by-hop ones
+/// Appends a response head: the status line, `headers` (the message's own fields, connection-specific ones
 /// removed), and the framing [`put_framing`] adds for `encoder`. Returns whether the connection
 /// persists.
 pub fn write_head(

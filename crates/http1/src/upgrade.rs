@@ -5,7 +5,7 @@
 //! `Connection: upgrade` and `Upgrade: websocket`. Such a request with a malformed key, a body, or
 //! a version other than 13 is refused here with a clear status (400, or 426 naming version 13),
 //! so no app ever sees half a handshake. Anything else that mentions `Upgrade` (h2c, a `POST`,
-//! HTTP/1.0) stays a plain request whose hop-by-hop `Upgrade` is stripped, as before.
+//! HTTP/1.0) stays a plain request whose connection-specific `Upgrade` is stripped, as before.
 
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -13,7 +13,7 @@ use http::{Method, StatusCode, Version};
 
 use crate::body::{BodyEncoder, BodyKind};
 use crate::error::HttpError;
-use crate::fields::{comma_tokens, has_token, strip_hop_by_hop, trim_blanks};
+use crate::fields::{comma_tokens, has_token, strip_connection_fields, trim_blanks};
 use crate::request::RequestHead;
 use crate::response::{write_head, Persistence};
 
@@ -89,9 +89,9 @@ pub fn agrees_deflate(headers: &HeaderMap) -> bool {
 }
 
 /// The `101` head for the client, from the worker's: its own fields (`Sec-WebSocket-Accept`,
-/// the chosen protocol and extensions, cookies), the hop-by-hop ones replaced by the upgrade's.
+/// the chosen protocol and extensions, cookies), the connection-specific ones replaced by the upgrade's.
 pub fn switching_protocols(mut headers: HeaderMap) -> BytesMut {
-    strip_hop_by_hop(&mut headers);
+    strip_connection_fields(&mut headers);
     ask_upgrade(&mut headers);
     let mut out = BytesMut::with_capacity(256);
     write_head(

@@ -27,10 +27,10 @@ use std::process::ExitCode;
 pub use config::ServeArgs;
 pub use ops::control::{stats, StatsArgs};
 
-/// Runs `headway serve`. `given` is the command line as clap matched it: the settings it does
-/// not give come from the environment and the config file (see [`config::layers`]).
-/// Runs `headway serve` with what clap matched. `python`: the interpreter that runs this code
-/// (when headway was started from Python), the worker's interpreter unless another is set.
+/// Runs `headway serve`. `given`: the command line as clap matched it; the settings it does not
+/// give come from the environment and the config file (see [`config::layers`]). `python`: the
+/// interpreter that runs this code (when headway was started from Python), the worker's
+/// interpreter unless another is set.
 /// `give_back_memory`: has the allocator return to the system what it has held free for a while
 /// (the front calls it every second; see [`server::run`]).
 pub fn serve(given: &clap::ArgMatches, python: Option<PathBuf>, give_back_memory: fn()) -> anyhow::Result<ExitCode> {

@@ -4,7 +4,7 @@
 //! Start-up: bind every address first (a port in use is an error before any worker starts), or
 //! take the sockets systemd passed; answer health checks ("starting") while the workers start
 //! and wait until each listens, then accept, and tell systemd and the balancers we are ready.
-//! While serving, SIGHUP restarts the workers one at a time (new code, same sockets and queue),
+//! While serving, SIGHUP reloads: it replaces the workers one at a time (new code, same sockets and queue),
 //! as `--reload` does when a watched file changes, and reads the TLS certificate and key again;
 //! SIGUSR1 reopens the access log. Shutdown on SIGTERM or SIGINT: readiness turns 503 at once,
 //! the server goes on serving for --shutdown-delay while balancers notice, then stops accepting
@@ -33,8 +33,8 @@ use crate::ops::stats::Stats;
 use crate::ops::systemd::{self, Notifier};
 use crate::ops::{agent_check, control};
 use crate::queue::Queue;
+use crate::workers::file_watch;
 use crate::workers::launch::Launch;
-use crate::workers::reload;
 use crate::workers::supervisor::Supervisor;
 
 /// What systemd handed the process, taken before the runtime started its threads.
@@ -111,7 +111,7 @@ struct Server {
     /// Set to true to start the shutdown of every connection.
     shutdown: watch::Sender<bool>,
     /// `--reload`'s watcher, stopped with the server.
-    _watch: Option<reload::Watch>,
+    _watch: Option<file_watch::Watch>,
 }
 
 impl Server {
@@ -183,7 +183,9 @@ impl Server {
         };
         let _ = sources.workers.set(supervisor.workers().to_vec());
         let watch = match config.reload.clone() {
-            Some(settings) => Some(reload::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?),
+            Some(settings) => {
+                Some(file_watch::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?)
+            }
             None => None,
         };
 
@@ -224,7 +226,7 @@ impl Server {
                     let (reloader, readiness) = (reloader.clone(), self.readiness.clone());
                     readiness.set(State::Reloading);
                     tokio::spawn(async move {
-                        info!("reloading: restarting workers one at a time");
+                        info!("reloading: replacing workers one at a time");
                         match reloader.reload().await {
                             Ok(()) => info!("reload done"),
                             Err(err) => warn!("reload stopped: {err:#}"),

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 use tracing::debug;
 
-use super::forwarded::Peer;
+use super::forwarding_fields::Peer;
 use super::stream::ClientStream;
 use super::{Front, FrontSettings};
 use crate::ops::stats::{Gauge, Stats};

@@ -9,9 +9,7 @@
 
 mod body;
 mod conn;
-pub mod forward;
-pub mod forwarded;
-mod frames;
+pub mod forwarding_fields;
 pub mod h2;
 mod health;
 mod proxy_protocol;
@@ -22,6 +20,7 @@ mod stream;
 pub mod tls;
 mod upgrade;
 pub mod websocket;
+pub mod worker_request;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +39,7 @@ use crate::ops::stats::Stats;
 use crate::queue::Queue;
 use crate::spool::SpoolLimits;
 use conn::{Arrival, Connection};
-use forwarded::{ClientCert, Peer, TrustedProxies};
+use forwarding_fields::{ClientCert, Peer, TrustedProxies};
 use headway_http1::request::Limits;
 use headway_http1::HttpError;
 use stream::{ClientStream, ReadAhead};

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::time::{timeout_at, Instant};
 
 use super::conn::READ_CHUNK;
-use super::forwarded::{Peer, TrustedProxies};
+use super::forwarding_fields::{Peer, TrustedProxies};
 
 /// The longest header: v2's 16 fixed bytes and a 16-bit length of addresses and TLVs.
 const MAX_HEADER: usize = 16 + u16::MAX as usize;

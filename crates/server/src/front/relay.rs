@@ -17,7 +17,7 @@ use super::conn::{Connection, End};
 use super::stream::ClientStream;
 use crate::queue::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
 use headway_http1::body::BodyEncoder;
-use headway_http1::fields::{self, strip_hop_by_hop};
+use headway_http1::fields::{self, strip_connection_fields};
 use headway_http1::response::{body_encoder, plain_response, write_head, Persistence};
 
 /// A piece of a streamed body at least this large is sent from where it is, not copied.
@@ -73,7 +73,7 @@ impl<S: ClientStream> Connection<S> {
         let WorkerResponse { head, body, timing } = response;
         let status = head.status;
         let mut headers = head.headers;
-        strip_hop_by_hop(&mut headers);
+        strip_connection_fields(&mut headers);
         self.front.stats.response_sent(status);
         // The worker's length, checked when its head was read; kept when it has one, and the
         // body is held to it.

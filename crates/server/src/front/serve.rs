@@ -19,11 +19,11 @@
 use http::Version;
 
 use super::conn::{Connection, End};
-use super::forward::{settle_target, worker_request};
 use super::read::read_when_ready;
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
+use super::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::Outcome;
 use crate::queue::Wait;

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
 use super::conn::{Arrival, Connection};
-use super::forwarded::{Peer, TrustedProxies};
+use super::forwarding_fields::{Peer, TrustedProxies};
 use super::h2::Http2Settings;
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;

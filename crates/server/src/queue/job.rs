@@ -36,8 +36,8 @@ pub struct Job {
     /// When the request entered the queue (complete, or its body arriving fast): its place in
     /// the queue, and the start of its queue timeout.
     pub complete_at: Instant,
-    /// The request as it will be sent to the worker: origin-form target, hop-by-hop headers
-    /// removed, forwarding headers added, the body read (or, queued early, arriving).
+    /// The request as it will be sent to the worker: origin-form target, connection-specific
+    /// fields removed, forwarding headers added, the body read (or, queued early, arriving).
     pub request: http::Request<RequestBody>,
     /// Where the outcome goes. A closed channel means the client has gone away.
     pub reply: oneshot::Sender<Outcome>,

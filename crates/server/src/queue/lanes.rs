@@ -38,7 +38,7 @@ use headway_common::stats::{LaneKind, LaneSnapshot, RouteSnapshot, WaitPercentil
 use tokio::time::Instant;
 
 use super::job::{Job, Ticket};
-use super::routes::{route_name, Routes, Speed};
+use super::route_table::{route_name, Routes, Speed};
 use super::routing::{LaneId, RouteKey, Routing};
 
 /// A slow request is passed over for at most its class's service time divided by this.

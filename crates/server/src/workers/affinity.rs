@@ -4,8 +4,8 @@
 //! front wakes them as it publishes requests. Left to the kernel, a woken thread is queued on the
 //! CPU it last ran on, often the busy one, and the other CPU, going idle a moment later, does
 //! not take it (the kernel leaves a task that ran within the last half millisecond where its
-//! cache is): on 2 cores with 2 workers, 4-7 % of the machine stayed idle under full load
-//! (2.7-3.4 % pinned as below: the front, which floats, can still be queued so).
+//! cache is): under full load part of the machine stayed idle, and less of it pinned as below
+//! (the front, which floats, can still be queued so; docs/design/scheduling.md has the figures).
 //! And each hand-over of the GIL to a thread on the other CPU moved the app's objects between
 //! the CPUs' caches. With each worker process on one CPU of its own, its threads queue where
 //! they will run and its data stays in one cache. The front is not pinned: it takes whichever

@@ -2,7 +2,7 @@
 //! a problem: after it has served its share of requests (`--max-requests`, plus a random
 //! `--max-requests-jitter` so that workers started together are not all replaced together), or
 //! when its memory stays above `--max-worker-memory`. A process's count and whether it is due
-//! are in [`super::lifetime`].
+//! are in [`super::replacement`].
 //!
 //! A worker due for recycling goes the way of a reload: it stops taking requests, finishes the
 //! ones it runs, and is replaced while requests wait in the queue. Only one worker is away for
@@ -25,7 +25,7 @@ use headway_common::procfs;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
-use super::lifetime::Cause;
+use super::replacement::Cause;
 use super::worker::{Phase, Worker};
 
 /// How often worker memory is read.

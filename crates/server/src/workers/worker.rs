@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::lifetime::{Lifetime, Recycles};
-use super::region::HopLink;
+use super::hop_link::HopLink;
+use super::replacement::{Lifetime, Recycles};
 use crate::tally::{Hold, Tally};
 
 /// Where a worker is in its life. Slots connect only while it is `Ready`.

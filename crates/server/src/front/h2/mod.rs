@@ -40,7 +40,7 @@ use tokio::time::{sleep_until, timeout_at, Instant};
 use tracing::debug;
 
 use super::conn::Arrival;
-use super::forwarded::Peer;
+use super::forwarding_fields::Peer;
 use super::read::read_when_ready;
 use super::stream::ClientStream;
 use super::Front;

@@ -2,7 +2,7 @@
 //!
 //! Its body is read whole first, into the same sink ([`crate::front::body`]), under the
 //! stream's flow-control window, so a slow upload holds no slot; then the same worker request is
-//! made of it ([`crate::front::forward`]) and queued, and the stream waits for its outcome while
+//! made of it ([`crate::front::worker_request`]) and queued, and the stream waits for its outcome while
 //! watching for the client's RST_STREAM: a reset (or the connection's end) drops the [`Wait`],
 //! which withdraws a request that has not started. The answer goes back under the client's
 //! flow control, a window at a time, from the spool the slot filled, so a slow reader never holds
@@ -24,11 +24,11 @@ use tracing::debug;
 use super::request::Head;
 use super::Shared;
 use crate::front::body::BodySink;
-use crate::front::forward::{settle_target, worker_request};
+use crate::front::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
 use crate::queue::Wait;
-use headway_http1::fields::{self, strip_hop_by_hop};
+use headway_http1::fields::{self, strip_connection_fields};
 use headway_http1::response::{self, with_http_date};
 use headway_http1::HttpError;
 
@@ -182,7 +182,7 @@ impl Stream {
         };
         let WorkerResponse { head, body, timing } = response;
         let mut headers = head.headers;
-        strip_hop_by_hop(&mut headers);
+        strip_connection_fields(&mut headers);
         let status = head.status;
         front.stats.response_sent(status);
         let sent = |body_bytes| Sent { status, body_bytes, timing: Some(timing) };

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{settle, Harness};
 use crate::front::conn::Arrival;
-use crate::front::forwarded::Peer;
+use crate::front::forwarding_fields::Peer;
 use crate::front::h2::{opens_with_preface, serve};
 use crate::front::stream::ReadAhead;
 use crate::queue::Reader;

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::watch;
 
 use super::{find, read_responses, Harness};
-use crate::front::frames::client_frame;
+use crate::front::websocket::frames::client_frame;
 use crate::queue::job::{Outcome, Timing, Upgraded, WebSocketHandshake, WorkerSocket};
 use crate::tally::{Hold, Tally};
 

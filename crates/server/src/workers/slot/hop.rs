@@ -21,7 +21,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use super::link::{LinkError, Through, WorkerBody};
 use crate::queue::job::{Client, RequestBody};
 use crate::spool;
-use crate::workers::region::HopLink;
+use crate::workers::hop_link::HopLink;
 
 /// A slot's line: its rings in the current process's region.
 pub(super) struct SlotLine {

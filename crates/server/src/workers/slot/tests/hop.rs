@@ -11,7 +11,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use super::*;
-use crate::workers::region::HopLink;
+use crate::workers::hop_link::HopLink;
 
 /// A request as a fake worker thread received it.
 struct Received {

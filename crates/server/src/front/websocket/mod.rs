@@ -4,7 +4,7 @@
 //!
 //! The front relays bytes, not messages: a payload is read once, written once, never unmasked
 //! (a fragmented message waits whole in memory until its last header shows that it fits).
-//! It walks the frame headers of both directions ([`super::frames`]) for three things: a
+//! It walks the frame headers of both directions ([`frames`]) for three things: a
 //! client message over `--max-websocket-message` is refused before any of it reaches the app
 //! (1009), a frame no client may send is refused (1002), and the front's own close frames go in
 //! only between two frames and only to a side that has not been sent one already. When the front
@@ -21,6 +21,8 @@
 //! A socket holds no slot and is counted apart from HTTP connections, so a graceful shutdown
 //! first drains the requests, then closes the sockets.
 
+pub(super) mod frames;
+
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
@@ -31,12 +33,12 @@ use tokio::io::{split, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tracing::debug;
 
-use super::conn::Connection;
-use super::frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
-use super::stream::ClientStream;
+use crate::front::conn::Connection;
+use crate::front::stream::ClientStream;
 use crate::ops::stats::Gauge;
 use crate::queue::job::WorkerSocket;
 use crate::workers::launch::TakesWebSockets;
+use frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
 
 /// Read size of each direction. Each open socket holds two such buffers at most.
 const READ_CHUNK: usize = 8 * 1024;

@@ -1,9 +1,9 @@
-//! A worker process's lifetime as recycling sees it: the requests it served against its limit
-//! (`--max-requests` plus jitter), whether it is due to be replaced and why, and every
-//! replacement of a worker counted by cause for stats and `/metrics`.
+//! Why a worker's process is replaced ([`Cause`]), every replacement counted by cause for stats
+//! and `/metrics` ([`Recycles`]), and a process's [`Lifetime`] as recycling sees it: the requests
+//! it served against its limit (`--max-requests` plus jitter), and whether it is due and why.
 //!
 //! Slots count here as they serve; the supervisor waits on [`Lifetime::due`]; [`super::recycle`]
-//! holds the policies that mark a process due.
+//! holds the memory watch that marks a process due.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 /// Bytes of each ring, each way, of every slot. A body larger than a ring goes through it in
 /// records of a quarter of it, each time the ring fills or empties costing a wake-up of the side
-/// that waits; a 64 MiB upload took 72-178 ms of CPU with rings of 64 KiB and 55-65 at 256 KiB,
-/// and larger rings gained nothing measurable. What it costs: every ring is touched in time
+/// that waits; a large upload took less CPU with rings of 256 KiB than of 64 KiB, and larger
+/// rings gained nothing measurable (docs/design/speed.md has the figures). What it costs: every ring is touched in time
 /// (records go round it), so a worker's region is resident in both processes, 2 x 256 KiB a slot
 /// (5 MiB for 2 workers of 5 slots; docs/design/speed.md).
 pub const RING_BYTES: usize = 256 * 1024;

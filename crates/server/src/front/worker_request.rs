@@ -1,11 +1,11 @@
-//! The request a worker receives: the client's request, cleaned of what belonged to the
-//! client's hop, with the forwarding headers a server behind a proxy expects. HTTP/1.1 and
+//! The request a worker receives: the client's request, cleaned of its connection-specific
+//! fields, with the forwarding headers a server behind a proxy expects. HTTP/1.1 and
 //! HTTP/2 requests are made into one the same way: the fields here are what either protocol's
 //! head comes down to.
 //!
 //! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
 //! uploads, `Expect`, or a slow client. The forwarding headers say who the client is and how
-//! it came (see [`super::forwarded`]; the client's address rides along as a [`Client`] extension,
+//! it came (see [`super::forwarding_fields`]; the client's address rides along as a [`Client`] extension,
 //! the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's
 //! convention) says when the request became complete, so an app can measure its own queue time.
 //!
@@ -21,12 +21,12 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use headway_http1::fields::{remove_fields, strip_hop_by_hop};
+use headway_http1::fields::{remove_fields, strip_connection_fields};
 use headway_http1::HttpError;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
-use super::forwarded::{client_of, set_forwarding_headers, Peer, TrustedProxies};
+use super::forwarding_fields::{client_of, set_forwarding_headers, Peer, TrustedProxies};
 use crate::queue::job::{Client, RequestBody};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
@@ -71,7 +71,7 @@ pub fn worker_request(
     peer: &Peer,
     trusted: &TrustedProxies,
 ) -> http::Request<RequestBody> {
-    strip_hop_by_hop(&mut headers);
+    strip_connection_fields(&mut headers);
     remove_fields(&mut headers, &[header::EXPECT, header::CONTENT_LENGTH]);
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
@@ -104,7 +104,7 @@ fn request_start() -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::forwarded::{X_FORWARDED_FOR, X_FORWARDED_PROTO};
+    use crate::front::forwarding_fields::{X_FORWARDED_FOR, X_FORWARDED_PROTO};
     use bytes::Bytes;
     use headway_http1::request::{parse_head, Limits, RequestHead};
 

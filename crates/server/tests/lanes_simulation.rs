@@ -1,12 +1,13 @@
-//! The lanes under load: first the model that chose their rule, then the queue itself.
+//! The lanes under load, a model kept beside the product rather than in it: first the model that
+//! chose their rule, then the queue itself.
 //!
 //! The model is the one queue with two classes of request, reduced to what the rule decides: slots
 //! that hold each request for its service time, and clients in a closed loop (each sends again as
 //! soon as it is answered, as the lab's load does) or arriving in an open loop (Poisson arrivals
 //! whatever happens). It runs event by event with seeded randomness, so its figures are the same
 //! on every run, and docs/design/lanes.md quotes them; print them with
-//! `cargo test -p headway-server lanes_simulation -- --nocapture`. The rule it runs as "chosen" is
-//! the queue's own [`choose`] with the queue's own [`ClassTimes`].
+//! `cargo test -p headway-server --test lanes_simulation -- --nocapture`. The rule it runs as
+//! "chosen" is the queue's own [`choose`] with the queue's own [`ClassTimes`].
 //!
 //! Then the queue itself on tokio's paused clock: no slot idles while a request waits, a slow
 //! request starts within its deadline under a stream of fast ones, each class keeps arrival order,
@@ -20,7 +21,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::lanes::{choose, Class, ClassTimes, Rule};
+use headway_server::queue::{choose, Class, ClassTimes, Rule};
 
 /// The lab's mixed-tail: 90 % of requests take 20 ms, 10 % take 500 ms...
 const FAST: Duration = Duration::from_millis(20);
@@ -363,9 +364,9 @@ mod queue {
     use rand::{Rng, SeedableRng};
     use tokio::time::Instant;
 
-    use super::super::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
-    use super::super::{LanePattern, LaneSettings, Queue, QueueSettings, Reader, Wait};
-    use crate::tally::Tally;
+    use headway_server::queue::job::{Failure, Job, Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
+    use headway_server::queue::{LanePattern, LaneSettings, Queue, QueueSettings, Reader, Wait};
+    use headway_server::tally::Tally;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -430,8 +431,8 @@ mod queue {
         let mut taken = Vec::new();
         loop {
             let next = queue.next_job(busy);
-            match next.ready {
-                Some(ref job) => taken.push(job.request.uri().to_string()),
+            match next.ready() {
+                Some(job) => taken.push(job.request.uri().to_string()),
                 None => {
                     next.cancel(busy);
                     return taken;
