@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use headway_common::python::PYTHON_ENV;
 
+use super::count_or_auto::CountOrAuto;
 use super::parse::{parse_count_or_auto, parse_health_path, parse_root_path, parse_secs, parse_size, parse_target};
 use crate::front::forwarding_fields::TrustedProxies;
 use crate::front::tls::{ClientAuth, Password};
@@ -372,11 +373,4 @@ const LIFECYCLE: &str = "Worker lifecycle";
 pub enum LogFormat {
     Text,
     Json,
-}
-
-/// `--threads` and `--front-threads`: a number, or `auto` for the rule the flag names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CountOrAuto {
-    Auto,
-    Count(usize),
 }

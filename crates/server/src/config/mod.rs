@@ -3,10 +3,12 @@
 //! Defaults follow what users of gunicorn, Puma and nginx expect where those agree, and say
 //! why where headway differs. Every flag is checked here, so a wrong one ends in a one-line
 //! message before anything starts: [`args`] is the command line as clap reads it, [`parse`]
-//! the parsers of its values, and [`Config::from_args`] checks the flags together and builds
-//! each part's settings, a function for each part.
+//! the parsers of its values ([`count_or_auto`] the value both name), and
+//! [`Config::from_args`] checks the flags together and builds each part's settings, a function
+//! for each part.
 
 mod args;
+mod count_or_auto;
 pub(crate) mod layers;
 mod parse;
 
@@ -17,7 +19,8 @@ use anyhow::{bail, Context as _};
 use headway_common::executable::{is_executable, which};
 use headway_common::python::{find_python, PYTHON_ENV};
 
-pub use args::{CountOrAuto, LogFormat, ServeArgs};
+pub use args::{LogFormat, ServeArgs};
+pub use count_or_auto::CountOrAuto;
 pub use parse::{parse_count_or_auto, parse_secs, parse_size, parse_target};
 
 use crate::front::h2::Http2Settings;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::args::CountOrAuto;
+use super::count_or_auto::CountOrAuto;
 use crate::queue::Target;
 
 /// `--root-path`: an absolute path of plain URL characters (no percent-encoding: it is compared

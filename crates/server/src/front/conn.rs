@@ -20,8 +20,8 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant, Sleep};
 use tracing::debug;
 
 use super::forwarding_fields::Peer;
+use super::state::{Front, FrontSettings};
 use super::stream::ClientStream;
-use super::{Front, FrontSettings};
 use crate::ops::stats::{Gauge, Stats};
 use headway_http1::response::{plain_response, Persistence};
 use headway_http1::upgrade::refusal_fields;

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use http::{Method, StatusCode, Version};
 
-use super::Front;
+use super::state::Front;
 use headway_http1::request::RequestHead;
 use headway_http1::response::{plain_response, Persistence};
 

@@ -6,6 +6,9 @@
 //! speaks HTTP/1.1, or HTTP/2 ([`h2`]) when TLS negotiated `h2` or a plain connection opens
 //! with HTTP/2's preface (h2c with prior knowledge). It holds no worker state: everything it
 //! knows about serving a request is "push, then wait for the outcome".
+//!
+//! What every connection task shares, [`Front`], and how the front treats clients,
+//! [`FrontSettings`], are in [`state`], where each stage of a connection takes them from.
 
 mod body;
 mod conn;
@@ -16,76 +19,29 @@ mod proxy_protocol;
 mod read;
 mod relay;
 mod serve;
+mod state;
 mod stream;
 pub mod tls;
 mod upgrade;
 pub mod websocket;
 pub mod worker_request;
 
+pub use state::{Front, FrontSettings};
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{StatusCode, Version};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tokio::time::timeout_at;
 use tracing::{debug, warn};
 
 use crate::listener::{accept_until, Accepted, Listener};
-use crate::ops::access_log::AccessLog;
-use crate::ops::readiness::Readiness;
-use crate::ops::stats::Stats;
-use crate::queue::Queue;
-use crate::spool::SpoolLimits;
 use conn::{Arrival, Connection};
-use forwarding_fields::{ClientCert, Peer, TrustedProxies};
-use headway_http1::request::Limits;
+use forwarding_fields::{ClientCert, Peer};
 use headway_http1::HttpError;
 use stream::{ClientStream, ReadAhead};
 use tls::Tls;
-use websocket::WebSocketSettings;
-
-/// How the front treats clients.
-#[derive(Debug, Clone)]
-pub struct FrontSettings {
-    pub limits: Limits,
-    /// Time allowed to send a complete request head (from accept for the first request).
-    pub header_timeout: Duration,
-    /// How long an idle keep-alive connection is kept.
-    pub keep_alive_timeout: Duration,
-    pub keep_alive: bool,
-    /// Requests served on one connection before it is closed; 0 for no limit.
-    pub max_requests_per_connection: u64,
-    /// How long a client may stall while sending a body or receiving a response.
-    pub io_timeout: Duration,
-    /// Where a request body waits: `--request-buffer` bytes in memory, the rest in a temporary
-    /// file within the disk budget.
-    pub request_spool: SpoolLimits,
-    /// Peers whose forwarding headers are believed (`--forwarded-allow-ips`).
-    pub trusted_proxies: TrustedProxies,
-    /// TCP connections open with a PROXY protocol header (`--proxy-protocol`).
-    pub proxy_protocol: bool,
-    /// A path the front answers itself from the readiness (`--health-path`).
-    pub health_path: Option<String>,
-    pub websocket: WebSocketSettings,
-    /// HTTP/2's settings; `None` with `--no-http2`: every connection speaks HTTP/1.1.
-    pub http2: Option<h2::Http2Settings>,
-}
-
-/// What every connection task shares.
-pub struct Front {
-    pub settings: FrontSettings,
-    pub queue: Arc<Queue>,
-    pub stats: Arc<Stats>,
-    pub access_log: Option<Arc<AccessLog>>,
-    pub readiness: Arc<Readiness>,
-    /// Becomes true when the server starts shutting down: idle connections close, busy ones
-    /// close after their current response.
-    pub shutdown: watch::Receiver<bool>,
-    /// `--certfile`: every connection speaks TLS.
-    pub tls: Option<Arc<Tls>>,
-}
 
 impl Front {
     /// Accepts connections until shutdown starts, and those already waiting in the kernel's

@@ -27,9 +27,10 @@
 
 mod guard;
 mod request;
+mod settings;
+mod shared;
 mod stream;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -42,53 +43,12 @@ use tracing::debug;
 use super::conn::Arrival;
 use super::forwarding_fields::Peer;
 use super::read::read_when_ready;
+use super::state::Front;
 use super::stream::ClientStream;
-use super::Front;
 use guard::{Alarm, Guarded, PREFACE};
+use shared::Shared;
 
-/// `--http2-*`: what the front tells HTTP/2 clients in its SETTINGS.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Http2Settings {
-    /// Streams a client may have open at once (`--http2-max-concurrent-streams`).
-    pub max_concurrent_streams: u32,
-    /// Each stream's receive window, in bytes (`--http2-initial-window-size`).
-    pub initial_window_size: u32,
-    /// The connection's receive window, in bytes: what all its uploads may have in flight.
-    pub connection_window_size: u32,
-    /// The largest frame payload a client may send (`--http2-max-frame-size`).
-    pub max_frame_size: u32,
-    /// The largest header list, as HPACK counts it (`--http2-max-header-list-size`).
-    pub max_header_list_size: u32,
-}
-
-impl Http2Settings {
-    /// gunicorn's defaults, with the header list as large as an HTTP/1.1 head may be.
-    pub fn new(max_header_list_size: u32) -> Self {
-        Http2Settings {
-            max_concurrent_streams: 100,
-            initial_window_size: 65_535,
-            connection_window_size: 1 << 20,
-            max_frame_size: 16_384,
-            max_header_list_size,
-        }
-    }
-
-    fn builder(&self) -> h2::server::Builder {
-        let mut builder = h2::server::Builder::new();
-        builder
-            .max_concurrent_streams(self.max_concurrent_streams)
-            .initial_window_size(self.initial_window_size)
-            .initial_connection_window_size(self.connection_window_size.max(self.initial_window_size))
-            .max_frame_size(self.max_frame_size)
-            .max_header_list_size(self.max_header_list_size)
-            // HPACK's dynamic table: the RFC's default, and no more, whatever a client asks.
-            .header_table_size(4096)
-            // Responses leave a window at a time from the spool; this bounds what waits in
-            // `h2` for the socket.
-            .max_send_buffer_size(64 * 1024);
-        builder
-    }
-}
+pub use settings::Http2Settings;
 
 /// Reads a plain connection's first bytes into `read` until they show whether it opens with
 /// HTTP/2's preface, holding no buffer while the client is silent. `None`: it closed before a
@@ -111,32 +71,6 @@ pub(super) async fn opens_with_preface<S: ClientStream>(
     }
 }
 
-/// What a connection's streams share.
-pub(super) struct Shared {
-    front: Arc<Front>,
-    peer: Peer,
-    /// Streams the client reset (or left) before their response was complete.
-    cancelled: AtomicU64,
-    /// Streams whose response went out whole.
-    complete: AtomicU64,
-}
-
-impl Shared {
-    fn count_cancelled(&self) {
-        self.cancelled.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn count_complete(&self) {
-        self.complete.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Whether the client has reset more streams than the stream limit plus those it let finish.
-    fn resets_too_many(&self, max_concurrent_streams: u32) -> bool {
-        let (cancelled, complete) = (self.cancelled.load(Ordering::Relaxed), self.complete.load(Ordering::Relaxed));
-        cancelled > u64::from(max_concurrent_streams) + complete
-    }
-}
-
 /// Serves an HTTP/2 connection until it closes. `io` starts at the client's preface.
 pub(super) async fn serve<S>(front: Arc<Front>, io: S, peer: Peer, arrival: Arrival)
 where
@@ -153,8 +87,7 @@ where
         Err(_) => return debug!("HTTP/2 handshake not done within the header timeout"),
     };
     front.stats.http2_connection();
-    let shared =
-        Arc::new(Shared { front: front.clone(), peer, cancelled: AtomicU64::new(0), complete: AtomicU64::new(0) });
+    let shared = Arc::new(Shared::new(front.clone(), peer));
     let mut shutdown = front.shutdown.clone();
     let mut streams = JoinSet::new();
     let mut accepted: u64 = 0;

@@ -22,7 +22,7 @@ use tokio::time::timeout;
 use tracing::debug;
 
 use super::request::Head;
-use super::Shared;
+use super::shared::Shared;
 use crate::front::body::BodySink;
 use crate::front::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;

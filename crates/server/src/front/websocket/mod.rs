@@ -22,6 +22,7 @@
 //! first drains the requests, then closes the sockets.
 
 pub(super) mod frames;
+mod settings;
 
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
@@ -37,8 +38,9 @@ use crate::front::conn::Connection;
 use crate::front::stream::ClientStream;
 use crate::ops::stats::Gauge;
 use crate::queue::job::WorkerSocket;
-use crate::workers::launch::TakesWebSockets;
 use frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
+
+pub use settings::WebSocketSettings;
 
 /// Read size of each direction. Each open socket holds two such buffers at most.
 const READ_CHUNK: usize = 8 * 1024;
@@ -50,21 +52,6 @@ const FRAME_FINISH_TIME: Duration = Duration::from_secs(1);
 /// ... and how long the close frames and the client's reply to them may take. A socket the
 /// front closes is gone within the sum of the two.
 const CLOSE_TIME: Duration = Duration::from_secs(1);
-
-/// How the front treats WebSockets.
-#[derive(Debug, Clone)]
-pub struct WebSocketSettings {
-    /// Whether the workers take WebSocket handshakes; if not, a handshake is a plain request.
-    pub workers_take_them: TakesWebSockets,
-    /// WebSockets open or in their handshake at once; a handshake beyond gets 503.
-    pub max_open: usize,
-    /// A socket with no bytes moving either way this long is closed (1001).
-    pub idle_timeout: Duration,
-    /// While nothing moves, the client is pinged this often (`None`: never).
-    pub ping_interval: Option<Duration>,
-    /// Largest message a client may send (its frames together); closed with 1009 above it.
-    pub max_message: u64,
-}
 
 /// A WebSocket the worker accepted, with the place it holds among the open ones.
 pub(super) struct WebSocket {
