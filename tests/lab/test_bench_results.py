@@ -14,6 +14,9 @@ from conftest import REPO
 
 
 def bench_module(name):
+    """bench/NAME.py as a module; the scripts import each other as the files beside them."""
+    if str(REPO / "bench") not in sys.path:
+        sys.path.append(str(REPO / "bench"))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -65,3 +68,22 @@ def test_the_page_writes_a_columns_numbers_alike():
     lines = bench_module("page").table({"title": "", "columns": ["tool", "req/s", "vs wrk", "MiB"],
                                         "rows": [["wrk", 9984, 1.0, 158.8], ["headway load", 113260, 1.23, 81.1]]})
     assert lines[2:4] == ["| wrk | 9,984 | 1.00 | 158.8 |", "| headway load | 113,260 | 1.23 | 81.1 |"]
+
+
+def test_every_result_gives_headline_rows_and_a_result_of_no_known_kind_is_refused():
+    headlines = bench_module("headlines")
+    for path in sorted((REPO / "bench" / "results").glob("*.json")):
+        rows = headlines.rows(json.loads(path.read_text()))
+        assert rows and all(set(row) == {"what", "against", "headway", "cpu", "p99"} for row in rows), path.name
+    with pytest.raises(ValueError, match="no rule for the result 'something-new'"):
+        headlines.rows({"name": "something-new", "tables": []})
+
+
+def test_a_headline_row_is_read_from_its_results_table():
+    columns = ["server", "req/s", "p99 ms", "CPU us/req", "headway vs it"]
+    result = {"name": "versus-probe", "title": "Probe: headway and peer", "summary": "2 workers each, wrk -t1 -c64, x",
+              "tables": [{"title": "/p: medians", "columns": columns,
+                          "rows": [["headway", 100, 1.5, 20, "-"], ["peer", 50, 3.0, 40, "2.00x"]]}]}
+    assert bench_module("headlines").rows(result) == [
+        {"what": "Probe /p; 2 workers each, wrk -t1 -c64", "against": "peer", "headway": "2.00x req/s",
+         "cpu": "20 / 40 µs", "p99": "1.5 / 3.0 ms"}]
