@@ -1,7 +1,15 @@
 //! The queue: dispatch, deadlines, refusals at the door, controlled delay, withdrawals.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
 use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::job::{Failure, Job, Outcome, RequestBody};
+use super::wait::Stage;
+use super::*;
+use crate::tally::Tally;
 
 fn request(path: &str) -> http::Request<RequestBody> {
     http::Request::builder().uri(path).body(RequestBody::Memory(Bytes::new())).unwrap()

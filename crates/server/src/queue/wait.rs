@@ -1,14 +1,40 @@
 //! A request's wait for its outcome ([`Wait`]), and a free slot's for its next job ([`NextJob`]):
-//! the two ends of the queue, each an object its holder may drop to leave.
+//! the two ends of the queue, each an object its holder may drop to leave, and how the queue
+//! hands each out ([`Queue::enqueue`], [`Queue::next_job`]).
 
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::job::{Failure, Job, Outcome, Ticket};
+use super::job::{Failure, Job, Outcome, RequestBody, Ticket};
 use super::routing::LaneId;
-use super::{Queue, Refused};
+use super::state::{Queue, Refused};
 use crate::tally::Tally;
+
+impl Queue {
+    /// Admits a request that is complete now (head and body read) and returns its wait: handed
+    /// to an idle slot, queued at the back, or refused at the door.
+    pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>) -> Wait {
+        let (ticket, lane, outcome, admitted) = self.admit(request);
+        let stage = match admitted {
+            Ok(()) => Stage::Queued,
+            Err(refused) => Stage::Refused(refused),
+        };
+        Wait { queue: self.clone(), ticket, lane, outcome, stage }
+    }
+
+    /// Called by a free slot: returns the next waiting request by the lanes' rule, or waits for
+    /// the next one to arrive.
+    /// `worker_busy` holds the busy slots of the slot's worker; the queue counts the job in it
+    /// when handing it over, and the slot takes it out when the job is done.
+    pub fn next_job(self: &Arc<Self>, worker_busy: &Arc<Tally>) -> NextJob {
+        let (ready, waiting) = match self.take_or_wait(worker_busy) {
+            Ok(job) => (Some(job), None),
+            Err(receive) => (None, Some(receive)),
+        };
+        NextJob { queue: self.clone(), ready, waiting }
+    }
+}
 
 /// One request's wait, from the moment it is complete to its outcome. Its connection holds it
 /// while it also watches the client; dropping it before the outcome means the client left, and
@@ -35,7 +61,7 @@ impl Wait {
     /// The name of the lane the request took (its access log line says it); `None` with lanes
     /// off.
     pub fn lane(&self) -> Option<Arc<str>> {
-        self.queue.lane_names.get(self.lane.index()).cloned()
+        self.queue.lane_name(self.lane)
     }
 
     /// The outcome: the worker's response, a worker failure (502, 504), or 503 when refused at

@@ -36,139 +36,33 @@
 //! File writes and reads are plain positioned I/O on a page-cache-backed file; they take
 //! microseconds, so they run inline rather than on a blocking thread.
 //!
-//! The parts: [`channel`] makes a spool, a [`Writer`] and a [`Reader`] on shared state; the
-//! [`DiskBudget`] is every spool's disk together; `spill` is the temporary file a body goes to
-//! past its memory; `pass_through` is the writer writing to the client's socket itself.
+//! The parts: [`channel`] makes a spool, a [`Writer`] and a [`Reader`] on the state they share
+//! (`shared`), within its [`SpoolLimits`]; the [`DiskBudget`] is every spool's disk together;
+//! `pace` is when a client keeps pace; `spill` is the temporary file a body goes to past its
+//! memory; `pass_through` is the client's socket the writer writes to itself.
 
 mod disk_budget;
+mod limits;
+mod pace;
 mod pass_through;
 mod reader;
+mod shared;
 mod spill;
 #[cfg(test)]
 mod tests;
 mod writer;
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
-
-use bytes::Bytes;
-use tokio::sync::Notify;
+use std::sync::Arc;
 
 pub use disk_budget::DiskBudget;
-use pass_through::PassThrough;
-pub use reader::Reader;
-use spill::Spill;
+pub use limits::SpoolLimits;
+pub use pace::{BEHIND, KEEPS_PACE};
+pub use reader::{Reader, Truncated};
+use shared::Shared;
 pub use writer::{WriteError, Writer};
-
-/// A client that reads at least this fast (bytes a second) keeps pace with the worker: the slot
-/// waits for it to make room in memory rather than spilling its body to disk. Any client on the
-/// same host or a LAN does; one that does not is slow, and costs disk, not the slot's time.
-pub const KEEPS_PACE: u64 = 64 << 20;
-/// How far behind that schedule a client may fall before it counts as slow.
-pub const BEHIND: Duration = Duration::from_millis(50);
-
-/// The body could not be delivered whole: the worker failed mid-body, or the spill file failed.
-#[derive(Debug, thiserror::Error)]
-#[error("response body was cut short")]
-pub struct Truncated;
-
-/// Where a spool may hold a body, and how much.
-#[derive(Debug, Clone)]
-pub struct SpoolLimits {
-    /// Bytes held in memory before the rest goes to a file.
-    pub memory: usize,
-    /// The most its file holds at once; 0: no file, the memory alone. (A single piece larger
-    /// than either still goes where it is alone.)
-    pub file: u64,
-    pub disk: Arc<DiskBudget>,
-}
-
-#[cfg(test)]
-impl SpoolLimits {
-    /// `memory` bytes in memory, and any file on any disk.
-    pub fn unbounded(memory: usize) -> SpoolLimits {
-        SpoolLimits { memory, file: u64::MAX, disk: DiskBudget::new(u64::MAX) }
-    }
-}
 
 /// Makes a spool within `limits`.
 pub fn channel(limits: &SpoolLimits) -> (Writer, Reader) {
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            memory: VecDeque::new(),
-            memory_bytes: 0,
-            spill: None,
-            end: None,
-            reader_gone: false,
-            writer_waits: false,
-            written: 0,
-            waiting_since: None,
-            through: None,
-            reader_waits: false,
-            passed: 0,
-        }),
-        readable: Notify::new(),
-        left: Notify::new(),
-        room: Notify::new(),
-        limits: limits.clone(),
-    });
+    let shared = Arc::new(Shared::new(limits));
     (Writer { shared: shared.clone() }, Reader { shared, file: None, handed_on: 0 })
-}
-
-struct Shared {
-    state: Mutex<State>,
-    readable: Notify,
-    /// Notified when the reader is dropped (its client has gone).
-    left: Notify,
-    /// Notified when the reader makes room a waiting writer may use, or leaves.
-    room: Notify,
-    limits: SpoolLimits,
-}
-
-struct State {
-    memory: VecDeque<Bytes>,
-    memory_bytes: usize,
-    /// Bytes go to the file while it holds any not yet read, so order is kept: memory first,
-    /// then the file.
-    spill: Option<Spill>,
-    end: Option<End>,
-    reader_gone: bool,
-    /// The writer found no room and waits for the reader to make some.
-    writer_waits: bool,
-    /// Bytes given to the client so far: written to memory, or passed through.
-    written: u64,
-    /// When the slot first waited for room in memory: the start of the schedule a client keeping
-    /// pace keeps.
-    waiting_since: Option<tokio::time::Instant>,
-    /// The client's socket, when the writer may write to it itself.
-    through: Option<PassThrough>,
-    /// The reader waits in [`Reader::next`]: nothing it was given is still being written.
-    reader_waits: bool,
-    /// Bytes the writer wrote to the socket itself, not yet counted by the reader.
-    passed: u64,
-}
-
-#[derive(Clone, Copy)]
-enum End {
-    Complete,
-    Truncated,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Whether the file holds bytes the reader has not read.
-fn unread_in_file(state: &State) -> bool {
-    state.spill.as_ref().is_some_and(|spill| spill.read < spill.written)
-}
-
-/// Tells a writer waiting for room that the reader made some.
-fn wake_writer(shared: &Shared, state: &mut State) {
-    if std::mem::take(&mut state.writer_waits) {
-        shared.room.notify_waiters();
-    }
 }

@@ -3,17 +3,22 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::pass_through::ReaderWaits;
+use super::pass_through::PassThrough;
+use super::shared::{wake_writer, End, Shared};
 use super::spill::read_exact_at;
-use super::{wake_writer, End, Shared, Truncated};
 
 /// How much the reader takes from the file at a time: the hop's ring, which it fills in records.
 const FILE_READ_CHUNK: usize = 256 * 1024;
+
+/// The body could not be delivered whole: the worker failed mid-body, or the spill file failed.
+#[derive(Debug, thiserror::Error)]
+#[error("response body was cut short")]
+pub struct Truncated;
 
 /// The consumer's end.
 pub struct Reader {
@@ -110,6 +115,19 @@ impl Reader {
         Ok(Some(true))
     }
 
+    /// Lets the writer write the body's next bytes to `socket` itself (the client's own socket,
+    /// the body unframed on it), at most `allowance` bytes in all, whenever this reader waits in
+    /// [`Reader::next`] with nothing buffered. [`Reader::passed`] says how many it wrote.
+    pub fn pass_through(&mut self, socket: OwnedFd, allowance: u64) {
+        self.shared.lock().through = Some(PassThrough::new(socket, allowance));
+    }
+
+    /// Bytes the writer wrote to the socket itself since the last call: they went out before
+    /// whatever [`Reader::next`] returns next.
+    pub fn passed(&mut self) -> u64 {
+        std::mem::take(&mut self.shared.lock().passed)
+    }
+
     fn read_file(&mut self, file: io::Result<File>, offset: u64, len: usize) -> Result<Bytes, Truncated> {
         let file = file.map_err(|_| Truncated)?;
         let data = read_exact_at(&file, offset, len).map_err(|_| Truncated)?;
@@ -130,5 +148,25 @@ impl Drop for Reader {
         self.shared.limits.disk.give_back(held);
         self.shared.left.notify_one();
         self.shared.room.notify_waiters();
+    }
+}
+
+/// Marks the reader as waiting for as long as it is alive: the writer may pass bytes through
+/// only then, when nothing the reader took is still on its way to the socket.
+struct ReaderWaits<'a>(&'a Shared);
+
+impl ReaderWaits<'_> {
+    fn start(shared: &Shared) -> ReaderWaits<'_> {
+        let mut state = shared.lock();
+        state.reader_waits = true;
+        wake_writer(shared, &mut state);
+        drop(state);
+        ReaderWaits(shared)
+    }
+}
+
+impl Drop for ReaderWaits<'_> {
+    fn drop(&mut self) {
+        self.0.lock().reader_waits = false;
     }
 }

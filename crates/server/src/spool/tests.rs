@@ -3,6 +3,9 @@
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use bytes::Bytes;
 
 use super::*;
 

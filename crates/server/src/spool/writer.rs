@@ -1,14 +1,15 @@
 //! The spool's producer end: a slot writing a response, or the front a request body.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::pace::{BEHIND, KEEPS_PACE};
+use super::shared::{unread_in_file, End, Shared, State};
 use super::spill::append;
-use super::{unread_in_file, End, Shared, State, BEHIND, KEEPS_PACE};
 
 /// Why a piece was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -100,10 +101,37 @@ impl Writer {
         .await;
     }
 
+    /// Waits, if the body passes through ([`Writer::pass_through`]), until the reader waits with
+    /// nothing buffered again, so that what comes next can pass; as [`Writer::room`], no longer
+    /// than a client keeping pace would need to take what it was given.
+    pub async fn passing(&self) {
+        self.keep_pace(|state| {
+            let passing = state.through.is_none() || (state.reader_waits && state.memory.is_empty());
+            (!passing).then_some(state.written)
+        })
+        .await;
+    }
+
+    /// Writes the start of `parts` to the client's socket itself, if the reader waits with
+    /// nothing buffered and passing through was set up
+    /// ([`Reader::pass_through`](super::Reader::pass_through)): as much as the socket takes now,
+    /// without waiting. Returns how many bytes went; the rest must go through [`Writer::write`],
+    /// behind them.
+    pub fn pass_through(&self, parts: &[IoSlice<'_>]) -> usize {
+        let mut state = self.shared.lock();
+        // (The body has not ended: its writer is here.)
+        let idle = state.reader_waits && state.memory.is_empty() && !unread_in_file(&state) && !state.reader_gone;
+        let Some(through) = state.through.as_mut().filter(|_| idle) else { return 0 };
+        let sent = through.send(parts);
+        state.passed += sent as u64;
+        state.written += sent as u64;
+        sent
+    }
+
     /// Waits while `behind` says the reader must take more first (how much of the body, in all,
     /// it must have taken), for as long as a client keeping pace would need; returns at once once
     /// the body has gone to the file or the reader is gone.
-    pub(super) async fn keep_pace(&self, behind: impl Fn(&State) -> Option<u64>) {
+    async fn keep_pace(&self, behind: impl Fn(&State) -> Option<u64>) {
         loop {
             let room = self.shared.room.notified();
             tokio::pin!(room);

@@ -7,7 +7,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tracing::{info, warn};
 
-use super::SupervisorConfig;
+use super::config::SupervisorConfig;
 use crate::workers::affinity;
 use crate::workers::hop_link::HopLink;
 use crate::workers::launch::BootError;

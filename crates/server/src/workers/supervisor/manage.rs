@@ -11,8 +11,9 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tracing::{info, warn};
 
 use super::boot::{put_in_service, start_process};
+use super::config::SupervisorConfig;
 use super::reload::ReloadDone;
-use super::{SupervisorConfig, WEBSOCKETS_CLOSE_TIME};
+use super::websockets::WEBSOCKETS_CLOSE_TIME;
 use crate::workers::launch::BootError;
 use crate::workers::process::Process;
 use crate::workers::recycle::Turns;

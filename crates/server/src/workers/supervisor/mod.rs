@@ -23,16 +23,19 @@
 //! worker is replaced the same way too, except that it takes no new request from the moment it
 //! is found stuck.
 //!
-//! [`Supervisor::start`] starts the pool; [`boot`] starts one process and puts it in service;
-//! [`manage`] watches one worker for its whole life, with a handler for each event (it exits,
-//! hangs, is due for recycling, is reloaded, the server stops), as gunicorn's arbiter has one
-//! for each signal; [`reload`] replaces every worker in turn.
+//! [`Supervisor::start`] starts the pool, as [`SupervisorConfig`] says; [`boot`] starts one process
+//! and puts it in service; [`manage`] watches one worker for its whole life, with a handler for
+//! each event (it exits, hangs, is due for recycling, is reloaded, the server stops), as
+//! gunicorn's arbiter has one for each signal; [`reload`] replaces every worker in turn;
+//! [`websockets`] closes workers' WebSockets and waits for them to go.
 
 mod boot;
+mod config;
 mod manage;
 mod reload;
 #[cfg(test)]
 mod tests;
+mod websockets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,42 +46,15 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::info;
 
 use crate::queue::Queue;
-use crate::workers::affinity::WorkerCpus;
-use crate::workers::launch::{Launch, TakesWebSockets};
 use crate::workers::recycle::{self, Turns};
-use crate::workers::replacement::RecyclePolicy;
 use crate::workers::slot::{Slot, SlotSettings};
-use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::Worker;
-use crate::workers::zygote::{Preloaded, ZygoteConfig};
+use crate::workers::zygote::Preloaded;
 use boot::{put_in_service, start_process, Started};
+pub use config::SupervisorConfig;
 use manage::{manage, Channels};
 pub use reload::Reloader;
-
-/// How long to wait for a worker's WebSockets to close. The front closes one within two seconds
-/// (`front::websocket`); the rest is margin.
-const WEBSOCKETS_CLOSE_TIME: Duration = Duration::from_secs(3);
-
-#[derive(Debug, Clone)]
-pub struct SupervisorConfig {
-    pub workers: usize,
-    /// `-t`: each worker's slots, by the kind of app it serves.
-    pub slots: SlotsPerWorker,
-    pub launch: Launch,
-    pub boot_timeout: Duration,
-    /// How long a hung worker's other requests may take to finish before it is replaced.
-    pub request_timeout: Duration,
-    /// The largest request head the front accepts (a hop's rings must hold one).
-    pub max_head: usize,
-    /// When healthy workers are recycled.
-    pub recycle: RecyclePolicy,
-    /// `--preload`: the bundled worker's app is imported once and its workers forked.
-    pub preload: Option<ZygoteConfig>,
-    /// Set as each bundled worker says when it is ready.
-    pub takes_websockets: TakesWebSockets,
-    /// `--cpu-affinity`: the CPU of each worker, if they are pinned.
-    pub cpus: Option<WorkerCpus>,
-}
+use websockets::close_websockets;
 
 pub struct Supervisor {
     workers: Vec<Arc<Worker>>,
@@ -215,16 +191,4 @@ impl Supervisor {
             let _ = manager.await;
         }
     }
-}
-
-/// Has the WebSockets open to `workers` closed, and waits until they are gone (a few seconds at
-/// most).
-async fn close_websockets(workers: &[Arc<Worker>]) {
-    workers.iter().for_each(|worker| worker.close_websockets());
-    let _ = tokio::time::timeout(WEBSOCKETS_CLOSE_TIME, async {
-        for worker in workers {
-            worker.websockets.zero().await;
-        }
-    })
-    .await;
 }

@@ -5,6 +5,9 @@ use std::sync::atomic::Ordering;
 
 use super::*;
 use crate::queue::job::{Failure, Outcome, RequestBody};
+use crate::workers::launch::{Launch, TakesWebSockets};
+use crate::workers::replacement::RecyclePolicy;
+use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::Phase;
 use bytes::Bytes;
 
