@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::workers::launch::{Launch, PythonApp};
-use crate::workers::output::{self, Output};
+use crate::workers::output::Output;
 use crate::workers::supervisor::Reloader;
 
 /// How long to gather changes after the first before reloading.
@@ -147,9 +147,8 @@ async fn check_app(launch: &Launch) -> anyhow::Result<()> {
                  sys.exit(load(sys.argv[1], sys.argv[2] or None) is None)";
     let mut command = Command::new(python);
     command.args(["-c", check, app, hooks.as_deref().unwrap_or("")]).stdin(Stdio::null()).kill_on_drop(true);
-    output::capture(&mut command);
-    let mut child = command.spawn().with_context(|| format!("cannot run {}", python.display()))?;
-    let mut output = Output::relay(&mut child, tracing::info_span!("reload", check = app));
+    let (mut child, mut output) = Output::spawn(&mut command, |_| tracing::info_span!("reload", check = app))
+        .with_context(|| format!("cannot run {}", python.display()))?;
     let status = child.wait().await.with_context(|| format!("cannot run {}", python.display()))?;
     output.finished().await;
     anyhow::ensure!(status.success(), "{app} does not import ({status}; the traceback is above)");

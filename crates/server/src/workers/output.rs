@@ -4,6 +4,7 @@
 //! worker that printed to the server's stderr directly would mix a format of its own, and
 //! multi-line tracebacks, into a JSON log.
 
+use std::io;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,19 +20,17 @@ const LAST_LINES: Duration = Duration::from_millis(200);
 /// The longest line carried as one; a longer one is carried in pieces of this size.
 const LONGEST_LINE: usize = 64 * 1024;
 
-/// Has the process `command` starts write its stdout and stderr to pipes, for [`Output::relay`].
-pub fn capture(command: &mut Command) {
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
-}
-
-/// The tasks that carry a started process's output into the log, each line within `span`.
+/// The tasks that carry a started process's output into the log.
 pub struct Output {
     relays: JoinSet<()>,
 }
 
 impl Output {
-    /// Starts carrying the output of `child` (started after [`capture`]) into the log.
-    pub fn relay(child: &mut Child, span: Span) -> Output {
+    /// Starts the process `command` describes with its stdout and stderr piped, and carries each
+    /// line they give into the log within the span `span_of` makes from the process's pid.
+    pub fn spawn(command: &mut Command, span_of: impl FnOnce(u32) -> Span) -> io::Result<(Child, Output)> {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let span = span_of(child.id().unwrap_or(0));
         let mut relays = JoinSet::new();
         if let Some(stdout) = child.stdout.take() {
             relays.spawn(lines(stdout).instrument(span.clone()));
@@ -39,7 +38,7 @@ impl Output {
         if let Some(stderr) = child.stderr.take() {
             relays.spawn(lines(stderr).instrument(span));
         }
-        Output { relays }
+        Ok((child, Output { relays }))
     }
 
     /// Waits, briefly, until the exited process's last lines are in the log, so that they come

@@ -12,7 +12,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 use super::launch::BootError;
-use super::output::{self, Output};
+use super::output::Output;
 use super::zygote::Forked;
 
 /// A running worker process. It leads its own process group, so the group id is its pid.
@@ -30,11 +30,9 @@ enum ExitWatch {
 }
 
 impl Process {
-    /// A process the front started itself (with its output captured) for worker `index`.
-    fn spawned(mut child: Child, index: usize) -> Process {
-        let pid = child.id().unwrap_or(0);
-        let output = Output::relay(&mut child, tracing::info_span!("worker", n = index, pid));
-        Process { pid, exit: ExitWatch::Child(child, output) }
+    /// A process the front started itself, its output carried into the log.
+    fn spawned(child: Child, output: Output) -> Process {
+        Process { pid: child.id().unwrap_or(0), exit: ExitWatch::Child(child, output) }
     }
 
     /// A process the preloaded parent forked.
@@ -91,9 +89,9 @@ pub async fn boot(
     ready: impl Future<Output = io::Result<()>>,
     timeout: Duration,
 ) -> Result<Process, BootError> {
-    output::capture(command);
-    let child = command.spawn().map_err(BootError::Spawn)?;
-    until_ready(Process::spawned(child, index), ready, timeout).await
+    let (child, output) =
+        Output::spawn(command, |pid| tracing::info_span!("worker", n = index, pid)).map_err(BootError::Spawn)?;
+    until_ready(Process::spawned(child, output), ready, timeout).await
 }
 
 /// Waits until `ready` says the started `process` serves; stops it if it does not in time.

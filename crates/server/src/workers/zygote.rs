@@ -40,7 +40,7 @@ use tokio::io::Interest;
 use tokio::process::{Child, Command};
 
 use crate::workers::launch::{BootError, PythonApp};
-use crate::workers::output::{self, Output};
+use crate::workers::output::Output;
 use crate::workers::slots_per_worker::SlotsPerWorker;
 
 /// What the zygote runs.
@@ -82,11 +82,9 @@ impl Zygote {
                 Ok(())
             });
         }
-        output::capture(&mut command);
-        let mut child = command.spawn().map_err(BootError::Spawn)?;
+        let (mut child, mut output) =
+            Output::spawn(&mut command, |pid| tracing::info_span!("preload", pid)).map_err(BootError::Spawn)?;
         drop(zygote);
-        let span = tracing::info_span!("preload", pid = child.id().unwrap_or(0));
-        let mut output = Output::relay(&mut child, span);
         front.set_read_timeout(Some(timeout)).map_err(BootError::Spawn)?;
         let ready = tokio::task::spawn_blocking(move || {
             let word = receive(&front);
