@@ -113,9 +113,10 @@ def h2load(result):
 
 def load_vs_wrk(result):
     """The load generator's own speed against wrk and hey."""
-    for tool in table_rows(result["tables"][1]):
-        if tool["tool"] != "headway load":
-            mine = next(each for each in table_rows(result["tables"][1]) if each["tool"] == "headway load")
+    tools = table_rows(result["tables"][1])
+    mine = next(tool for tool in tools if tool["tool"] == "headway load")
+    for tool in tools:
+        if tool is not mine:
             ratio = mine["median of the rounds' ratios"] / tool["median of the rounds' ratios"]
             yield row("headway load's requests/s, one core", tool["tool"], f"{ratio:.2f}x req/s")
 
