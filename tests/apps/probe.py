@@ -21,6 +21,8 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /crash             raises before start_response
 - /bodiless?status=S answers status S with no body and no Content-Length (204, 304, or any
                      status for HEAD, as frameworks answer HEAD: the fields, an empty body)
+- /files             how many regular files the worker process holds open (sockets, pipes and
+                     devices left out: their number moves with the slots' connections)
 - /spaced            header values with blanks around them, as Django's WSGI handler writes
                      `Set-Cookie`: `Set-Cookie: " a=b "`, `X-Spaced: "\t1 2 \t"`
 """
@@ -28,6 +30,7 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 import hashlib
 import json
 import os
+import stat
 import threading
 import time
 from urllib.parse import parse_qs
@@ -49,6 +52,16 @@ def _reply(start_response, body, status="200 OK", content_type="text/plain"):
     start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body))),
                             ("X-Worker-Pid", str(os.getpid()))])
     return [body]
+
+
+def _open_files():
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += stat.S_ISREG(os.stat(f"/proc/self/fd/{fd}").st_mode)
+        except FileNotFoundError:
+            pass  # the listing's own descriptor, closed once the listing was read
+    return count
 
 
 def _json(start_response, value):
@@ -213,7 +226,7 @@ ROUTES = {
     "/closed": lambda env, sr: _json(sr, list(_closed)),
     "/endless": endless,
     "/crash": crash,
-    "/fds": lambda env, sr: _json(sr, len(os.listdir("/proc/self/fd"))),
+    "/files": lambda env, sr: _json(sr, _open_files()),
     "/bodiless": bodiless,
     "/spaced": spaced,
 }
