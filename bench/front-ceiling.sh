@@ -4,7 +4,8 @@
 # answers every request on the hop at once (`Hello, world!`), started by the front in place of
 # the Python worker; so whatever limits the rate is the front (and wrk, which runs beside it, as
 # a user's would: nothing pinned). Each number of threads runs ROUNDS times, interleaved; the
-# table shows the median round, every round, and the front's CPU a request.
+# table shows the median round, every round, and the front's CPU a request; it is written as
+# bench/results/front-ceiling.json for docs/benchmarks.md (RESULTS=0: a trial, no file).
 #
 # With INSTRUCTIONS=1, also the front's user-space instructions a request for each number of
 # threads (callgrind, `headway load -c 32`, FIRST and SECOND requests: their difference over the
@@ -12,15 +13,15 @@
 # requests/s do not. Needs valgrind.
 #
 # Usage: bench/front-ceiling.sh
-# Env:   THREADS="1 2"  ROUNDS=5  DURATION=5s  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
+# Env:   THREADS="1 2 4"  ROUNDS=5  DURATION=5s  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
 #        INSTRUCTIONS=0 FIRST=2000 SECOND=10000  HEADWAY=path/to/headway (a cargo build's, so
-#        that the stub is built beside it)
+#        that the stub is built beside it)  RESULTS=1
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-THREADS="${THREADS:-1 2}"
+THREADS="${THREADS:-1 2 4}"
 ROUNDS="${ROUNDS:-5}"
 DURATION="${DURATION:-5s}"
 WARMUP="${WARMUP:-2s}"
@@ -30,6 +31,7 @@ SLOTS="${SLOTS:-5}"
 INSTRUCTIONS="${INSTRUCTIONS:-0}"
 FIRST="${FIRST:-2000}"
 SECOND="${SECOND:-10000}"
+RESULTS="${RESULTS:-1}"
 
 bench_need wrk curl cargo
 [[ "$INSTRUCTIONS" != 1 ]] || bench_need valgrind
@@ -79,16 +81,25 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-echo
-echo "medians of $ROUNDS rounds; 'front CPU us/req' is the CPU time of the headway process (the front) per request"
-echo "| front threads | req/s | req/s per thread | front CPU us/req | req/s of each round | other CPU % of each round |"
-echo "|---:|---:|---:|---:|---|---|"
+medians="$BENCH_OUT/medians.tsv"
+printf 'front threads\treq/s\treq/s a thread\tfront CPU us/req\treq/s, each round\tother CPU %%, each round\n' >"$medians"
 for threads in $THREADS; do
     rps="$(bench_column_median "$results" "$threads" 3)"
-    printf '| %s | %.0f | %.0f | %s | %s | %s |\n' "$threads" "$rps" "$(echo "$rps / $threads" | bc -l)" \
+    printf '%s\t%.0f\t%.0f\t%s\t%s\t%s\n' "$threads" "$rps" "$(echo "$rps / $threads" | bc -l)" \
         "$(bench_column_median "$results" "$threads" 4)" "$(bench_column_all "$results" "$threads" 3)" \
-        "$(bench_column_all "$results" "$threads" 5)"
+        "$(bench_column_all "$results" "$threads" 5)" >>"$medians"
 done
+echo
+echo "medians of $ROUNDS rounds; 'front CPU us/req' is the CPU time of the headway process (the front) per request"
+column -t -s $'\t' "$medians"
+if [[ "$RESULTS" != 0 ]]; then
+    bench_result front-ceiling "wrk" \
+        --title "The front alone: stub workers that answer at once" --order 45 \
+        --command "$(bench_command "THREADS=1 2 4" ROUNDS=5)" \
+        --summary "headway's front with $WORKERS stub workers x $SLOTS slots (crates/hop/examples/stub_worker.rs answers every request on the hop at once), wrk -t1 -c$CONNECTIONS -d$DURATION beside it, $ROUNDS interleaved rounds, nothing pinned: what the front costs a request and the most it serves on this machine, for each number of front threads." \
+        --table "Medians of $ROUNDS rounds" "$medians" \
+        --note "front CPU us/req: the CPU time of the headway process (the front, all its threads) over the requests wrk counted; the stub workers' CPU is not in it. On 2 CPUs shared with wrk, more front threads than CPUs show what the front's scheduling costs, not more capacity."
+fi
 
 if [[ "$INSTRUCTIONS" == 1 ]]; then
     # instructions THREADS N: the instructions callgrind counted in the front over N requests.

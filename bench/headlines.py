@@ -42,8 +42,12 @@ def row(what, against, headway, cpu="-", p99="-"):
     return {"what": what, "against": against, "headway": headway, "cpu": cpu, "p99": p99}
 
 
+CPU_RATIO, SHARED_RATIO = "headway's CPU/req vs it", "headway vs it, sharing wrk's session"
+
+
 def versus(result):
-    """bench/versus.sh's throughput parts: wrk against each server, a table per endpoint."""
+    """bench/versus.sh's throughput parts: wrk against each server, a table per endpoint; CPU a
+    request first, then requests/s with the servers in sessions of their own and sharing wrk's."""
     # "2 workers each, wrk -t1 -c64 -d5s", and what else the run had ("beside a busy neighbour").
     how = ", ".join(result["summary"].split(", ")[:2])
     beside = result["title"].partition(", beside ")[2]
@@ -55,7 +59,11 @@ def versus(result):
         for theirs in servers:
             if theirs is mine:
                 continue
-            yield row(f"{short_title(result)} {endpoint}; {how}", theirs["server"], f"{theirs['headway vs it']} req/s",
+            cpu, shared = theirs.get(CPU_RATIO, "-"), theirs.get(SHARED_RATIO, "-")
+            figures = ([f"{cpu} CPU/req"] if cpu != "-" else []) + [f"{theirs['headway vs it']} req/s"]
+            if shared != "-":
+                figures[-1] += f" ({shared} sharing wrk's session)"
+            yield row(f"{short_title(result)} {endpoint}; {how}", theirs["server"], ", ".join(figures),
                       both(mine["CPU us/req"], theirs["CPU us/req"], "µs"),
                       both(mine["p99 ms"], theirs["p99 ms"], "ms"))
 
@@ -111,6 +119,14 @@ def h2load(result):
               both(mine["CPU us/req"], theirs["CPU us/req"], "µs"))
 
 
+def front_ceiling(result):
+    """The front alone, with stub workers: its CPU a request and requests/s for each number of
+    front threads."""
+    for threads in table_rows(result["tables"][0]):
+        yield row(f"the front alone (stub workers), {threads['front threads']} front thread(s)", "-",
+                  f"{threads['req/s']:,} req/s", f"front {threads['front CPU us/req']} µs")
+
+
 def load_vs_wrk(result):
     """The load generator's own speed against wrk and hey."""
     tools = table_rows(result["tables"][1])
@@ -152,6 +168,7 @@ RULES = [
     ("keepalive-tail", keepalive_tail),
     ("lab", lab),
     ("h2load", h2load),
+    ("front-ceiling", front_ceiling),
     ("load-vs-wrk", load_vs_wrk),
     ("preload-memory", preload_memory),
     ("soak", soak),

@@ -16,8 +16,10 @@ BENCH_CURL=(curl)
 bench_say() { echo "$(basename "$0"): $*" >&2; }
 bench_die() { bench_say "$*"; exit 1; }
 
-# The pid (= process group = session id) of the server now running, and its log.
+# The pid of the server now running (with BENCH_SESSION=own also its process group and session
+# id), the BENCH_SESSION it was started with, and its log.
 bench_server_pid=""
+bench_server_session=own
 bench_server_log=""
 
 bench_need() {
@@ -135,14 +137,22 @@ bench_free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# bench_start NAME URL COMMAND...: runs COMMAND in a new session (so it and everything it
-# forks can be found and stopped), logging to $BENCH_OUT/NAME.log, and polls URL until it
-# answers 200 (at most BENCH_BOOT_SECS, default 60).
+# bench_start NAME URL COMMAND...: runs COMMAND, logging to $BENCH_OUT/NAME.log, and polls URL
+# until it answers 200 (at most BENCH_BOOT_SECS, default 60). With BENCH_SESSION=own (the
+# default) COMMAND gets a session of its own, as a server started from its own terminal or as a
+# systemd service runs; with BENCH_SESSION=shared it stays in the script's session, the load
+# tool's. With the kernel's autogroup on, a session is one scheduling group: on a machine with few
+# CPUs and the load tool on it, which of the two applies moves requests/s (not CPU a request).
 bench_start() {
     local name="$1" url="$2"
     shift 2
     bench_server_log="$BENCH_OUT/$name.log"
-    setsid "$@" >"$bench_server_log" 2>&1 </dev/null &
+    bench_server_session="${BENCH_SESSION:-own}"
+    case "$bench_server_session" in
+        own) setsid "$@" >"$bench_server_log" 2>&1 </dev/null & ;;
+        shared) "$@" >"$bench_server_log" 2>&1 </dev/null & ;;
+        *) bench_die "BENCH_SESSION is own or shared, not ${BENCH_SESSION}" ;;
+    esac
     bench_server_pid=$!
     local deadline=$((SECONDS + ${BENCH_BOOT_SECS:-60}))
     until "${BENCH_CURL[@]}" -fs -o /dev/null --max-time 2 "$url"; do
@@ -174,27 +184,48 @@ bench_wait_workers() {
     done
 }
 
-# Live processes of session $1 (zombies have exited already; init reaps them).
-bench_session_pids() { ps -eo pid=,sid=,stat= | awk -v sid="$1" '$2 == sid && $3 !~ /^Z/ {print $1}'; }
+# Live processes of the server $1 (zombies have exited already; init reaps them): its session's
+# when it leads one, else it and its descendants.
+bench_session_pids() {
+    ps -eo pid=,ppid=,sid=,stat= | awk -v top="$1" '
+        $4 !~ /^Z/ {pid[NR] = $1; parent[$1] = $2; sid[$1] = $3}
+        END {
+            for (i in pid) {
+                p = pid[i]
+                if (sid[top] == top) { if (sid[p] == top) print p; continue }
+                for (q = p; q != "" && q > 1; q = parent[q]) if (q == top) { print p; break }
+            }
+        }'
+}
 
-# Stops the running server: SIGTERM to its process group, SIGKILL after BENCH_STOP_SECS
-# (default 15), then SIGKILL to anything left in its session (a worker in a process group of
-# its own that outlived the server; reported, since a server should stop its children).
+# Stops the running server: SIGTERM to its process group (to it alone when it shares the
+# script's session), SIGKILL after BENCH_STOP_SECS (default 15), then SIGKILL to anything of it
+# left (a worker in a process group of its own that outlived the server; reported, since a server
+# should stop its children).
 bench_stop() {
-    local pid="$bench_server_pid"
+    local pid="$bench_server_pid" target
     [[ -n "$pid" ]] || return 0
     bench_server_pid=""
-    kill -TERM -- "-$pid" 2>/dev/null || true
+    # A server sharing the script's session has no process group of its own to signal; its
+    # children, orphaned once it exits, are listed before.
+    local started
+    started="$(bench_session_pids "$pid" | paste -sd, -)"
+    target="-$pid"
+    [[ "$bench_server_session" == own ]] || target="$pid"
+    kill -TERM -- "$target" 2>/dev/null || true
     local deadline=$((SECONDS + ${BENCH_STOP_SECS:-15}))
     while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
         bench_say "server $pid still running ${BENCH_STOP_SECS:-15} s after SIGTERM: SIGKILL"
-        kill -KILL -- "-$pid" 2>/dev/null || true
+        kill -KILL -- "$target" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
     local left
     sleep 0.2
     left="$(bench_session_pids "$pid" | paste -sd, -)"
+    [[ "$bench_server_session" == own ]] ||
+        left="$({ ps -o pid=,stat= -p "${started:-$pid}" 2>/dev/null || true; } | awk '$2 !~ /^Z/ {print $1}' |
+            paste -sd, -)"
     if [[ -n "$left" ]]; then
         bench_say "processes left behind by server $pid, killing them:"
         ps -o pid,pgid,args -p "$left" >&2 || true

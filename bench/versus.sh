@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # headway against the servers FastAPI and Flask users compare it with, measured the way they
-# measure: every server started with its defaults and 2 workers (1 for large bodies), plain
-# `wrk -t1 -c64` (nothing pinned, no scheduler settings), ROUNDS rounds with the servers
-# interleaved (their order reversed every other round), and for each server the median round,
-# every round's requests/s and headway's ratio to it in that round, p50 and p99, and the CPU a
-# request of all the server's processes (headway's front apart too). Parts (PARTS):
+# measure: every server with 2 workers (1 for large bodies), started with its defaults and as its
+# users tune it, plain `wrk -t1 -c64` (nothing pinned, no scheduler settings), ROUNDS rounds with
+# the servers interleaved (their order reversed every other round). For each server: the CPU a
+# request of all its processes (headway's front apart too), the figure that does not depend on
+# how the kernel shares 2 CPUs between the server and wrk; requests/s with the server in a session
+# of its own and sharing wrk's (SESSIONS, bench/lib.sh's BENCH_SESSION), each the median round
+# with every round's figure and headway's ratio to it in that round; p50 and p99. Parts (PARTS):
 #
-#   fastapi  FastAPI JSON (headway.twins.fastapi_bench:app, /json): headway, uvicorn (uvloop,
-#            httptools, no access log), granian ASGI
-#   wsgi     the plain WSGI hello world (the demo app, /hello): headway, granian WSGI, and headway
-#            with --no-lanes (one route: lanes should change nothing measurable)
+#   fastapi  FastAPI JSON (headway.twins.fastapi_bench:app, /json): headway, uvicorn tuned (uvloop,
+#            httptools) and as pip installs it (asyncio, h11), both without their access log,
+#            granian ASGI
+#   wsgi     the smallest WSGI hello world (headway.twins.hello:app, /): headway, granian WSGI with
+#            its defaults and with --blocking-threads as many as headway's slots, gunicorn gthread
+#            with as many threads, and headway with --no-lanes (one route: lanes should change
+#            nothing measurable)
 #   flask    Flask JSON and the sqlite + template page (headway.twins.flask_bench:app, /json and
-#            /fortunes): headway, granian WSGI
+#            /fortunes): headway, granian WSGI with its defaults and with --blocking-threads
 #   bodies   large bodies (headway.twins.bodies:app), 1 worker each, curl one at a time: COUNT
 #            uploads and COUNT downloads of BODY_MIB MiB and ECHOES echoes of 5 MB; MB/s, CPU a
 #            transfer, and headway's front's peak RSS (VmHWM) while it all passes: headway,
@@ -26,7 +31,7 @@
 #
 # Usage: bench/versus.sh
 # Env:   PARTS="fastapi wsgi flask bodies fastapi-busy"  ROUNDS=5  DURATION=5s  WARMUP=2s
-#        CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
+#        SESSIONS="own shared" (the throughput parts measure each server in each)  CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
 #        BENCH_VENV=bench/.venv (the peers, FastAPI and Flask, from PyPI on first use)
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60 (bench/lib.sh; not waited for in a -busy part)
 #        RESULTS=0: no bench/results/ files (a trial run)
@@ -44,7 +49,10 @@ COUNT="${COUNT:-16}"
 BODY_MIB="${BODY_MIB:-64}"
 ECHOES="${ECHOES:-8}"
 RESULTS="${RESULTS:-1}"
+SESSIONS="${SESSIONS:-own shared}"
 WORKERS=2
+# headway's -t auto for a WSGI app: the threads a tuned WSGI peer is given too.
+WSGI_THREADS=5
 ECHO_BYTES=5000000
 
 bench_need wrk curl python3 setsid /usr/bin/time
@@ -67,9 +75,9 @@ bodies="$BENCH_OUT/bodies.tsv"
 # The servers of a part, headway first; the app and the endpoints measured.
 servers_of() {
     case "${1%-busy}" in
-        fastapi) echo "headway uvicorn granian-asgi" ;;
-        wsgi) echo "headway granian-wsgi headway-no-lanes" ;;
-        flask) echo "headway granian-wsgi" ;;
+        fastapi) echo "headway uvicorn uvicorn-plain granian-asgi" ;;
+        wsgi) echo "headway granian-wsgi granian-wsgi-threads gunicorn-gthread headway-no-lanes" ;;
+        flask) echo "headway granian-wsgi granian-wsgi-threads" ;;
         bodies) echo "headway granian-wsgi gunicorn" ;;
         *) bench_die "unknown part $1 (known: fastapi wsgi flask bodies, and each but bodies with -busy)" ;;
     esac
@@ -77,7 +85,7 @@ servers_of() {
 app_of() {
     case "${1%-busy}" in
         fastapi) echo headway.twins.fastapi_bench:app ;;
-        wsgi) echo headway.demo:app ;;
+        wsgi) echo headway.twins.hello:app ;;
         flask) echo headway.twins.flask_bench:app ;;
         bodies) echo headway.twins.bodies:app ;;
     esac
@@ -85,7 +93,7 @@ app_of() {
 endpoints_of() {
     case "${1%-busy}" in
         fastapi | flask) [[ "${1%-busy}" == flask ]] && echo "/json /fortunes" || echo "/json" ;;
-        wsgi) echo "/hello" ;;
+        wsgi) echo "/" ;;
         bodies) echo "/download?size=1" ;;
     esac
 }
@@ -93,10 +101,13 @@ label() {
     case "$1" in
         headway) echo "headway -w $2" ;;
         headway-no-lanes) echo "headway -w $2 --no-lanes" ;;
-        uvicorn) echo "uvicorn --workers $2" ;;
+        uvicorn) echo "uvicorn --workers $2 (uvloop, httptools)" ;;
+        uvicorn-plain) echo "uvicorn --workers $2 (asyncio, h11)" ;;
         granian-asgi) echo "granian asgi --workers $2" ;;
         granian-wsgi) echo "granian wsgi --workers $2" ;;
+        granian-wsgi-threads) echo "granian wsgi --workers $2 --blocking-threads $WSGI_THREADS" ;;
         gunicorn) echo "gunicorn -w $2" ;;
+        gunicorn-gthread) echo "gunicorn -w $2 -k gthread --threads $WSGI_THREADS" ;;
     esac
 }
 
@@ -108,13 +119,22 @@ start_server() {
         headway-no-lanes)
             bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" --no-lanes -b "127.0.0.1:$port" "$app" ;;
         uvicorn)
-            bench_start "$log" "$url" uvicorn --workers "$workers" --no-access-log --host 127.0.0.1 \
-                --port "$port" "$app" ;;
+            bench_start "$log" "$url" uvicorn --workers "$workers" --loop uvloop --http httptools --no-access-log \
+                --host 127.0.0.1 --port "$port" "$app" ;;
+        uvicorn-plain)
+            bench_start "$log" "$url" uvicorn --workers "$workers" --loop asyncio --http h11 --no-access-log \
+                --host 127.0.0.1 --port "$port" "$app" ;;
         granian-asgi)
             bench_start "$log" "$url" granian --interface asgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
         granian-wsgi)
             bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
+        granian-wsgi-threads)
+            bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --blocking-threads "$WSGI_THREADS" \
+                --host 127.0.0.1 --port "$port" "$app" ;;
         gunicorn) bench_start "$log" "$url" gunicorn -w "$workers" -b "127.0.0.1:$port" "$app" ;;
+        gunicorn-gthread)
+            bench_start "$log" "$url" gunicorn -w "$workers" -k gthread --threads "$WSGI_THREADS" -b "127.0.0.1:$port" \
+                "$app" ;;
     esac
 }
 
@@ -135,36 +155,44 @@ stop_neighbour() {
 }
 trap 'stop_neighbour; bench_stop; bench_autogroup_restore' EXIT
 
-# run_throughput PART: ROUNDS rounds of every server of PART, each endpoint under wrk.
+# measure PART ROUND SESSION NAME: starts server NAME for PART (in a session of its own or
+# sharing wrk's: SESSION) and measures each endpoint under wrk, a line each in $results.
+measure() {
+    local part="$1" round="$2" session="$3" name="$4" port url log endpoint raw rps p50 p99 errors requests front \
+        cpu_us front_us
+    port="$(bench_free_port)"
+    log="$part-r$round-$session-$name"
+    url="http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
+    BENCH_SESSION="$session" start_server "$name" "$(app_of "$part")" "$WORKERS" "$port" "$log" "$url"
+    for endpoint in $(endpoints_of "$part"); do
+        url="http://127.0.0.1:$port$endpoint"
+        wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$log-${endpoint//\//}-warmup.txt"
+        raw="$BENCH_OUT/$log-${endpoint//\//}.txt"
+        front="$(front_ticks)"
+        bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
+        front=$(($(front_ticks) - front))
+        read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
+        cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+        front_us="-"
+        [[ "$name" != headway* ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" \
+            "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" "$session" >>"$results"
+        printf '%-12s round %s  %-6s %-48s %-9s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \
+            "$part" "$round" "$session" "$(label "$name" "$WORKERS")" "$endpoint" "$rps" "$p50" "$p99" "$errors" "$cpu_us" \
+            "$front_us" "$BENCH_OTHER_CPU"
+    done
+    bench_stop
+}
+
+# run_throughput PART: ROUNDS rounds of every server of PART in each of SESSIONS.
 run_throughput() {
-    local part="$1" app servers round name port url log endpoint raw rps p50 p99 errors requests front cpu_us front_us
-    app="$(app_of "$part")"
-    servers="$(servers_of "$part")"
+    local part="$1" round session name
     for round in $(seq "$ROUNDS"); do
-        # shellcheck disable=SC2086 # the names, one a word
-        for name in $(bench_round_order "$round" $servers); do
-            port="$(bench_free_port)"
-            log="$part-r$round-$name"
-            url="http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
-            start_server "$name" "$app" "$WORKERS" "$port" "$log" "$url"
-            for endpoint in $(endpoints_of "$part"); do
-                url="http://127.0.0.1:$port$endpoint"
-                wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$log-${endpoint//\//}-warmup.txt"
-                raw="$BENCH_OUT/$log-${endpoint//\//}.txt"
-                front="$(front_ticks)"
-                bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
-                front=$(($(front_ticks) - front))
-                read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
-                cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
-                front_us="-"
-                [[ "$name" != headway* ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" \
-                    "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" >>"$results"
-                printf '%-12s round %s  %-28s %-9s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \
-                    "$part" "$round" "$(label "$name" "$WORKERS")" "$endpoint" "$rps" "$p50" "$p99" "$errors" "$cpu_us" \
-                    "$front_us" "$BENCH_OTHER_CPU"
+        for session in $SESSIONS; do
+            # shellcheck disable=SC2046 # the names, one a word
+            for name in $(bench_round_order "$round" $(servers_of "$part")); do
+                measure "$part" "$round" "$session" "$name"
             done
-            bench_stop
         done
     done
 }
@@ -228,7 +256,7 @@ run_bodies() {
 
 {
     echo "# versus: $PARTS; $ROUNDS rounds, servers interleaved; wrk -t1 -c$CONNECTIONS -d$DURATION (warm-up $WARMUP)," \
-        "$WORKERS workers; bodies: 1 worker, $COUNT x $BODY_MIB MiB each way, $ECHOES echoes of 5 MB; nothing pinned"
+        "$WORKERS workers, servers in sessions: $SESSIONS; bodies: 1 worker, $COUNT x $BODY_MIB MiB each way, $ECHOES echoes of 5 MB; nothing pinned"
     bench_versions
 } | tee "$BENCH_OUT/header.txt"
 
@@ -249,7 +277,7 @@ done
 
 # The tables, and the results for docs/benchmarks.md.
 BENCH_REPO="$BENCH_REPO" RESULTS="$RESULTS" PARTS="$PARTS" ROUNDS="$ROUNDS" DURATION="$DURATION" CONNECTIONS="$CONNECTIONS" \
-    WORKERS="$WORKERS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" ECHOES="$ECHOES" \
+    WORKERS="$WORKERS" WSGI_THREADS="$WSGI_THREADS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" ECHOES="$ECHOES" \
     VERSIONS="$(for tool in headway uvicorn granian gunicorn httptools uvloop python wrk; do
         echo "$tool=$(bench_version "$tool")"; done)" \
     python3 "$BENCH_REPO/bench/versus_tables.py" "$results" "$bodies" | tee "$BENCH_OUT/tables.txt"

@@ -2,18 +2,21 @@
 
 Usage (bench/versus.sh runs it): python3 bench/versus_tables.py RESULTS.tsv BODIES.tsv, with the
 run's settings in the environment (PARTS, ROUNDS, DURATION, CONNECTIONS, WORKERS, COUNT, BODY_MIB,
-ECHOES, VERSIONS: the run's header lines; RESULTS=0 writes no result files).
+ECHOES, WSGI_THREADS; VERSIONS: a "tool=version" a line; RESULTS=0 writes no result files).
 
 RESULTS.tsv has a line per measured run: part, round, server, endpoint, requests/s, p50 ms, p99
 ms, errors, CPU us a request (all the server's processes), the front's CPU us a request (headway
-only, else "-"), other CPU % (the machine's CPU neither the server nor wrk used). BODIES.tsv a
+only, else "-"), other CPU % (the machine's CPU neither the server nor wrk used), and the session
+the server ran in ("own", or "shared" with wrk). BODIES.tsv a
 line per server and round: round, server, upload MB/s, download MB/s, 5 MB echo s (medians of the
 round's transfers), CPU ms an upload, CPU ms a download, headway's front's peak RSS MiB.
 
-Each table row is a server's median round (by requests/s, or by upload MB/s for bodies), a whole
-measured row rather than a mix of rounds; beside it, headway's ratio to the server in each round
-(the rounds were interleaved, so each ratio compares two runs minutes apart) and the ratio of the
-medians.
+A throughput table leads with each server's CPU a request (the median of its runs in either
+session: what a request costs does not depend on how the kernel groups the processes) and
+headway's ratio to it; then requests/s in each session, the median round with headway's ratio of
+medians and its ratio in each round (the rounds were interleaved, so each compares two runs
+minutes apart); p50 and p99 are those of the median round in sessions of their own. The bodies
+table gives each server's median round by upload MB/s.
 """
 
 import csv
@@ -27,14 +30,17 @@ import results  # noqa: E402
 
 TITLES = {
     "fastapi": "FastAPI JSON: headway, uvicorn and granian ASGI",
-    "wsgi": "WSGI hello world: headway, granian WSGI, and headway with its lanes off",
+    "wsgi": "WSGI hello world: headway, granian WSGI, gunicorn gthread, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
 }
 ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5}
 LABELS = {
-    "headway": "headway", "uvicorn": "uvicorn (uvloop, httptools)", "granian-asgi": "granian ASGI",
-    "granian-wsgi": "granian WSGI", "gunicorn": "gunicorn (sync)", "headway-no-lanes": "headway --no-lanes",
+    "headway": "headway", "headway-no-lanes": "headway --no-lanes",
+    "uvicorn": "uvicorn (uvloop, httptools)", "uvicorn-plain": "uvicorn (asyncio, h11: pip's defaults)",
+    "granian-asgi": "granian ASGI", "granian-wsgi": "granian WSGI",
+    "granian-wsgi-threads": "granian WSGI --blocking-threads 5", "gunicorn": "gunicorn (sync)",
+    "gunicorn-gthread": "gunicorn gthread --threads 5",
 }
 
 
@@ -65,42 +71,82 @@ def span(ratios):
     return f"{min(known):.2f}-{max(known):.2f}x" if known else "-"
 
 
+def median_of(rows, field):
+    known = [row[field] for row in rows if row[field] is not None]
+    return statistics.median(known) if known else None
+
+
+def each_round(rows, field="rps"):
+    return " ".join(f"{row[field]:.0f}" for row in sorted(rows, key=lambda row: row["round"])) or "-"
+
+
+def runs_of(measured, server, session=None):
+    """The runs of `server` in `session` (any session: None)."""
+    return [row for row in measured if row["server"] == server and session in (None, row["session"])]
+
+
+def rps_ratio(measured, server, session):
+    """headway's median requests/s over the server's in `session`, and headway's over it in each
+    round (the rounds were interleaved: each compares two runs minutes apart)."""
+    mine, theirs = runs_of(measured, "headway", session), runs_of(measured, server, session)
+    if not mine or not theirs:
+        return None, []
+    by_round = {row["round"]: row["rps"] for row in mine}
+    overall = ratio(median_row(mine, rps)["rps"], median_row(theirs, rps)["rps"])
+    in_order = sorted(theirs, key=lambda row: row["round"])
+    return overall, [ratio(by_round.get(row["round"]), row["rps"]) for row in in_order]
+
+
+def rps(row):
+    return row["rps"]
+
+
 def throughput_part(part, rows, settings):
-    """The table and summary of a part measured with wrk."""
+    """The table and summary of a part measured with wrk: CPU a request first (the median of every
+    run, in either session), then requests/s in each session as its median round."""
     busy = part.endswith("-busy")
     tables, sentences = [], []
     for endpoint in dict.fromkeys(row["endpoint"] for row in rows):
         measured = [row for row in rows if row["endpoint"] == endpoint]
         servers = list(dict.fromkeys(row["server"] for row in measured))
-        by_round = {(row["server"], row["round"]): row for row in measured}
-        mine = [row for row in measured if row["server"] == "headway"]
-        mine_median = median_row(mine, lambda row: row["rps"]) if mine else None
+        cpu_mine = median_of(runs_of(measured, "headway"), "cpu")
         table_rows, compared = [], []
         for server in servers:
-            own = [row for row in measured if row["server"] == server]
-            middle = median_row(own, lambda row: row["rps"])
-            rounds = sorted({row["round"] for row in own})
-            ratios = [ratio(by_round.get(("headway", r), {}).get("rps"), by_round[(server, r)]["rps"]) for r in rounds]
-            overall = ratio(mine_median["rps"], middle["rps"]) if mine_median else None
+            own, shared = runs_of(measured, server, "own"), runs_of(measured, server, "shared")
+            middle = median_row(own or shared, rps)
+            cpu = median_of(runs_of(measured, server), "cpu")
+            cpu_ratio = ratio(cpu_mine, cpu)
+            own_ratio, own_rounds = rps_ratio(measured, server, "own")
+            shared_ratio, shared_rounds = rps_ratio(measured, server, "shared")
             if server != "headway":
-                compared.append(f"{overall:.2f}x {LABELS[server]} (rounds {span(ratios)})" if overall else "")
+                compared.append(f"{cpu_ratio:.2f}x {LABELS[server]}'s CPU a request, " if cpu_ratio else "")
+                compared[-1] += ", ".join(
+                    f"{value:.2f}x its requests/s {where} (rounds {span(rounds)})"
+                    for value, where, rounds in ((own_ratio, "in sessions of their own", own_rounds),
+                                                 (shared_ratio, "sharing wrk's session", shared_rounds)) if value)
+            mine_row = server == "headway"
             table_rows.append([
-                LABELS[server], round(middle["rps"]), middle["p50"], middle["p99"], whole(middle["cpu"]),
-                whole(middle["front"]),
-                "-" if server == "headway" or overall is None else f"{overall:.2f}x",
-                "-" if server == "headway" else " ".join(f"{value:.2f}" if value else "-" for value in ratios),
-                " ".join(f"{row['rps']:.0f}" for row in sorted(own, key=lambda row: row["round"])),
-                sum(row["errors"] for row in own),
-                " ".join(f"{row['other']:.0f}" for row in sorted(own, key=lambda row: row["round"])),
+                LABELS[server], whole(cpu), "-" if mine_row or cpu_ratio is None else f"{cpu_ratio:.2f}x",
+                whole(median_of(runs_of(measured, server), "front")),
+                round(median_row(own, rps)["rps"]) if own else "-",
+                "-" if mine_row or own_ratio is None else f"{own_ratio:.2f}x",
+                round(median_row(shared, rps)["rps"]) if shared else "-",
+                "-" if mine_row or shared_ratio is None else f"{shared_ratio:.2f}x",
+                middle["p50"], middle["p99"],
+                each_round(own), each_round(shared),
+                "-" if mine_row else " ".join(f"{value:.2f}" if value else "-" for value in own_rounds + shared_rounds),
+                sum(row["errors"] for row in runs_of(measured, server)),
+                each_round(runs_of(measured, server), "other"),
             ])
         tables.append({
-            "title": f"{endpoint}: each server's median round of {settings['ROUNDS']}",
-            "columns": ["server", "req/s", "p50 ms", "p99 ms", "CPU us/req", "front CPU us/req",
-                        "headway vs it", "headway vs it, each round", "req/s, each round", "errors",
-                        "other CPU %, each round"],
+            "title": f"{endpoint}: each server's median of {settings['ROUNDS']} rounds",
+            "columns": ["server", "CPU us/req", "headway's CPU/req vs it", "front CPU us/req", "req/s",
+                        "headway vs it", "req/s, sharing wrk's session", "headway vs it, sharing wrk's session",
+                        "p50 ms", "p99 ms", "req/s, each round", "req/s sharing wrk's session, each round",
+                        "headway vs it, each round (own, then shared)", "errors", "other CPU %, each run"],
             "rows": table_rows,
         })
-        sentences.append(f"{endpoint}: headway " + ", ".join(filter(None, compared)) + ".")
+        sentences.append(f"{endpoint}: headway spends " + "; ".join(filter(None, compared)) + ".")
     base = part.removesuffix("-busy")
     what = (f"{settings['WORKERS']} workers each, wrk -t1 -c{settings['CONNECTIONS']} -d{settings['DURATION']}, "
             f"{settings['ROUNDS']} interleaved rounds, nothing pinned")
@@ -164,14 +210,15 @@ def show(title, summary, tables):
 
 def main():
     settings = {key: os.environ.get(key, "") for key in
-                ("PARTS", "ROUNDS", "DURATION", "CONNECTIONS", "WORKERS", "COUNT", "BODY_MIB", "ECHOES")}
+                ("PARTS", "ROUNDS", "DURATION", "CONNECTIONS", "WORKERS", "COUNT", "BODY_MIB", "ECHOES",
+                 "WSGI_THREADS")}
     # One "tool=version" a line, as bench_version says it.
     versions = dict(line.split("=", 1) for line in os.environ.get("VERSIONS", "").splitlines() if "=" in line)
     with open(sys.argv[1]) as file:
         rows = [{"part": p, "round": int(r), "server": s, "endpoint": e, "rps": number(rps) or 0.0,
                  "p50": number(p50), "p99": number(p99), "errors": int(errors), "cpu": number(cpu),
-                 "front": number(front), "other": number(other) or 0.0}
-                for p, r, s, e, rps, p50, p99, errors, cpu, front, other in csv.reader(file, delimiter="\t")]
+                 "front": number(front), "other": number(other) or 0.0, "session": session}
+                for p, r, s, e, rps, p50, p99, errors, cpu, front, other, session in csv.reader(file, delimiter="\t")]
     with open(sys.argv[2]) as file:
         body_rows = [{"round": int(r), "server": s, "up": float(up), "down": float(down), "echo": float(echo),
                       "up_cpu": float(up_cpu), "down_cpu": float(down_cpu), "hwm": number(hwm)}
@@ -191,10 +238,16 @@ def main():
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
             path = results.write(f"versus-{part}", title=title, command=f"PARTS={part} bench/versus.sh",
                                  summary=summary, tables=tables, order=order, versions=versions,
-                                 notes=["Every server with its defaults (uvicorn without its access log; headway's "
-                                        "-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app). "
-                                        "CPU us/req is the CPU time of all the server's processes over the "
-                                        "requests wrk counted; headway's front apart in its own column."])
+                                 notes=["headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for "
+                                        "an ASGI app); each peer with its defaults and, where its users tune it, "
+                                        f"as they do (WSGI threads: {settings['WSGI_THREADS']}, headway's slots); "
+                                        "uvicorn without its access log. CPU us/req is the CPU time of all the "
+                                        "server's processes over the requests wrk counted, headway's front apart "
+                                        "in its own column. Requests/s with each server in a session of its own, "
+                                        "as a service or a second terminal runs it, and sharing the session of "
+                                        "wrk: with the kernel's autogroup a session is one scheduling group, so on "
+                                        "2 CPUs with wrk on them the grouping moves requests/s by up to a third "
+                                        "while CPU a request stays."])
             print(f"written: {path}")
 
 
