@@ -5,11 +5,13 @@
 //! ([`ClientStream::readable`]). A socket tells readiness itself; a layered stream can only
 //! tell by reading, so a [`ReadAhead`] reads a byte ahead and hands it out first.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 pub use crate::read_ahead::ReadAhead;
 
@@ -30,13 +32,26 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
     }
 }
 
+/// A socket's read of what is there now, through tokio's `poll_read` rather than its `try_read`:
+/// a read that leaves room in `buf` shows the socket drained, and `poll_read` then forgets the
+/// socket's readiness, so the wait for the next request goes straight to the kernel's event
+/// queue. `try_read` keeps the readiness, which costs each keep-alive request one more `recv`
+/// that finds nothing.
+fn read_now<S: AsyncRead + Unpin>(socket: &mut S, buf: &mut BytesMut) -> io::Result<usize> {
+    let read = std::pin::pin!(socket.read_buf(buf));
+    match read.poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(read) => read,
+        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+    }
+}
+
 impl ClientStream for tokio::net::TcpStream {
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
         tokio::net::TcpStream::readable(self)
     }
 
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        tokio::net::TcpStream::try_read_buf(self, buf)
+        read_now(self, buf)
     }
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
@@ -50,7 +65,7 @@ impl ClientStream for tokio::net::UnixStream {
     }
 
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        tokio::net::UnixStream::try_read_buf(self, buf)
+        read_now(self, buf)
     }
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
@@ -77,6 +92,25 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_socket_read_that_drains_it_leaves_nothing_to_read_in_vain() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        ClientStream::readable(&mut server).await.unwrap();
+        let mut buf = BytesMut::with_capacity(4096);
+        assert_eq!(ClientStream::try_read_buf(&mut server, &mut buf).unwrap(), 18);
+        // The next wait is the kernel's: the socket is not said to be readable again at once.
+        {
+            let waiting = std::pin::pin!(ClientStream::readable(&mut server));
+            assert!(waiting.poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        }
+        client.write_all(b"more").await.unwrap();
+        ClientStream::readable(&mut server).await.unwrap();
+        assert_eq!(ClientStream::try_read_buf(&mut server, &mut buf).unwrap(), 4);
+    }
 
     #[tokio::test]
     async fn readable_keeps_the_byte_it_waited_for() {
