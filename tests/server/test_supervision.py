@@ -165,6 +165,22 @@ def test_idle_keep_alive_connections_do_not_delay_shutdown(serve):
     assert idle.recv(10) == b""
 
 
+@pytest.mark.parametrize("worker, said", [
+    (["no_such_module:app"], "cannot import no_such_module:app: No module named 'no_such_module'"),
+    (["--cmd", "echo boom >&2; exit 3"], "boom"),
+], ids=["bundled", "cmd"])
+def test_a_worker_that_fails_to_start_has_its_say_at_a_quieter_log_level(tmp_path, worker, said):
+    """The worker's lines are logged at info; with --log-level warn the error that stops the start
+    carries its last ones, instead of pointing at lines the log does not show."""
+    result = subprocess.run([headway_binary(), "serve", "-w", "1", "-b", "127.0.0.1:0", "--log-level", "warn", *worker],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    assert result.returncode == 1
+    assert "before listening on its socket; its last output" in result.stderr
+    assert said in result.stderr
+    assert "is above" not in result.stderr
+
+
 def test_app_that_cannot_be_imported_stops_startup_with_a_clear_message(tmp_path):
     result = subprocess.run([headway_binary(), "serve", "-w", "2", "-b", "127.0.0.1:0", "no_such_module:app"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60,

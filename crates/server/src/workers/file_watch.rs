@@ -151,7 +151,7 @@ async fn check_app(launch: &Launch) -> anyhow::Result<()> {
         .with_context(|| format!("cannot run {}", python.display()))?;
     let status = child.wait().await.with_context(|| format!("cannot run {}", python.display()))?;
     output.finished().await;
-    anyhow::ensure!(status.success(), "{app} does not import ({status}; the traceback is above)");
+    anyhow::ensure!(status.success(), "{app} does not import ({status}); {}", output.said());
     Ok(())
 }
 

@@ -155,10 +155,11 @@ impl Launch {
 pub enum BootError {
     #[error("could not start: {0}")]
     Spawn(io::Error),
-    #[error("exited with {0} before listening on its socket (its output is above)")]
-    Exited(String),
-    #[error("did not import the app ({0}; the traceback is above)")]
-    NotImported(String),
+    /// How it exited, and where its output is ([`super::output::Output::said`]).
+    #[error("exited with {0} before listening on its socket; {1}")]
+    Exited(String, String),
+    #[error("did not import the app ({0}); {1}")]
+    NotImported(String, String),
     #[error("did not listen on its socket within {0:?}")]
     Timeout(Duration),
 }

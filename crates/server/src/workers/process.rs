@@ -52,6 +52,15 @@ impl Process {
         }
     }
 
+    /// Where a reader of the log finds what the process said ([`Output::said`]); a forked
+    /// worker's lines come through its preloaded parent's output.
+    pub fn said(&self) -> String {
+        match &self.exit {
+            ExitWatch::Child(_, output) => output.said(),
+            ExitWatch::Forked(_) => "its output, and the preloaded parent's, is logged at --log-level info".to_owned(),
+        }
+    }
+
     /// Sends `signal` to the whole process group, reaching whatever the worker forked.
     pub fn signal(&self, signal: libc::c_int) {
         // SAFETY: kill(2) with a negative pid signals the process group we created.
@@ -110,7 +119,7 @@ pub async fn until_ready(
         },
         status = process.exited() => {
             process.signal(libc::SIGKILL);
-            Err(BootError::Exited(status))
+            Err(BootError::Exited(status, process.said()))
         }
         () = tokio::time::sleep(timeout) => {
             process.terminate(Duration::ZERO).await;

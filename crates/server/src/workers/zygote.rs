@@ -99,7 +99,7 @@ impl Zygote {
                     _ => "it did not say it was ready".to_owned(),
                 };
                 output.finished().await;
-                return Err(BootError::NotImported(status));
+                return Err(BootError::NotImported(status, output.said()));
             }
         }
         Ok(Arc::new(Zygote { channel: Mutex::new(front), child, _output: output }))
