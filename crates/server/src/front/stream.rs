@@ -9,7 +9,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+
+use super::static_files::send::{sendfile_now, when_writable};
 
 pub use crate::read_ahead::ReadAhead;
 
@@ -28,6 +30,18 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         None
     }
+
+    /// Sends up to `count` bytes of `file` from `offset` by `sendfile(2)`, waiting for room on
+    /// the socket: the file goes from the page cache to the socket without passing through the
+    /// front. A stream with no [`ClientStream::socket`] cannot: it takes the file in pieces.
+    fn send_file(
+        &mut self,
+        _file: BorrowedFd<'_>,
+        _offset: u64,
+        _count: usize,
+    ) -> impl std::future::Future<Output = io::Result<usize>> {
+        std::future::ready(Err(io::ErrorKind::Unsupported.into()))
+    }
 }
 
 impl ClientStream for tokio::net::TcpStream {
@@ -42,6 +56,11 @@ impl ClientStream for tokio::net::TcpStream {
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
     }
+
+    async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
+        let send = || sendfile_now(self.as_fd(), file, offset, count);
+        when_writable(|| self.writable(), || self.try_io(Interest::WRITABLE, send)).await
+    }
 }
 
 impl ClientStream for tokio::net::UnixStream {
@@ -55,6 +74,11 @@ impl ClientStream for tokio::net::UnixStream {
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
+    }
+
+    async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
+        let send = || sendfile_now(self.as_fd(), file, offset, count);
+        when_writable(|| self.writable(), || self.try_io(Interest::WRITABLE, send)).await
     }
 }
 
