@@ -371,3 +371,14 @@ def test_static_responses_are_logged_and_counted_apart(serve, site, tmp_path):
     assert 'headway_static_responses_total{code="200"} 1' in metrics
     assert 'headway_static_responses_total{code="404"} 1' in metrics
     assert f"headway_static_bytes_total {len(CSS) + 10}" in metrics
+
+
+def test_mounts_come_from_the_environment_and_the_config_file(serve, site, tmp_path):
+    config = tmp_path / "headway.toml"
+    config.write_text(f'static = ["/files={site / "public"}"]\nstatic-max-age = 30\n')
+    from_file = serve("-w", "1", "-c", str(config), "handoff:app")
+    status, headers, body = exchange(from_file, "GET", "/files/app.css")
+    assert (status, headers["cache-control"], body) == (200, "public, max-age=30", CSS)
+    from_env = serve("-w", "1", "handoff:app", env={"HEADWAY_STATIC": f"/a={site / 'public'},/b={site / 'private'}"})
+    assert exchange(from_env, "GET", "/a/app.css")[2] == CSS
+    assert exchange(from_env, "GET", "/b/report.pdf")[2] == PATTERN

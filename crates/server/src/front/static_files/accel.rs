@@ -171,3 +171,61 @@ impl HandOff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::static_files::Mount;
+    use std::path::PathBuf;
+
+    #[test]
+    fn only_names_under_the_allowed_roots_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let private = base.join("private");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::write(private.join("a.pdf"), "a").unwrap();
+        std::fs::write(base.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), private.join("leak")).unwrap();
+        let settings = StaticSettings {
+            accel_mappings: vec![Mount { prefix: "/internal".to_owned(), root: private.clone() }],
+            sendfile_roots: vec![private.clone()],
+            ..StaticSettings::default()
+        };
+        let accel = |uri: &'static str| settings.accel_file(&HeaderValue::from_static(uri));
+        let sendfile = |path: &Path| settings.sendfile_file(&HeaderValue::from_str(path.to_str().unwrap()).unwrap());
+        assert_eq!(accel("/internal/a.pdf?x=1"), Resolution::Found(private.join("a.pdf")));
+        assert_eq!(accel("/internal/b.pdf"), Resolution::Missing);
+        for refused in
+            ["/other/a.pdf", "/internal/../secret", "/internal/%2e%2e/secret", "/internal/leak", "/internalx"]
+        {
+            assert!(matches!(accel(refused), Resolution::Refused(_)), "{refused}");
+        }
+        assert_eq!(sendfile(&private.join("a.pdf")), Resolution::Found(private.join("a.pdf")));
+        assert_eq!(sendfile(&private.join("sub/../a.pdf")), Resolution::Missing, "sub does not exist");
+        assert_eq!(sendfile(&private.join("b.pdf")), Resolution::Missing);
+        for refused in [base.join("secret"), private.join("../secret"), private.join("leak"), "a.pdf".into()] {
+            assert!(matches!(sendfile(&refused), Resolution::Refused(_)), "{}", refused.display());
+        }
+        assert!(matches!(sendfile(&base.join("nope")), Resolution::Refused(_)), "missing, and outside");
+    }
+
+    #[test]
+    fn the_app_is_told_the_field_and_mapping_in_place_of_the_clients() {
+        let mut headers = HeaderMap::new();
+        headers.insert(X_SENDFILE_TYPE.clone(), HeaderValue::from_static("X-Sendfile"));
+        headers.insert(X_ACCEL_MAPPING.clone(), HeaderValue::from_static("/=/x/"));
+        let root = PathBuf::from("/srv/files");
+        let accel = StaticSettings {
+            accel_mappings: vec![Mount { prefix: "/private".to_owned(), root: root.clone() }],
+            ..StaticSettings::default()
+        };
+        accel.mark_request(&mut headers);
+        assert_eq!(headers[&X_SENDFILE_TYPE], "X-Accel-Redirect");
+        assert_eq!(headers[&X_ACCEL_MAPPING], "/srv/files/=/private/");
+        let sendfile = StaticSettings { sendfile_roots: vec![root], ..StaticSettings::default() };
+        sendfile.mark_request(&mut headers);
+        assert_eq!(headers[&X_SENDFILE_TYPE], "X-Sendfile");
+        assert!(!headers.contains_key(&X_ACCEL_MAPPING));
+    }
+}
