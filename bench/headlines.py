@@ -43,7 +43,8 @@ def row(what, against, headway, cpu="-", p99="-"):
 
 
 def versus(result):
-    """bench/versus.sh's throughput parts: wrk against each server, a table per endpoint."""
+    """bench/versus.sh's throughput parts, and bench/static.sh: wrk against each server, a table per
+    endpoint."""
     # "2 workers each, wrk -t1 -c64 -d5s", and what else the run had ("beside a busy neighbour").
     how = ", ".join(result["summary"].split(", ")[:2])
     beside = result["title"].partition(", beside ")[2]
@@ -149,6 +150,7 @@ def fuzz(result):
 RULES = [
     ("versus-bodies", bodies),
     ("versus", versus),
+    ("static", versus),
     ("keepalive-tail", keepalive_tail),
     ("lab", lab),
     ("h2load", h2load),

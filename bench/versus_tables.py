@@ -1,8 +1,10 @@
-"""The tables of bench/versus.sh, from its raw figures, and its results for docs/benchmarks.md.
+"""The tables of bench/versus.sh, from its raw figures, and its results for docs/benchmarks.md;
+bench/static.sh's too, whose runs have the same shape (part `static`, a file an endpoint).
 
 Usage (bench/versus.sh runs it): python3 bench/versus_tables.py RESULTS.tsv BODIES.tsv, with the
 run's settings in the environment (PARTS, ROUNDS, DURATION, CONNECTIONS, WORKERS, COUNT, BODY_MIB,
-ECHOES, VERSIONS: the run's header lines; RESULTS=0 writes no result files).
+ECHOES, VERSIONS: the run's header lines; COMMAND: what measures it again, when not versus.sh;
+RESULTS=0 writes no result files).
 
 RESULTS.tsv has a line per measured run: part, round, server, endpoint, requests/s, p50 ms, p99
 ms, errors, CPU us a request (all the server's processes), the front's CPU us a request (headway
@@ -30,11 +32,23 @@ TITLES = {
     "wsgi": "WSGI hello world: headway, granian WSGI, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
+    "static": "Static files: headway's front, nginx, granian's static mount and WhiteNoise",
 }
-ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5}
+ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6}
+# The result each part is written as, where it is not versus-PART, and its notes.
+NAMES = {"static": "static"}
+NOTES = {
+    "static": ["Files of random bytes at /static/: `headway serve -w 2 --static /static=DIR` (the front serves "
+               "them, one thread on 2 CPUs), Debian's nginx with `sendfile on`, `tcp_nopush on`, `worker_processes "
+               "2` and no access log, `granian --workers 2 --static-path-route /static --static-path-mount DIR`, "
+               "and WhiteNoise over a WSGI app under `gunicorn -w 2` (sync workers). Each file is checked byte for "
+               "byte before it is measured. CPU us/req is the CPU time of all the server's processes over the "
+               "requests wrk counted; headway's front apart in its own column."],
+}
 LABELS = {
     "headway": "headway", "uvicorn": "uvicorn (uvloop, httptools)", "granian-asgi": "granian ASGI",
     "granian-wsgi": "granian WSGI", "gunicorn": "gunicorn (sync)", "headway-no-lanes": "headway --no-lanes",
+    "nginx": "nginx (sendfile on)", "granian": "granian static mount", "whitenoise": "WhiteNoise (gunicorn)",
 }
 
 
@@ -189,12 +203,14 @@ def main():
         show(title, summary, tables)
         if os.environ.get("RESULTS", "1") != "0":
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
-            path = results.write(f"versus-{part}", title=title, command=f"PARTS={part} bench/versus.sh",
-                                 summary=summary, tables=tables, order=order, versions=versions,
-                                 notes=["Every server with its defaults (uvicorn without its access log; headway's "
-                                        "-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app). "
-                                        "CPU us/req is the CPU time of all the server's processes over the "
-                                        "requests wrk counted; headway's front apart in its own column."])
+            base = part.removesuffix("-busy")
+            notes = NOTES.get(base, ["Every server with its defaults (uvicorn without its access log; headway's "
+                                     "-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app). "
+                                     "CPU us/req is the CPU time of all the server's processes over the "
+                                     "requests wrk counted; headway's front apart in its own column."])
+            path = results.write(NAMES.get(part, f"versus-{part}"), title=title,
+                                 command=os.environ.get("COMMAND") or f"PARTS={part} bench/versus.sh",
+                                 summary=summary, tables=tables, order=order, versions=versions, notes=notes)
             print(f"written: {path}")
 
 
