@@ -2,17 +2,17 @@
 //!
 //! The rule is on the resolved path, not on the string: the path's segments are decoded, and a
 //! segment that could climb or hide (`.`, `..`, one holding a `/` or a NUL once decoded, a dot
-//! file) refuses the request outright; what is left is joined to the root and resolved by the
-//! kernel (`realpath`, so symlinks are followed), and the result must still lie under the root's
-//! own resolved path. A symlink inside the directory pointing inside it is served; one pointing
-//! out is refused.
+//! file) refuses the request outright; what is left is joined to the root and resolved, symlinks
+//! followed (by `realpath` when a component below the root is one; a path with none is its own
+//! resolution), and the result must still lie under the root's own resolved path. A symlink inside
+//! the directory pointing inside it is served; one pointing out is refused.
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
 
@@ -49,7 +49,37 @@ pub fn resolve(root: &Path, relative: &str) -> Resolution {
 }
 
 /// `path` resolved, if it is a regular file under `root` (canonical); symlinks followed.
+///
+/// `root` is resolved already, so only the components below it can be symlinks: each is looked
+/// at (`lstat`, one call for a file at the top of its mount), and a path with none is its own
+/// resolution. One with a symlink, or one not spelled below `root` (an `X-Sendfile` path, which
+/// may hold `..`), is resolved whole by `realpath`.
 pub fn within(root: &Path, path: &Path) -> Resolution {
+    let below = path.strip_prefix(root).ok().filter(|below| below.components().all(is_named));
+    let Some(below) = below else { return resolved_within(root, path) };
+    let mut walked = root.to_path_buf();
+    let mut last = None;
+    for component in below.components() {
+        walked.push(component);
+        match walked.symlink_metadata() {
+            Ok(meta) if meta.file_type().is_symlink() => return resolved_within(root, path),
+            Ok(meta) => last = Some(meta),
+            Err(_) => return Resolution::Missing,
+        }
+    }
+    match last {
+        Some(meta) if meta.is_file() => Resolution::Found(walked),
+        _ => Resolution::Missing,
+    }
+}
+
+/// Whether a path component names an entry (not `..`, `.` or a root).
+fn is_named(component: Component<'_>) -> bool {
+    matches!(component, Component::Normal(_))
+}
+
+/// `path` resolved by `realpath`, if it is a regular file under `root`.
+fn resolved_within(root: &Path, path: &Path) -> Resolution {
     let resolved = match path.canonicalize() {
         Ok(resolved) => resolved,
         Err(_) => return Resolution::Missing,
@@ -106,6 +136,7 @@ mod tests {
         assert_eq!(resolve(&tree.root, "sub//b.js"), Resolution::Found(tree.root.join("sub/b.js")));
         assert_eq!(resolve(&tree.root, "%61.css"), Resolution::Found(tree.root.join("a.css")), "decoded");
         assert_eq!(resolve(&tree.root, "in.css"), Resolution::Found(tree.root.join("a.css")), "a symlink within");
+        assert_eq!(resolve(&tree.root, "up/public/a.css"), Resolution::Found(tree.root.join("a.css")), "out and in");
     }
 
     #[test]

@@ -43,10 +43,6 @@ pub fn choose(root: &Path, file: &Path, headers: &HeaderMap) -> Choice {
     for (coding, suffix, name) in Coding::ALL {
         let mut path = file.as_os_str().to_owned();
         path.push(suffix);
-        // Most files have none: one `lstat` says so, before the full resolution of one there is.
-        if Path::new(&path).symlink_metadata().is_err() {
-            continue;
-        }
         let Resolution::Found(path) = within(root, Path::new(&path)) else { continue };
         choice.varies = true;
         if choice.variant.is_none() && accepts(headers, name) {
