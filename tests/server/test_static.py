@@ -371,7 +371,8 @@ def test_static_responses_are_logged_and_counted_apart(serve, site, tmp_path):
     assert 'headway_static_responses_total{code="200"} 1' in metrics
     assert 'headway_static_responses_total{code="404"} 1' in metrics
     assert f"headway_static_bytes_total {len(CSS) + 10}" in metrics
-    assert "static       200: 1  404: 1 (0.0 MiB sent); 0 handed off by workers, 0 refused (502)" in server.stats_command()
+    text = server.stats_command()
+    assert "static       200: 1  404: 1 (0.0 MiB sent); 0 handed off by workers, 0 refused (502)" in text
 
 
 def test_mounts_come_from_the_environment_and_the_config_file(serve, site, tmp_path):
