@@ -4,8 +4,9 @@ django-sendfile2 do: a WSGI app (`handoff:app`) and the same as a `--cmd` worker
 
 Every request is answered with an empty body and the fields its query asks for: `accel=URI`
 (X-Accel-Redirect), `sendfile=PATH` (X-Sendfile), `status=`, `type=` (Content-Type),
-`disposition=` (Content-Disposition). A request that asks for neither gets, as its body, the
-hand-off fields the front told it (X-Sendfile-Type and X-Accel-Mapping), one a line.
+`disposition=` (Content-Disposition), and `pad=N`: a body of N bytes after all, which the front
+must drop. A request that asks for neither gets, as its body, the hand-off fields the front told
+it (X-Sendfile-Type and X-Accel-Mapping), one a line.
 """
 
 import sys
@@ -21,7 +22,7 @@ def answer(query, headers):
                         ("disposition", "Content-Disposition")):
         if param in params:
             fields.append((name, params[param]))
-    body = b""
+    body = b"x" * int(params.get("pad", 0))
     if "accel" not in params and "sendfile" not in params:
         told = [f"{name}: {headers.get(name.lower(), '-')}" for name in ("X-Sendfile-Type", "X-Accel-Mapping")]
         body = "\n".join(told).encode()

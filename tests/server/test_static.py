@@ -309,8 +309,12 @@ def test_x_accel_redirect_and_x_sendfile_under_their_roots_send_the_file(handoff
         assert (status, headers["content-length"], body) == (200, str(len(PATTERN)), b"")
     status, _, body = exchange(handoff, "GET", "/download?accel=/private/report.pdf&status=403%20Forbidden")
     assert (status, body) == (403, PATTERN), "the worker's status, the file as its body"
+    for _ in range(6):  # more than the worker's 5 slots: each is free again after its dropped body
+        status, _, body = exchange(handoff, "GET", f"/download?accel=/private/report.pdf&pad={4 << 20}")
+        assert (status, body) == (200, PATTERN), "the worker's own body is dropped"
+    wait_until(lambda: handoff.stats()["slots"]["busy"] == 0, message="no slot busy")
     stats = handoff.stats()
-    assert stats["static_files"]["handed_off"] == 9 and stats["static_files"]["handoffs_refused"] == 0
+    assert stats["static_files"]["handed_off"] == 15 and stats["static_files"]["handoffs_refused"] == 0
 
 
 def test_hand_offs_outside_their_roots_are_502_and_logged(handoff, site):
