@@ -244,14 +244,9 @@ def front_rss(server):
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["sendfile", "tls-pieces"])
-def test_a_slow_reader_of_a_large_file_costs_no_memory_and_no_slot(serve, site, ca, tls_files, tls):
-    big = site / "public" / "big.bin"
-    with open(big, "wb") as sparse:
-        sparse.truncate(1 << 30)  # 1 GiB, no disk
-    server = mounted(serve, site, *(tls_files if tls else []))
-    exchange(server, "GET", "/static/app.css")  # the front's first-request allocations, before measuring
-    before = front_rss(server)
+def slow_http1(server, ca, tls):
+    """Asks for /static/big.bin over HTTP/1.1 (TLS if `tls`) with a small receive buffer; returns a
+    function that reads a little more of the body each call, and how much it has read."""
     raw = socket.socket()
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     raw.settimeout(30)
@@ -267,10 +262,42 @@ def test_a_slow_reader_of_a_large_file_costs_no_memory_and_no_slot(serve, site, 
     while b"\r\n\r\n" not in head:
         head += sock.recv(4096)
     assert head.startswith(b"HTTP/1.1 200 ") and b"content-length: 1073741824" in head.lower()
+    got = [len(head.partition(b"\r\n\r\n")[2])]
+
+    def read_some():
+        got[0] += len(sock.recv(16 * 1024))
+        return got[0]
+
+    return read_some, sock
+
+
+def slow_http2(server):
+    """The same over h2c: the client opens its window only as it reads."""
+    client = h2c(server)
+    stream_id = client.get("/static/big.bin")
+    client.sock.settimeout(30)
+
+    def read_some():
+        for event in client.conn.receive_data(client.sock.recv(16 * 1024)):
+            client.handle(event)
+        client.flush()
+        return len(client.streams[stream_id]["body"])
+
+    return read_some, client.sock
+
+
+@pytest.mark.parametrize("how", ["sendfile", "tls-pieces", "http2-pieces"])
+def test_a_slow_reader_of_a_large_file_costs_no_memory_and_no_slot(serve, site, ca, tls_files, how):
+    big = site / "public" / "big.bin"
+    with open(big, "wb") as sparse:
+        sparse.truncate(1 << 30)  # 1 GiB, no disk
+    server = mounted(serve, site, *(tls_files if how == "tls-pieces" else []))
+    exchange(server, "GET", "/static/app.css")  # the front's first-request allocations, before measuring
+    before = front_rss(server)
+    read_some, sock = slow_http2(server) if how == "http2-pieces" else slow_http1(server, ca, how == "tls-pieces")
     # Read a little at a time for a while: the front has most of a gigabyte left to send.
-    got = len(head.partition(b"\r\n\r\n")[2])
     for _ in range(30):
-        got += len(sock.recv(16 * 1024))
+        got = read_some()
         time.sleep(0.05)
     grown = front_rss(server) - before
     stats = server.stats()
