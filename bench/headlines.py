@@ -46,8 +46,9 @@ CPU_RATIO, SHARED_RATIO = "headway's CPU/req vs it", "headway vs it, sharing wrk
 
 
 def versus(result):
-    """bench/versus.sh's throughput parts: wrk against each server, a table per endpoint; CPU a
-    request first, then requests/s with the servers in sessions of their own and sharing wrk's."""
+    """bench/versus.sh's throughput parts, and bench/static.sh: wrk against each server, a table per
+    endpoint; CPU a request first, then requests/s with the servers in sessions of their own and
+    sharing wrk's."""
     # "2 workers each, wrk -t1 -c64 -d5s", and what else the run had ("beside a busy neighbour").
     how = ", ".join(result["summary"].split(", ")[:2])
     beside = result["title"].partition(", beside ")[2]
@@ -165,6 +166,7 @@ def fuzz(result):
 RULES = [
     ("versus-bodies", bodies),
     ("versus", versus),
+    ("static", versus),
     ("keepalive-tail", keepalive_tail),
     ("lab", lab),
     ("h2load", h2load),

@@ -360,6 +360,33 @@ bench_wrk_figures() {
     ' "$1"
 }
 
+# CPU ticks (1/100 s) of the running server's first process alone: headway's front.
+bench_front_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat" 2>/dev/null || echo 0; }
+
+# bench_wrk_row RESULTS PART ROUND SESSION NAME LABEL PORT ENDPOINT: warms the running server up
+# with wrk on ENDPOINT, measures it (`wrk --latency`, CONNECTIONS, WARMUP and DURATION) and
+# appends the run's line to RESULTS as bench/versus_tables.py reads it: part, round, server,
+# endpoint, requests/s, p50 ms, p99 ms, errors, CPU us a request of all the server's processes,
+# of headway's front alone ("-" for another server), other CPU %, session. Prints it for a reader.
+bench_wrk_row() {
+    local results="$1" part="$2" round="$3" session="$4" name="$5" label="$6" port="$7" endpoint="$8"
+    local url="http://127.0.0.1:$port$endpoint" tag raw front rps p50 p99 errors requests cpu_us front_us
+    tag="$part-r$round-$session-$name${endpoint//\//-}"
+    wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$tag-warmup.txt"
+    raw="$BENCH_OUT/$tag.txt"
+    front="$(bench_front_ticks)"
+    bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
+    front=$(($(bench_front_ticks) - front))
+    read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
+    cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+    front_us="-"
+    [[ "$name" != headway* ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" "$p99" \
+        "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" "$session" >>"$results"
+    printf '%-12s round %s  %-6s %-48s %-18s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \
+        "$part" "$round" "$session" "$label" "$endpoint" "$rps" "$p50" "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU"
+}
+
 # bench_round_order ROUND NAMES...: the names in the order round ROUND runs them: as given in odd
 # rounds, reversed in even ones, so that no server always runs right after the same other.
 bench_round_order() {

@@ -138,9 +138,6 @@ start_server() {
     esac
 }
 
-# CPU ticks (1/100 s) of the server's first process alone: headway's front.
-front_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat" 2>/dev/null || echo 0; }
-
 # A CPU-bound neighbour for a -busy part: one shell loop in a session of its own.
 neighbour_pid=""
 start_neighbour() {
@@ -158,28 +155,12 @@ trap 'stop_neighbour; bench_stop; bench_autogroup_restore' EXIT
 # measure PART ROUND SESSION NAME: starts server NAME for PART (in a session of its own or
 # sharing wrk's: SESSION) and measures each endpoint under wrk, a line each in $results.
 measure() {
-    local part="$1" round="$2" session="$3" name="$4" port url log endpoint raw rps p50 p99 errors requests front \
-        cpu_us front_us
+    local part="$1" round="$2" session="$3" name="$4" port endpoint
     port="$(bench_free_port)"
-    log="$part-r$round-$session-$name"
-    url="http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
-    BENCH_SESSION="$session" start_server "$name" "$(app_of "$part")" "$WORKERS" "$port" "$log" "$url"
+    BENCH_SESSION="$session" start_server "$name" "$(app_of "$part")" "$WORKERS" "$port" "$part-r$round-$session-$name" \
+        "http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
     for endpoint in $(endpoints_of "$part"); do
-        url="http://127.0.0.1:$port$endpoint"
-        wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$log-${endpoint//\//}-warmup.txt"
-        raw="$BENCH_OUT/$log-${endpoint//\//}.txt"
-        front="$(front_ticks)"
-        bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency "$url"
-        front=$(($(front_ticks) - front))
-        read -r rps p50 p99 errors requests < <(bench_wrk_figures "$raw")
-        cpu_us="$(awk -v t="$BENCH_SERVER_TICKS" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
-        front_us="-"
-        [[ "$name" != headway* ]] || front_us="$(awk -v t="$front" -v n="$requests" 'BEGIN {printf "%.0f", n ? t * 10000 / n : 0}')"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$round" "$name" "$endpoint" "$rps" "$p50" \
-            "$p99" "$errors" "$cpu_us" "$front_us" "$BENCH_OTHER_CPU" "$session" >>"$results"
-        printf '%-12s round %s  %-6s %-48s %-9s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %s  CPU %s us/req (front %s)  other CPU %s%%\n' \
-            "$part" "$round" "$session" "$(label "$name" "$WORKERS")" "$endpoint" "$rps" "$p50" "$p99" "$errors" "$cpu_us" \
-            "$front_us" "$BENCH_OTHER_CPU"
+        bench_wrk_row "$results" "$part" "$round" "$session" "$name" "$(label "$name" "$WORKERS")" "$port" "$endpoint"
     done
     bench_stop
 }

@@ -1,8 +1,10 @@
-"""The tables of bench/versus.sh, from its raw figures, and its results for docs/benchmarks.md.
+"""The tables of bench/versus.sh, from its raw figures, and its results for docs/benchmarks.md;
+bench/static.sh's too, whose runs have the same shape (part `static`, a file an endpoint).
 
 Usage (bench/versus.sh runs it): python3 bench/versus_tables.py RESULTS.tsv BODIES.tsv, with the
 run's settings in the environment (PARTS, ROUNDS, DURATION, CONNECTIONS, WORKERS, COUNT, BODY_MIB,
-ECHOES, WSGI_THREADS; VERSIONS: a "tool=version" a line; RESULTS=0 writes no result files).
+ECHOES, WSGI_THREADS; VERSIONS: a "tool=version" a line; COMMAND: what measures it again, when not
+versus.sh; RESULTS=0 writes no result files).
 
 RESULTS.tsv has a line per measured run: part, round, server, endpoint, requests/s, p50 ms, p99
 ms, errors, CPU us a request (all the server's processes), the front's CPU us a request (headway
@@ -33,14 +35,26 @@ TITLES = {
     "wsgi": "WSGI hello world: headway, granian WSGI, gunicorn gthread, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
+    "static": "Static files: headway's front, nginx, granian's static mount and WhiteNoise",
 }
-ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5}
+ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6}
+# The result each part is written as, where it is not versus-PART, and its notes.
+NAMES = {"static": "static"}
+NOTES = {
+    "static": ["Files of random bytes at /static/: `headway serve -w 2 --static /static=DIR` (the front serves "
+               "them, one thread on 2 CPUs), Debian's nginx with `sendfile on`, `tcp_nopush on`, `worker_processes "
+               "2` and no access log, `granian --workers 2 --static-path-route /static --static-path-mount DIR`, "
+               "and WhiteNoise over a WSGI app under `gunicorn -w 2` (sync workers). Each file is checked byte for "
+               "byte before it is measured. CPU us/req is the CPU time of all the server's processes over the "
+               "requests wrk counted; headway's front apart in its own column."],
+}
 LABELS = {
     "headway": "headway", "headway-no-lanes": "headway --no-lanes",
     "uvicorn": "uvicorn (uvloop, httptools)", "uvicorn-plain": "uvicorn (asyncio, h11: pip's defaults)",
     "granian-asgi": "granian ASGI", "granian-wsgi": "granian WSGI",
     "granian-wsgi-threads": "granian WSGI --blocking-threads 5", "gunicorn": "gunicorn (sync)",
     "gunicorn-gthread": "gunicorn gthread --threads 5",
+    "nginx": "nginx (sendfile on)", "granian": "granian static mount", "whitenoise": "WhiteNoise (gunicorn)",
 }
 
 
@@ -236,18 +250,19 @@ def main():
         show(title, summary, tables)
         if os.environ.get("RESULTS", "1") != "0":
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
-            path = results.write(f"versus-{part}", title=title, command=f"PARTS={part} bench/versus.sh",
-                                 summary=summary, tables=tables, order=order, versions=versions,
-                                 notes=["headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for "
-                                        "an ASGI app); each peer with its defaults and, where its users tune it, "
-                                        f"as they do (WSGI threads: {settings['WSGI_THREADS']}, headway's slots); "
-                                        "uvicorn without its access log. CPU us/req is the CPU time of all the "
-                                        "server's processes over the requests wrk counted, headway's front apart "
-                                        "in its own column. Requests/s with each server in a session of its own, "
-                                        "as a service or a second terminal runs it, and sharing the session of "
-                                        "wrk: with the kernel's autogroup a session is one scheduling group, so on "
-                                        "2 CPUs with wrk on them the grouping moves requests/s by up to a third "
-                                        "while CPU a request stays."])
+            base = part.removesuffix("-busy")
+            notes = NOTES.get(base, [
+                "headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app); each "
+                "peer with its defaults and, where its users tune it, as they do (WSGI threads: "
+                f"{settings['WSGI_THREADS']}, headway's slots); uvicorn without its access log. CPU us/req is the "
+                "CPU time of all the server's processes over the requests wrk counted, headway's front apart in its "
+                "own column. Requests/s with each server in a session of its own, as a service or a second terminal "
+                "runs it, and sharing the session of wrk: with the kernel's autogroup a session is one scheduling "
+                "group, so on 2 CPUs with wrk on them the grouping moves requests/s by up to a third while CPU a "
+                "request stays."])
+            path = results.write(NAMES.get(part, f"versus-{part}"), title=title,
+                                 command=os.environ.get("COMMAND") or f"PARTS={part} bench/versus.sh",
+                                 summary=summary, tables=tables, order=order, versions=versions, notes=notes)
             print(f"written: {path}")
 
 

@@ -284,6 +284,24 @@ def socket_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def ca():
+    """A throwaway certificate authority for a test module's HTTPS servers and clients."""
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def tls_files(ca, tmp_path):
+    """`--certfile` and `--keyfile` for a certificate `ca` issued for 127.0.0.1 and localhost."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    chain, key = tmp_path / "server.crt", tmp_path / "server.key"
+    cert.cert_chain_pems[0].write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    return ["--certfile", str(chain), "--keyfile", str(key)]
+
+
 @pytest.fixture
 def start_worker(tmp_path, socket_dir):
     """start_worker(app=None, threads=2, *extra) -> a Worker that accepts connections."""

@@ -20,7 +20,6 @@ import h2.exceptions
 import h2.settings
 import hpack
 import pytest
-import trustme
 
 from conftest import SPACED_HEADER_WORKERS, require, wait_until
 
@@ -114,20 +113,6 @@ class Client:
 def h2c(server, settings=None):
     sock = server.connect()
     return Client(sock, settings)
-
-
-@pytest.fixture(scope="module")
-def ca():
-    return trustme.CA()
-
-
-@pytest.fixture
-def tls_files(ca, tmp_path):
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    chain, key = tmp_path / "server.crt", tmp_path / "server.key"
-    cert.cert_chain_pems[0].write_to_path(str(chain))
-    cert.private_key_pem.write_to_path(str(key))
-    return ["--certfile", str(chain), "--keyfile", str(key)]
 
 
 def tls_socket(server, ca, alpn=("h2", "http/1.1")):

@@ -27,8 +27,24 @@ pub struct Snapshot {
     pub websockets: WebSocketsSnapshot,
     #[serde(default)]
     pub temp_files: TempFilesSnapshot,
+    /// Files the front sent itself, apart from the app's responses.
+    #[serde(default)]
+    pub static_files: StaticFilesSnapshot,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
+}
+
+/// Files the front sent without a slot: from `--static` mounts (`responses` by status, counted
+/// only here, not among `responses` of the app), and those workers handed it with
+/// `X-Accel-Redirect` or `X-Sendfile` (`handed_off`; refused: a name outside what the operator
+/// allowed, answered 502).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StaticFilesSnapshot {
+    pub responses: BTreeMap<String, u64>,
+    /// Body bytes of the mounts' responses.
+    pub bytes: u64,
+    pub handed_off: u64,
+    pub handoffs_refused: u64,
 }
 
 /// The temporary files of request and response bodies (`--max-temp-disk`).

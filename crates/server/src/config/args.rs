@@ -9,6 +9,7 @@ use headway_common::python::PYTHON_ENV;
 use super::count_or_auto::CountOrAuto;
 use super::parse::{parse_count_or_auto, parse_health_path, parse_root_path, parse_secs, parse_size, parse_target};
 use crate::front::forwarding_fields::TrustedProxies;
+use crate::front::static_files::Mount;
 use crate::front::tls::{ClientAuth, Password};
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{LanePattern, Target};
@@ -337,6 +338,31 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH", value_parser = parse_health_path)]
     pub health_path: Option<String>,
 
+    /// Serve the files of DIR under URL_PREFIX at the front (GET and HEAD, with ETag, ranges and
+    /// precompressed .br/.gz variants), without a slot or the queue; a file that is not there
+    /// goes to the app. Repeat for several. As granian --static-path-mount, WhiteNoise
+    #[arg(long = "static", value_name = "URL_PREFIX=DIR", value_parser = Mount::parse, help_heading = FILES)]
+    pub static_mounts: Vec<Mount>,
+
+    /// Cache-Control max-age, in seconds, for files served by --static; a name carrying a digest
+    /// (app-5c1f4d8e.css, app.3f9a1c2b7d4e.css) is also immutable [default: no Cache-Control]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, help_heading = FILES)]
+    pub static_max_age: Option<Duration>,
+
+    /// A request under a --static prefix for a file that is not there gets 404, not the app
+    #[arg(long, help_heading = FILES)]
+    pub static_only: bool,
+
+    /// Take a worker's X-Accel-Redirect under URI_PREFIX: the front sends the file of DIR it
+    /// names in place of the worker's body. Repeat for several. As nginx's internal locations
+    #[arg(long, value_name = "URI_PREFIX=DIR", value_parser = Mount::parse, help_heading = FILES)]
+    pub accel_mapping: Vec<Mount>,
+
+    /// Take a worker's X-Sendfile naming a file under DIR: the front sends it in place of the
+    /// worker's body. Repeat for several. As mod_xsendfile's XSendFilePath
+    #[arg(long, value_name = "DIR", help_heading = FILES)]
+    pub sendfile_root: Vec<PathBuf>,
+
     /// Seconds to keep accepting and serving after SIGTERM, with readiness already 503, so that
     /// load balancers deregister this instance before it stops accepting
     #[arg(long, default_value = "0", value_name = "SECS", value_parser = parse_secs)]
@@ -367,6 +393,9 @@ pub struct ServeArgs {
 
 /// The `--help` heading that groups the flags of a worker's life (recycling, reloading).
 const LIFECYCLE: &str = "Worker lifecycle";
+
+/// The `--help` heading that groups the flags of files the front sends itself.
+const FILES: &str = "Static files";
 
 /// `--log-format`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

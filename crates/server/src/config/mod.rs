@@ -24,6 +24,7 @@ pub use count_or_auto::CountOrAuto;
 pub use parse::{parse_count_or_auto, parse_secs, parse_size, parse_target};
 
 use crate::front::h2::Http2Settings;
+use crate::front::static_files::StaticSettings;
 use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
@@ -75,6 +76,7 @@ impl Config {
         let reload = reload(&args)?;
         let http2 = if args.no_http2 { None } else { Some(http2_settings(&args)?) };
         let tls = tls_files(&args)?;
+        let statics = static_settings(&args)?;
         if args.websocket_idle_timeout.is_zero() {
             bail!("--websocket-idle-timeout must be more than 0");
         }
@@ -126,6 +128,7 @@ impl Config {
                     max_message: args.max_websocket_message,
                 },
                 http2,
+                statics,
             },
             slots: SlotSettings { request_timeout: args.timeout, response_spool },
             queue,
@@ -250,6 +253,21 @@ fn launch(args: &ServeArgs) -> anyhow::Result<Launch> {
     })
 }
 
+/// `--static` and the flags of files the front sends: each directory resolved once, here.
+fn static_settings(args: &ServeArgs) -> anyhow::Result<StaticSettings> {
+    if args.static_mounts.is_empty() && (args.static_only || args.static_max_age.is_some()) {
+        bail!("--static-only and --static-max-age need --static");
+    }
+    let sendfile_roots = resolved_dirs("--sendfile-root", &args.sendfile_root)?;
+    Ok(StaticSettings {
+        mounts: args.static_mounts.clone(),
+        max_age: args.static_max_age,
+        only: args.static_only,
+        accel_mappings: args.accel_mapping.clone(),
+        sendfile_roots,
+    })
+}
+
 /// `--reload`, with what it watches.
 fn reload(args: &ServeArgs) -> anyhow::Result<Option<ReloadSettings>> {
     if !args.reload {
@@ -332,20 +350,24 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
 /// `--reload-include`, with their defaults.
 fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<ReloadSettings> {
     let dirs = if dirs.is_empty() { vec![PathBuf::from(".")] } else { dirs };
-    let dirs = dirs
-        .into_iter()
-        .map(|dir| {
-            let absolute = dir.canonicalize().with_context(|| format!("--reload-dir {}", dir.display()))?;
-            anyhow::ensure!(absolute.is_dir(), "--reload-dir {} is not a directory", dir.display());
-            Ok(absolute)
-        })
-        .collect::<anyhow::Result<_>>()?;
+    let dirs = resolved_dirs("--reload-dir", &dirs)?;
     let include = if include.is_empty() { vec!["*.py".to_owned()] } else { include };
     let include = include
         .iter()
         .map(|text| glob::Pattern::new(text).map_err(|err| anyhow::anyhow!("--reload-include '{text}': {err}")))
         .collect::<anyhow::Result<_>>()?;
     Ok(ReloadSettings { dirs, include })
+}
+
+/// The directories a `flag` names, each resolved (absolute, symlinks followed); each must exist.
+fn resolved_dirs(flag: &str, dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    dirs.iter()
+        .map(|dir| {
+            let resolved = dir.canonicalize().with_context(|| format!("{flag} {}", dir.display()))?;
+            anyhow::ensure!(resolved.is_dir(), "{flag} {} is not a directory", dir.display());
+            Ok(resolved)
+        })
+        .collect()
 }
 
 /// The interpreter for the bundled worker, by the rules of [`find_python`]; one given that

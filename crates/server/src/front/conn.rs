@@ -157,7 +157,7 @@ impl<S: ClientStream> Connection<S> {
 /// Runs a write; one the client accepts nothing of for `io_timeout` ends the connection. Most
 /// writes fit the socket's buffer at once: only one that has to wait sets a timer (setting and
 /// clearing one for every response was a measurable part of the front's time per request).
-async fn within<T>(io_timeout: Duration, write: impl Future<Output = io::Result<T>>) -> Result<T, End> {
+pub(super) async fn within<T>(io_timeout: Duration, write: impl Future<Output = io::Result<T>>) -> Result<T, End> {
     let mut write = std::pin::pin!(write);
     if let Poll::Ready(written) = poll_fn(|context| Poll::Ready(write.as_mut().poll(context))).await {
         return Ok(written?);

@@ -27,10 +27,7 @@ impl Front {
         persistence: Persistence,
     ) -> Option<HealthAnswer> {
         let (status, message) = self.health_probe(&head.method, &head.target)?;
-        let mut bytes = plain_response(version, status, message, &[], persistence);
-        if head.method == Method::HEAD {
-            bytes.truncate(bytes.len() - message.len() - 1); // the body: the message and a newline
-        }
+        let bytes = plain_answer(version, status, message, persistence, head.method == Method::HEAD);
         Some(HealthAnswer { status, bytes })
     }
 
@@ -47,4 +44,19 @@ impl Front {
             Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
         })
     }
+}
+
+/// A plain response the front makes itself: one line of text, none of it for `HEAD`.
+pub(super) fn plain_answer(
+    version: Version,
+    status: StatusCode,
+    message: &str,
+    persistence: Persistence,
+    is_head: bool,
+) -> Bytes {
+    let mut bytes = plain_response(version, status, message, &[], persistence);
+    if is_head {
+        bytes.truncate(bytes.len() - message.len() - 1); // the body: the message and a newline
+    }
+    bytes
 }

@@ -20,6 +20,7 @@ mod read;
 mod relay;
 mod serve;
 mod state;
+pub mod static_files;
 mod stream;
 pub mod tls;
 mod upgrade;

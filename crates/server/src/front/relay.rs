@@ -14,6 +14,7 @@ use http::{Method, StatusCode, Version};
 use tracing::{debug, warn};
 
 use super::conn::{Connection, End};
+use super::static_files::Preconditions;
 use super::stream::ClientStream;
 use crate::queue::job::{Outcome, ResponseBody, Timing, WorkerResponse, WorkerSocket};
 use headway_http1::body::BodyEncoder;
@@ -44,6 +45,7 @@ impl<S: ClientStream> Connection<S> {
         version: Version,
         outcome: Outcome,
         persistence: Persistence,
+        preconditions: Option<&Preconditions>,
     ) -> Result<Sent, End> {
         match outcome {
             Outcome::Failed(failure) => {
@@ -57,7 +59,16 @@ impl<S: ClientStream> Connection<S> {
                 let body_bytes = message.len() as u64 + 1;
                 Ok(Sent { persistence, status: failure.status(), body_bytes, timing: None, websocket: None })
             }
-            Outcome::Response(response) => self.relay(method, version, response, persistence).await,
+            Outcome::Response(mut response) => {
+                let statics = &self.front.settings.statics;
+                let hand_off = preconditions.and_then(|given| statics.hand_off(&mut response.head, method, given));
+                match hand_off {
+                    Some(hand_off) => {
+                        self.send_handed_off(method, version, hand_off, response.timing, persistence).await
+                    }
+                    None => self.relay(method, version, response, persistence).await,
+                }
+            }
             Outcome::Upgraded(upgraded) => self.switch_protocols(upgraded).await,
         }
     }

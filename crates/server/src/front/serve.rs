@@ -16,16 +16,17 @@
 //! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
 //! connection carries the socket until it closes ([`super::websocket`]).
 
-use http::Version;
+use http::{Method, Version};
 
 use super::conn::{Connection, End};
-use super::read::read_when_ready;
+use super::read::{read_when_ready, BodyToCome};
+use super::static_files::{Preconditions, STATIC_LANE};
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
 use super::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
-use crate::queue::job::Outcome;
+use crate::queue::job::{Outcome, RequestBody};
 use crate::queue::Wait;
 use headway_http1::request::RequestHead;
 use headway_http1::response::Persistence;
@@ -82,19 +83,30 @@ impl<S: ClientStream> Connection<S> {
         self.requests += 1;
         let persistence = self.persistence(&head);
         if let Some(health) = self.front.health_response(&head, version, persistence) {
-            drop(body);
-            if let Some(to_come) = to_come {
-                self.read_rest(to_come, version).await?; // to nobody: the connection goes on after it
-            }
+            self.skip_body(body, to_come, version).await?;
             self.front.stats.response_sent(health.status);
             self.write(&health.bytes).await?;
-            if persistence == Persistence::Close {
-                self.linger().await;
-                return Ok(Next::Closed);
+            return Ok(self.after(persistence).await);
+        }
+        if let Some(answer) = self.front.settings.statics.answer(&head.method, &head.target, &head.headers) {
+            self.skip_body(body, to_come, version).await?;
+            let sent = self.send_static(version, answer, persistence, head.method == Method::HEAD).await?;
+            self.front.stats.static_sent(sent.status, sent.body_bytes);
+            if let Some(log) = &self.front.access_log {
+                let mut logged = RequestFields::of(&head);
+                logged.took_lane(Some(STATIC_LANE.into()));
+                log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, None));
             }
-            return Ok(Next::Request);
+            return Ok(self.after(sent.persistence).await);
         }
         let mut logged = self.front.access_log.is_some().then(|| RequestFields::of(&head));
+        // A worker may hand the response's file to the front: what makes it conditional or
+        // partial is kept for then.
+        let statics = &self.front.settings.statics;
+        let preconditions = statics.takes_hand_offs().then(|| {
+            statics.mark_request(&mut head.headers);
+            Preconditions::of(&head.headers)
+        });
         let trusted = &self.front.settings.trusted_proxies;
         let mut request = worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
         if websocket.is_some() {
@@ -110,18 +122,33 @@ impl<S: ClientStream> Connection<S> {
             self.read_rest(to_come, version).await?;
         }
         let outcome = self.wait(wait).await?;
-        let sent = self.respond(&method, version, outcome, persistence).await?;
+        let sent = self.respond(&method, version, outcome, persistence, preconditions.as_ref()).await?;
         if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
             log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
         }
         if let (Some(socket), Some(admitted)) = (sent.websocket, websocket) {
             return Ok(Next::WebSocket(WebSocket { socket, admitted }));
         }
-        if sent.persistence == Persistence::Close {
-            self.linger().await;
-            return Ok(Next::Closed);
+        Ok(self.after(sent.persistence).await)
+    }
+
+    /// Reads the rest of a body nobody takes (a request the front answers itself): the
+    /// connection goes on after it.
+    async fn skip_body(&mut self, body: RequestBody, to_come: Option<BodyToCome>, version: Version) -> Result<(), End> {
+        drop(body);
+        match to_come {
+            Some(to_come) => self.read_rest(to_come, version).await,
+            None => Ok(()),
         }
-        Ok(Next::Request)
+    }
+
+    /// What the connection does after a response that leaves it as `persistence` says.
+    async fn after(&mut self, persistence: Persistence) -> Next {
+        if persistence == Persistence::Close {
+            self.linger().await;
+            return Next::Closed;
+        }
+        Next::Request
     }
 
     /// Whether the connection may carry another request after this one.

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::forwarding_fields::TrustedProxies;
 use super::h2::Http2Settings;
+use super::static_files::StaticSettings;
 use super::tls::Tls;
 use super::websocket::WebSocketSettings;
 use crate::ops::access_log::AccessLog;
@@ -44,6 +45,8 @@ pub struct FrontSettings {
     pub websocket: WebSocketSettings,
     /// HTTP/2's settings; `None` with `--no-http2`: every connection speaks HTTP/1.1.
     pub http2: Option<Http2Settings>,
+    /// Files the front serves itself (`--static`), and those workers may hand it.
+    pub statics: StaticSettings,
 }
 
 /// What every connection task shares.

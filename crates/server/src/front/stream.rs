@@ -11,7 +11,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest};
+
+use super::static_files::send::{sendfile_now, when_writable};
 
 pub use crate::read_ahead::ReadAhead;
 
@@ -29,6 +31,18 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
     /// are. `None` for a layered stream.
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         None
+    }
+
+    /// Sends up to `count` bytes of `file` from `offset` by `sendfile(2)`, waiting for room on
+    /// the socket: the file goes from the page cache to the socket without passing through the
+    /// front. A stream with no [`ClientStream::socket`] cannot: it takes the file in pieces.
+    fn send_file(
+        &mut self,
+        _file: BorrowedFd<'_>,
+        _offset: u64,
+        _count: usize,
+    ) -> impl std::future::Future<Output = io::Result<usize>> {
+        std::future::ready(Err(io::ErrorKind::Unsupported.into()))
     }
 }
 
@@ -57,6 +71,11 @@ impl ClientStream for tokio::net::TcpStream {
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
     }
+
+    async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
+        let send = || sendfile_now(self.as_fd(), file, offset, count);
+        when_writable(|| self.writable(), || self.try_io(Interest::WRITABLE, send)).await
+    }
 }
 
 impl ClientStream for tokio::net::UnixStream {
@@ -70,6 +89,11 @@ impl ClientStream for tokio::net::UnixStream {
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
+    }
+
+    async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
+        let send = || sendfile_now(self.as_fd(), file, offset, count);
+        when_writable(|| self.writable(), || self.try_io(Interest::WRITABLE, send)).await
     }
 }
 

@@ -52,6 +52,7 @@ impl Harness {
             trusted_proxies: TrustedProxies::parse("127.0.0.1").unwrap(),
             proxy_protocol: false,
             health_path: None,
+            statics: Default::default(),
             websocket: WebSocketSettings {
                 workers_take_them: TakesWebSockets::new(true),
                 max_open: 100,

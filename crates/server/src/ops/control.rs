@@ -181,9 +181,18 @@ fn render(s: &Snapshot) -> String {
         "http/2       {} connections, {} streams, {} closed for flooding",
         s.connections.http2, s.connections.http2_streams, s.connections.http2_calmed
     );
-    let responses: Vec<String> = s.responses.iter().map(|(code, n)| format!("{code}: {n}")).collect();
-    let _ =
-        writeln!(out, "responses    {}", if responses.is_empty() { "none".to_owned() } else { responses.join("  ") });
+    let _ = writeln!(out, "responses    {}", by_status(&s.responses));
+    let files = &s.static_files;
+    if !files.responses.is_empty() || files.handed_off + files.handoffs_refused > 0 {
+        let _ = writeln!(
+            out,
+            "static       {} ({} sent); {} handed off by workers, {} refused (502)",
+            by_status(&files.responses),
+            mib(files.bytes),
+            files.handed_off,
+            files.handoffs_refused
+        );
+    }
     let ws = &s.websockets;
     let _ = writeln!(
         out,
@@ -257,6 +266,14 @@ fn render_lanes(out: &mut String, s: &Snapshot) {
             let _ = writeln!(out, "    {}  {:.1} ms", route.route, route.mean_service_ms);
         }
     }
+}
+
+/// Responses counted by status: `200: 12  404: 1`, or `none`.
+fn by_status(counts: &std::collections::BTreeMap<String, u64>) -> String {
+    if counts.is_empty() {
+        return "none".to_owned();
+    }
+    counts.iter().map(|(code, n)| format!("{code}: {n}")).collect::<Vec<_>>().join("  ")
 }
 
 fn mib(bytes: u64) -> String {

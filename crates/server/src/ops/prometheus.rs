@@ -145,9 +145,24 @@ const SERVER: &[Metric] = &[
         "WebSocket handshakes refused with 503 over --max-websockets.",
         |s| one(s.websockets.refused as f64),
     ),
-    metric("responses_total", "counter", "Responses sent to clients, by status.", |s| {
-        s.responses.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect()
+    metric("responses_total", "counter", "Responses sent to clients, by status.", |s| by_code(&s.responses)),
+    metric("static_responses_total", "counter", "Responses sent from --static mounts by the front, by status.", |s| {
+        by_code(&s.static_files.responses)
     }),
+    metric("static_bytes_total", "counter", "Body bytes sent from --static mounts.", |s| {
+        one(s.static_files.bytes as f64)
+    }),
+    metric(
+        "handed_off_total",
+        "counter",
+        "Files workers handed the front by X-Accel-Redirect or X-Sendfile: sent, or refused with 502.",
+        |s| {
+            vec![
+                ("{result=\"sent\"}".to_owned(), s.static_files.handed_off as f64),
+                ("{result=\"refused\"}".to_owned(), s.static_files.handoffs_refused as f64),
+            ]
+        },
+    ),
     metric("worker_requests_total", "counter", "Requests served by each worker.", |s| {
         per_worker(s, |w| w.requests as f64)
     }),
@@ -204,6 +219,11 @@ const SERVER: &[Metric] = &[
     ),
     metric("front_rss_bytes", "gauge", "Resident memory of the front.", |s| one(s.front.rss_bytes as f64)),
 ];
+
+/// A sample for each status code counted.
+fn by_code(counts: &std::collections::BTreeMap<String, u64>) -> Vec<(String, f64)> {
+    counts.iter().map(|(code, n)| (format!("{{code=\"{code}\"}}"), *n as f64)).collect()
+}
 
 /// The snapshot in Prometheus text exposition format.
 pub fn render(s: &Snapshot) -> String {

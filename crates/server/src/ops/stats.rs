@@ -9,13 +9,14 @@
 //! A connection that has become a WebSocket is counted as a WebSocket, no longer as a
 //! connection: `connections` are the ones speaking HTTP, which a graceful shutdown waits for.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use headway_common::stats::{
-    AbandonedSnapshot, ConnectionsSnapshot, ProcessUsage, SlotsSnapshot, Snapshot, WebSocketsSnapshot, WorkerSnapshot,
-    WorkerState,
+    AbandonedSnapshot, ConnectionsSnapshot, ProcessUsage, SlotsSnapshot, Snapshot, StaticFilesSnapshot,
+    WebSocketsSnapshot, WorkerSnapshot, WorkerState,
 };
 
 use crate::queue::{Queue, Reader};
@@ -37,8 +38,43 @@ pub struct Stats {
     websockets_open: Tally,
     websockets_opened: AtomicU64,
     websockets_refused: AtomicU64,
-    /// Responses sent to clients, indexed by status code.
-    responses: [AtomicU64; 600],
+    /// Responses sent to clients, by status code.
+    responses: StatusCounts,
+    /// Responses the front sent from `--static` mounts, by status code, and their body bytes.
+    static_responses: StatusCounts,
+    static_bytes: AtomicU64,
+    /// Files workers handed the front, and names refused (`X-Accel-Redirect`, `X-Sendfile`).
+    handed_off: AtomicU64,
+    handoffs_refused: AtomicU64,
+}
+
+/// Responses counted by status code.
+struct StatusCounts([AtomicU64; 600]);
+
+impl Default for StatusCounts {
+    fn default() -> Self {
+        StatusCounts(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl StatusCounts {
+    fn count(&self, status: http::StatusCode) {
+        if let Some(counter) = self.0.get(status.as_u16() as usize) {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The statuses counted at least once, with their counts.
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(status, count)| {
+                let count = count.load(Ordering::Relaxed);
+                (count > 0).then(|| (status.to_string(), count))
+            })
+            .collect()
+    }
 }
 
 impl Default for Stats {
@@ -56,7 +92,11 @@ impl Default for Stats {
             websockets_open: Tally::default(),
             websockets_opened: AtomicU64::new(0),
             websockets_refused: AtomicU64::new(0),
-            responses: std::array::from_fn(|_| AtomicU64::new(0)),
+            responses: StatusCounts::default(),
+            static_responses: StatusCounts::default(),
+            static_bytes: AtomicU64::new(0),
+            handed_off: AtomicU64::new(0),
+            handoffs_refused: AtomicU64::new(0),
         }
     }
 }
@@ -124,24 +164,26 @@ impl Stats {
     }
 
     pub fn response_sent(&self, status: http::StatusCode) {
-        if let Some(counter) = self.responses.get(status.as_u16() as usize) {
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
+        self.responses.count(status);
+    }
+
+    /// Counts a response the front sent from a `--static` mount, apart from the app's.
+    pub fn static_sent(&self, status: http::StatusCode, body_bytes: u64) {
+        self.static_responses.count(status);
+        self.static_bytes.fetch_add(body_bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a file a worker handed the front (`accepted`), or a name it refused.
+    pub fn handed_off(&self, accepted: bool) {
+        let counter = if accepted { &self.handed_off } else { &self.handoffs_refused };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Everything, now. Reading resets the queue's high-water mark for `reader`.
     pub fn snapshot(&self, queue: &Queue, workers: &[Arc<Worker>], reader: Reader) -> Snapshot {
         let workers: Vec<WorkerSnapshot> = workers.iter().map(|worker| worker_snapshot(worker)).collect();
         let busy = workers.iter().map(|w| w.busy).sum();
-        let responses = self
-            .responses
-            .iter()
-            .enumerate()
-            .filter_map(|(status, count)| {
-                let count = count.load(Ordering::Relaxed);
-                (count > 0).then(|| (status.to_string(), count))
-            })
-            .collect();
+        let responses = self.responses.snapshot();
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let queue_snapshot = queue.snapshot(reader);
         Snapshot {
@@ -166,6 +208,12 @@ impl Stats {
                 refused: load(&self.websockets_refused),
             },
             temp_files: Default::default(), // the spools' own count; the control endpoint adds it
+            static_files: StaticFilesSnapshot {
+                responses: self.static_responses.snapshot(),
+                bytes: load(&self.static_bytes),
+                handed_off: load(&self.handed_off),
+                handoffs_refused: load(&self.handoffs_refused),
+            },
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }

@@ -19,11 +19,14 @@ use h2::{Reason, RecvStream, SendStream};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode, Version};
 use tokio::time::timeout;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::request::Head;
 use super::shared::Shared;
 use crate::front::body::BodySink;
+use crate::front::static_files::accel::HandOff;
+use crate::front::static_files::send::{read_piece, PIECE};
+use crate::front::static_files::{FileBody, FileResponse, Preconditions, StaticAnswer, STATIC_LANE};
 use crate::front::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
@@ -83,6 +86,19 @@ impl Stream {
             let body = (head.method != Method::HEAD).then_some(message);
             return self.send_plain(status, body, &[]).await.map(drop);
         }
+        if let Some(answer) = front.settings.statics.answer(&head.method, &head.target, &head.headers) {
+            let (status, body_bytes) = match answer {
+                StaticAnswer::File(response) => (response.status, self.send_file_response(response).await?),
+                StaticAnswer::NotFound => (StatusCode::NOT_FOUND, self.send_not_found(&head.method).await?),
+            };
+            front.stats.static_sent(status, body_bytes);
+            if let Some(log) = &front.access_log {
+                let mut logged = RequestFields::new(&head.method, &head.target, Version::HTTP_2, &head.headers);
+                logged.took_lane(Some(STATIC_LANE.into()));
+                log.log(&logged.entry(self.shared.peer.ip, status, body_bytes, None));
+            }
+            return Ok(());
+        }
         let declared = content_length(&head.headers);
         if declared.is_some_and(|len| len > front.settings.limits.max_body) {
             return Err(End::Refuse(HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")));
@@ -99,7 +115,14 @@ impl Stream {
             .access_log
             .is_some()
             .then(|| RequestFields::new(&head.method, &head.target, Version::HTTP_2, &head.headers));
-        let Head { method, headers, .. } = head;
+        let Head { method, mut headers, .. } = head;
+        // A worker may hand the response's file to the front: what makes it conditional or
+        // partial is kept for then.
+        let statics = &front.settings.statics;
+        let preconditions = statics.takes_hand_offs().then(|| {
+            statics.mark_request(&mut headers);
+            Preconditions::of(&headers)
+        });
         let trusted = &front.settings.trusted_proxies;
         let request = worker_request(method.clone(), uri, Version::HTTP_2, headers, body, &self.shared.peer, trusted);
         let wait = front.queue.enqueue(request);
@@ -107,7 +130,7 @@ impl Stream {
             fields.took_lane(wait.lane());
         }
         let outcome = self.wait(wait).await?;
-        let sent = self.respond_with(&method, outcome).await?;
+        let sent = self.respond_with(&method, outcome, preconditions.as_ref()).await?;
         if let (Some(log), Some(logged)) = (&front.access_log, logged) {
             log.log(&logged.entry(self.shared.peer.ip, sent.status, sent.body_bytes, sent.timing));
         }
@@ -157,9 +180,14 @@ impl Stream {
         matches!(respond.poll_reset(&mut std::task::Context::from_waker(waker)), Poll::Ready(_))
     }
 
-    async fn respond_with(&mut self, method: &Method, outcome: Outcome) -> Result<Sent, End> {
+    async fn respond_with(
+        &mut self,
+        method: &Method,
+        outcome: Outcome,
+        preconditions: Option<&Preconditions>,
+    ) -> Result<Sent, End> {
         let front = self.shared.front.clone();
-        let response = match outcome {
+        let mut response = match outcome {
             Outcome::Response(response) => response,
             Outcome::Failed(failure) => {
                 let retry_after = failure
@@ -180,6 +208,24 @@ impl Stream {
                 return Ok(Sent { status, body_bytes, timing: Some(upgraded.timing) });
             }
         };
+        let statics = &front.settings.statics;
+        if let Some(hand_off) = preconditions.and_then(|given| statics.hand_off(&mut response.head, method, given)) {
+            hand_off.count(&front.stats);
+            let (status, body_bytes) = match hand_off {
+                HandOff::File(file) => {
+                    front.stats.response_sent(file.status);
+                    (file.status, self.send_file_response(file).await?)
+                }
+                failed => {
+                    let status = failed.failure_status();
+                    warn!("a worker's response: {}", failed.reason());
+                    front.stats.response_sent(status);
+                    let message = status.canonical_reason().filter(|_| *method != Method::HEAD);
+                    (status, self.send_plain(status, message, &[]).await?)
+                }
+            };
+            return Ok(Sent { status, body_bytes, timing: Some(response.timing) });
+        }
         let WorkerResponse { head, body, timing } = response;
         let mut headers = head.headers;
         strip_connection_fields(&mut headers);
@@ -256,6 +302,39 @@ impl Stream {
             out.send_data(piece, end && data.is_empty())?;
         }
         Ok(())
+    }
+
+    /// Sends a file response, its bytes a piece at a time as the client's window opens: a slow
+    /// reader holds one piece of memory. Returns the body's length.
+    async fn send_file_response(&mut self, response: FileResponse) -> Result<u64, End> {
+        let FileResponse { status, headers, body } = response;
+        let Some(FileBody { file, offset, len }) = body else {
+            self.send_head(status, headers, true)?;
+            return Ok(0);
+        };
+        let mut out = self.send_head(status, headers, false)?;
+        let mut done = 0;
+        while done < len {
+            let want = usize::try_from(len - done).unwrap_or(usize::MAX).min(PIECE);
+            let piece = match read_piece(&file, offset + done, want) {
+                Ok(piece) if !piece.is_empty() => piece,
+                _ => {
+                    // Shrunk or unreadable since it was opened: the client sees the stream reset.
+                    debug!("a static file could not be read to its end");
+                    out.send_reset(Reason::INTERNAL_ERROR);
+                    return Err(End::Gone);
+                }
+            };
+            done += piece.len() as u64;
+            self.send_body(&mut out, piece, done == len).await?;
+        }
+        Ok(len)
+    }
+
+    /// `404` for a mount's request the front refuses or does not have.
+    async fn send_not_found(&mut self, method: &Method) -> Result<u64, End> {
+        let message = (*method != Method::HEAD).then_some("Not Found");
+        self.send_plain(StatusCode::NOT_FOUND, message, &[]).await
     }
 
     /// A response the front makes itself: one line of plain text (none for HEAD), with `extra`
