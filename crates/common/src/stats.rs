@@ -27,8 +27,46 @@ pub struct Snapshot {
     pub websockets: WebSocketsSnapshot,
     #[serde(default)]
     pub temp_files: TempFilesSnapshot,
+    /// How many workers there are, may be, and what changed their number.
+    #[serde(default)]
+    pub scaling: ScalingSnapshot,
+    /// The queue's waits since this reader's previous read: what an autoscaler scales by.
+    #[serde(default)]
+    pub recent: RecentSnapshot,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
+}
+
+/// W and its bounds (`-w MIN:MAX`), and every change of it by cause.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScalingSnapshot {
+    /// Workers serving or starting (not those draining away).
+    pub workers: usize,
+    pub min: usize,
+    pub max: usize,
+    /// Whether W moves by itself (a range was given), not only by hand.
+    pub automatic: bool,
+    pub events: ScalingEvents,
+}
+
+/// Changes of W by cause, and adds the memory budget refused (`memory_cap`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScalingEvents {
+    pub queue_wait: u64,
+    pub idle: u64,
+    pub memory_cap: u64,
+    pub signal: u64,
+    pub control: u64,
+}
+
+/// The queue since the reader's previous read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecentSnapshot {
+    /// Requests a slot started.
+    pub started: u64,
+    /// Their waits for a slot, in milliseconds.
+    pub wait_p50_ms: f64,
+    pub wait_p99_ms: f64,
 }
 
 /// The temporary files of request and response bodies (`--max-temp-disk`).

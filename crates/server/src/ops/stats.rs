@@ -166,6 +166,8 @@ impl Stats {
                 refused: load(&self.websockets_refused),
             },
             temp_files: Default::default(), // the spools' own count; the control endpoint adds it
+            scaling: Default::default(),    // the supervisor's; the control endpoint adds it
+            recent: Default::default(),     // the control endpoint reads it for its reader
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }

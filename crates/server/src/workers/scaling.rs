@@ -59,6 +59,9 @@ impl ScaleUpWait {
 /// How far W may go, and when it moves.
 #[derive(Debug, Clone)]
 pub struct ScalingPolicy {
+    /// The workers started with the server.
+    pub start: usize,
+    /// The bounds W moves within, by itself or by hand.
     pub min: usize,
     pub max: usize,
     /// Whether W moves by itself (`-w MIN:MAX`); with a single number only by hand.
@@ -196,6 +199,17 @@ pub struct Scaler {
     capped: bool,
     /// No add before this, after one failed to start; and the pause to the next.
     failed: Option<(Instant, Duration)>,
+}
+
+impl ScalingPolicy {
+    /// The most workers the pool grows to by itself.
+    pub fn most(&self) -> usize {
+        if self.automatic {
+            self.max
+        } else {
+            self.start
+        }
+    }
 }
 
 impl Scaler {

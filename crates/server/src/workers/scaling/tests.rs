@@ -13,6 +13,7 @@ const MIB: u64 = 1 << 20;
 
 fn policy(min: usize, max: usize) -> ScalingPolicy {
     ScalingPolicy {
+        start: min,
         min,
         max,
         automatic: true,

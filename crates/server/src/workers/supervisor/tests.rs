@@ -7,6 +7,7 @@ use super::*;
 use crate::queue::job::{Failure, Outcome, RequestBody};
 use crate::workers::launch::{Launch, TakesWebSockets};
 use crate::workers::replacement::RecyclePolicy;
+use crate::workers::scaling::{ScaleUpWait, ScalingPolicy};
 use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::Phase;
 use bytes::Bytes;
@@ -59,7 +60,15 @@ async fn start_with_slots(
     let script = dir.path().join("worker.py");
     std::fs::write(&script, WORKER).unwrap();
     let config = SupervisorConfig {
-        workers: 1,
+        scaling: ScalingPolicy {
+            start: 1,
+            min: 1,
+            max: 1,
+            automatic: false,
+            scale_up_wait: ScaleUpWait::Auto,
+            idle_timeout: Duration::from_secs(30),
+            max_memory: None,
+        },
         slots: SlotsPerWorker::fixed(threads),
         launch: Launch::Command(format!("exec python3 {}", script.display())),
         boot_timeout: Duration::from_secs(30),
