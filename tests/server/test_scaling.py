@@ -55,6 +55,7 @@ def test_grows_under_a_queue_that_waits_to_max_and_shrinks_to_min_when_idle(serv
     stats = server.stats()
     assert stats["scaling"]["events"]["idle"] >= 2
     assert stats["scaling"]["min"] == 1 and stats["scaling"]["max"] == 3
+    assert stats["scaling"]["worker_seconds"] > stats["uptime_secs"] - 1, "one worker at least, all along"
     assert b"adding a worker (1 to 2): requests waited" in server.log()
     assert b"a worker's slots stood idle for --worker-idle-timeout" in server.log()
     metrics = server.metrics()

@@ -47,6 +47,8 @@ pub struct ScalingSnapshot {
     /// Whether W moves by itself (a range was given), not only by hand.
     pub automatic: bool,
     pub events: ScalingEvents,
+    /// Workers alive (draining ones too) x time, since the server started: what the pool cost.
+    pub worker_seconds: f64,
 }
 
 /// Changes of W by cause, and adds the memory budget refused (`memory_cap`).

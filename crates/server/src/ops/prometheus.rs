@@ -128,6 +128,9 @@ const SCALING: &[Metric] = &[
             .to_vec()
         },
     ),
+    metric("worker_seconds_total", "counter", "Workers alive x time: what the pool cost.", |s| {
+        one(s.scaling.worker_seconds)
+    }),
     metric("slots_busy_ratio", "gauge", "Share of the slots running a request (0 to 1).", |s| {
         one(if s.slots.total == 0 { 0.0 } else { s.slots.busy as f64 / s.slots.total as f64 })
     }),

@@ -28,6 +28,8 @@ pub struct Scaling {
     policy: ScalingPolicy,
     pool: Arc<Pool>,
     events: [AtomicU64; Cause::ALL.len()],
+    /// Workers alive x time, in microseconds, counted each interval.
+    worker_micros: AtomicU64,
     hands: mpsc::Sender<Hand>,
 }
 
@@ -61,6 +63,7 @@ impl Scaling {
                 signal: count(Cause::Signal),
                 control: count(Cause::Control),
             },
+            worker_seconds: self.worker_micros.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 
@@ -73,7 +76,13 @@ impl Scaling {
 pub(super) fn start(pool: Arc<Pool>, queue: Arc<Queue>) -> (Arc<Scaling>, JoinHandle<()>) {
     let (hands, asked) = mpsc::channel(8);
     let policy = pool.config.scaling.clone();
-    let scaling = Arc::new(Scaling { policy, pool: pool.clone(), events: Default::default(), hands });
+    let scaling = Arc::new(Scaling {
+        policy,
+        pool: pool.clone(),
+        events: Default::default(),
+        worker_micros: AtomicU64::new(0),
+        hands,
+    });
     let task = tokio::spawn(run(pool, queue, scaling.clone(), asked));
     (scaling, task)
 }
@@ -91,6 +100,8 @@ struct Task {
     refused_before: u64,
     /// Workers being added.
     adds: JoinSet<Result<usize, String>>,
+    /// When the last interval ended.
+    judged_at: Instant,
 }
 
 async fn run(pool: Arc<Pool>, queue: Arc<Queue>, scaling: Arc<Scaling>, mut asked: mpsc::Receiver<Hand>) {
@@ -105,6 +116,7 @@ async fn run(pool: Arc<Pool>, queue: Arc<Queue>, scaling: Arc<Scaling>, mut aske
         depth_before: first.depth,
         refused_before: first.refused,
         adds: JoinSet::new(),
+        judged_at: Instant::now(),
     };
     let mut interval = tokio::time::interval(INTERVAL);
     let mut sample = tokio::time::interval(SAMPLE_EVERY);
@@ -133,6 +145,10 @@ impl Task {
     /// The interval is over: measures, decides and acts.
     async fn judge(&mut self) {
         self.sample();
+        let now = Instant::now();
+        let alive = self.pool.workers().len() as u64;
+        let micros = now.duration_since(std::mem::replace(&mut self.judged_at, now)).as_micros() as u64;
+        self.scaling.worker_micros.fetch_add(alive * micros, Ordering::Relaxed);
         let recent = self.queue.recent(Reader::Scaling);
         let mut m = self.measure().await;
         m.wait = if recent.started > 0 { recent.wait_p50 } else { recent.oldest_waiting };
@@ -143,7 +159,7 @@ impl Task {
         m.mean_service = recent.mean_service;
         m.target = recent.target;
         (self.depth_before, self.refused_before, self.peak_busy) = (recent.depth, recent.refused, 0);
-        let decision = self.scaler.decide(Instant::now(), &m);
+        let decision = self.scaler.decide(now, &m);
         if decision != Decision::Hold {
             // Logged as it is done; nobody waits for the answer.
             let _ = self.act(decision, &m, Some(&recent));
