@@ -25,9 +25,9 @@ pub const SCENARIO: Scenario = Scenario {
     seed: "",
     about: "a day's load, 15 % -> 150 % -> 15 % of a fixed -w 2 server's capacity, against headway -w 2, -w 8 \
             and -w 2:8: served p99, goodput and worker-seconds",
-    sizes: "headway only; 4 slots a worker; GET /sleep/100 (-w 2: capacity 80/s); open loops of 12/s for 30 s, \
-            120/s for 30 s, 12/s for 60 s over up to 200 connections on one running server; -w 2:8 with \
-            --worker-idle-timeout 10 (--quick: 3 s, 5 s and 5 s steps, --worker-idle-timeout 2)",
+    sizes: "headway only, --preload; 4 slots a worker; GET /sleep/100 (-w 2: capacity 80/s); open loops of 12/s \
+            for 30 s, 120/s for 30 s, 12/s for 60 s (Poisson arrivals) over up to 200 connections on one running \
+            server; -w 2:8 with --worker-idle-timeout 10 (--quick: 3 s, 5 s and 5 s steps, --worker-idle-timeout 2)",
     plan,
     tables,
     charts,
@@ -48,12 +48,12 @@ fn plan(size: Size, cores: usize) -> Vec<Group> {
     let service = Service::waiting_ms(DELAY_MS as f64);
     let base = Group::new(ServerConfig::new(FEWEST, THREADS)).capacity(cores).max_throughput(service);
     let idle_timeout = if size.quick { "2" } else { "10" };
-    let adaptive = ServerConfig {
-        workers_max: Some(MOST),
-        headway_flags: vec!["--worker-idle-timeout".into(), idle_timeout.into()],
-        ..ServerConfig::new(FEWEST, THREADS)
-    };
-    let configs = [ServerConfig::new(FEWEST, THREADS), ServerConfig::new(MOST, THREADS), adaptive];
+    // Each forked from a preloaded parent: a worker added serves within milliseconds.
+    let fixed =
+        |workers| ServerConfig { headway_flags: vec!["--preload".into()], ..ServerConfig::new(workers, THREADS) };
+    let mut adaptive = ServerConfig { workers_max: Some(MOST), ..fixed(FEWEST) };
+    adaptive.headway_flags.extend(["--worker-idle-timeout".into(), idle_timeout.into()]);
+    let configs = [fixed(FEWEST), fixed(MOST), adaptive];
     configs
         .into_iter()
         .map(|config| {

@@ -8,7 +8,10 @@
 //! - **Add** when requests waited for a slot longer than `--scale-up-wait` over the interval (the
 //!   median of those a slot started; the oldest still waiting when none started) and the backlog
 //!   did not drain (it grew, or the door refused some): every slot was busy all along. A
-//!   backlog that drains by itself needs no worker, only time.
+//!   backlog that drains by itself needs no worker, only time. As many are added at once as the
+//!   requests that arrived over the interval keep busy at [`BUSY_SHARE`] of their slots (arrivals
+//!   x mean service time = busy slots, Little's law), at least one: a step from 15 % to 150 % of
+//!   the capacity is met in one add, not in one add an interval.
 //! - **No flapping**: a worker still starting is no capacity, and no other is added meanwhile;
 //!   a worker added is given a whole interval of serving before the next add is judged; a worker
 //!   that fails to start holds adds back for growing pauses.
@@ -26,6 +29,9 @@ use std::time::{Duration, Instant};
 pub const INTERVAL: Duration = Duration::from_millis(500);
 /// The longest pause after adds that failed to start, doubling from one interval.
 const MOST_PAUSE: Duration = Duration::from_secs(30);
+/// The share of its slots an add sizes the pool to keep busy: a pool kept full queues again at
+/// the next burst.
+pub const BUSY_SHARE: f64 = 0.8;
 /// `--scale-up-wait auto` before the service time is known and with controlled delay off.
 const AUTO_WAIT_UNKNOWN: Duration = Duration::from_millis(10);
 const AUTO_WAIT_LEAST: Duration = Duration::from_millis(1);
@@ -125,6 +131,8 @@ pub struct Measurements {
     pub spare_slots: usize,
     /// Slots of one worker.
     pub worker_slots: usize,
+    /// Requests that arrived over the interval, a second: started, refused, or still waiting.
+    pub arrivals: f64,
     pub mean_service: Option<Duration>,
     /// Controlled delay's target, when it is on.
     pub target: Option<Duration>,
@@ -137,17 +145,27 @@ impl Measurements {
         self.workers.iter().any(|worker| !worker.ready)
     }
 
-    /// Whether one more worker keeps the pool within `budget`.
-    fn fits(&self, budget: Option<u64>) -> bool {
-        let Some(budget) = budget else { return true };
+    /// How many more workers keep the pool within `budget`, each counted at the mean of the
+    /// workers' memory (`usize::MAX` without a budget, or before any was measured).
+    fn fitting(&self, budget: Option<u64>) -> usize {
+        let Some(budget) = budget else { return usize::MAX };
         let measured: Vec<u64> = self.workers.iter().map(|worker| worker.rss).filter(|&rss| rss > 0).collect();
         if measured.is_empty() {
-            return true;
+            return usize::MAX;
         }
         let total: u64 = measured.iter().sum();
-        let mean = total / measured.len() as u64;
+        let mean = (total / measured.len() as u64).max(1);
         let unmeasured = (self.workers.len() - measured.len()) as u64;
-        total + mean * (unmeasured + 1) <= budget
+        let room = budget.saturating_sub(total + mean * unmeasured);
+        usize::try_from(room / mean).unwrap_or(usize::MAX)
+    }
+
+    /// The workers more that the arrivals keep busy at [`BUSY_SHARE`] of their slots; at least 1.
+    fn shortfall(&self) -> usize {
+        let (Some(service), true) = (self.mean_service, self.worker_slots > 0) else { return 1 };
+        let busy = self.arrivals * service.as_secs_f64();
+        let wanted = (busy / (self.worker_slots as f64 * BUSY_SHARE)).ceil() as usize;
+        wanted.saturating_sub(self.workers.len()).max(1)
     }
 
     /// The serving worker to remove: the least busy, the newest among equals.
@@ -163,7 +181,8 @@ impl Measurements {
 /// What to do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
-    Add(Cause),
+    /// Start this many workers.
+    Add(usize, Cause),
     /// Drain and stop the worker of this index.
     Remove(usize, Cause),
     Hold,
@@ -247,11 +266,12 @@ impl Scaler {
         let settled = self.serving_since.is_some_and(|since| now.duration_since(since) >= INTERVAL);
         let paused = self.failed.is_some_and(|(until, _)| now < until);
         if short && count < self.policy.max && settled && !paused {
-            if !m.fits(self.policy.max_memory) {
+            let fitting = m.fitting(self.policy.max_memory);
+            if fitting == 0 {
                 return self.refuse_memory();
             }
             self.added();
-            return Decision::Add(Cause::QueueWait);
+            return Decision::Add(m.shortfall().min(self.policy.max - count).min(fitting), Cause::QueueWait);
         }
 
         let idle_long = self.spare_since.is_some_and(|since| now.duration_since(since) >= self.policy.idle_timeout);
@@ -271,10 +291,10 @@ impl Scaler {
         let count = m.workers.len();
         match direction {
             Direction::Up if count >= self.policy.max => Decision::Refuse(Refusal::AtMax),
-            Direction::Up if !m.fits(self.policy.max_memory) => Decision::Refuse(Refusal::Memory),
+            Direction::Up if m.fitting(self.policy.max_memory) == 0 => Decision::Refuse(Refusal::Memory),
             Direction::Up => {
                 self.added();
-                Decision::Add(cause)
+                Decision::Add(1, cause)
             }
             Direction::Down if count <= self.policy.min => Decision::Refuse(Refusal::AtMin),
             Direction::Down => match m.least_busy() {

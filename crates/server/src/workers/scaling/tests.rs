@@ -33,7 +33,7 @@ struct SimWorker {
 struct Day {
     /// W (serving or starting) at the end of each interval.
     counts: Vec<usize>,
-    /// Each change of W: when, and which way (+1, -1).
+    /// Each change of W: when, and by how much (+2, -1).
     changes: Vec<(Duration, i32)>,
     memory_caps: usize,
     /// Requests left waiting at the end.
@@ -70,6 +70,7 @@ fn simulate(policy: ScalingPolicy, load: impl Fn(Duration) -> f64, length: Durat
             backlog_grew: backlog > 0.0 && backlog >= before,
             spare_slots: ready * SLOTS - busy_peak,
             worker_slots: SLOTS,
+            arrivals: arriving,
             mean_service: Some(SERVICE),
             target: Some(Duration::from_millis(50)),
             workers: workers
@@ -78,11 +79,13 @@ fn simulate(policy: ScalingPolicy, load: impl Fn(Duration) -> f64, length: Durat
                 .collect(),
         };
         match scaler.decide(start + now, &measurements) {
-            Decision::Add(cause) => {
+            Decision::Add(count, cause) => {
                 assert_eq!(cause, Cause::QueueWait);
-                let index = (1..).find(|index| workers.iter().all(|worker| worker.index != *index)).unwrap();
-                workers.push(SimWorker { index, ready_at: now + boot });
-                day.changes.push((now, 1));
+                for _ in 0..count {
+                    let index = (1..).find(|index| workers.iter().all(|worker| worker.index != *index)).unwrap();
+                    workers.push(SimWorker { index, ready_at: now + boot });
+                }
+                day.changes.push((now, count as i32));
             }
             Decision::Remove(index, cause) => {
                 assert_eq!(cause, Cause::Idle);
@@ -114,7 +117,7 @@ fn daily(now: Duration) -> f64 {
 fn assert_no_flapping(day: &Day, gap: Duration) {
     for pair in day.changes.windows(2) {
         let ((first_at, first), (then_at, then)) = (pair[0], pair[1]);
-        if first != then {
+        if first.signum() != then.signum() {
             assert!(then_at - first_at >= gap, "W turned from {first:+} to {then:+} within {:?}", then_at - first_at);
         }
     }
@@ -125,15 +128,16 @@ fn a_day_grows_under_a_queue_that_waits_and_shrinks_back_to_min_when_idle() {
     let boot = Duration::from_millis(20); // --preload: a fork
     let day = simulate(policy(2, 8), daily, Duration::from_secs(240), boot, 0);
     let peak = *day.counts.iter().max().unwrap();
-    // 150 a second needs 15 slots: three workers; the backlog of the climb wants a fourth at most.
-    assert!((3..=4).contains(&peak), "W peaked at {peak}: {:?}", day.changes);
+    // 150 a second keeps 15 slots busy: four workers at 80 % of theirs, added at once.
+    assert_eq!(peak, 4, "{:?}", day.changes);
+    assert_eq!(day.changes[0].1, 2, "the step met in one add: {:?}", day.changes);
     let at = |secs: u32| day.counts[(Duration::from_secs(secs.into()).as_millis() / INTERVAL.as_millis()) as usize - 1];
     assert_eq!(at(59), 2, "still at MIN in the quiet morning");
     assert_eq!(*day.counts.last().unwrap(), 2, "back to MIN: {:?}", day.changes);
     assert!(day.counts.iter().all(|&w| w >= 2), "never below MIN");
     assert!(day.backlog < 1.0, "the peak was served");
     // One climb and one descent: W turned once each way.
-    let turns = day.changes.windows(2).filter(|pair| pair[0].1 != pair[1].1).count();
+    let turns = day.changes.windows(2).filter(|pair| pair[0].1.signum() != pair[1].1.signum()).count();
     assert_eq!(turns, 1, "{:?}", day.changes);
     assert_no_flapping(&day, Duration::from_secs(10));
 }
@@ -141,7 +145,8 @@ fn a_day_grows_under_a_queue_that_waits_and_shrinks_back_to_min_when_idle() {
 #[test]
 fn a_worker_starting_is_no_capacity_and_adds_wait_for_it() {
     let boot = Duration::from_secs(3);
-    let day = simulate(policy(1, 8), |_| 300.0, Duration::from_secs(60), boot, 0);
+    // A load that keeps growing, 20 more a second every second: each add is outgrown.
+    let day = simulate(policy(1, 8), |now| 20.0 * now.as_secs_f64(), Duration::from_secs(60), boot, 0);
     let adds: Vec<Duration> = day.changes.iter().filter(|(_, way)| *way > 0).map(|(at, _)| *at).collect();
     assert!(adds.len() >= 3, "{adds:?}");
     for pair in adds.windows(2) {
@@ -154,6 +159,32 @@ fn w_stays_within_max() {
     let day = simulate(policy(2, 5), |_| 1000.0, Duration::from_secs(60), Duration::from_millis(20), 0);
     assert_eq!(day.counts.iter().max(), Some(&5));
     assert!(day.changes.iter().all(|(_, way)| *way > 0), "an overload removes nothing: {:?}", day.changes);
+}
+
+#[test]
+fn an_add_is_sized_to_the_arrivals_within_max_and_the_budget() {
+    let mut scaler = Scaler::new(policy(1, 8));
+    let start = Instant::now();
+    let view = |index| WorkerView { index, ready: true, busy: SLOTS, rss: 100 * MIB };
+    // 200 a second x 100 ms keep 20 slots busy: five workers at 80 % of theirs, four more.
+    let mut m = Measurements {
+        wait: Duration::from_secs(1),
+        backlog_grew: true,
+        worker_slots: SLOTS,
+        arrivals: 200.0,
+        mean_service: Some(SERVICE),
+        workers: vec![view(1)],
+        ..Measurements::default()
+    };
+    scaler.decide(start, &m);
+    assert_eq!(scaler.decide(start + INTERVAL, &m), Decision::Add(4, Cause::QueueWait));
+    let mut capped = Scaler::new(ScalingPolicy { max_memory: Some(350 * MIB), ..policy(1, 8) });
+    capped.decide(start, &m);
+    assert_eq!(capped.decide(start + INTERVAL, &m), Decision::Add(2, Cause::QueueWait), "two more fit");
+    m.arrivals = 1000.0;
+    let mut most = Scaler::new(policy(1, 8));
+    most.decide(start, &m);
+    assert_eq!(most.decide(start + INTERVAL, &m), Decision::Add(7, Cause::QueueWait), "up to MAX");
 }
 
 #[test]
@@ -188,7 +219,7 @@ fn a_backlog_that_drains_adds_nothing() {
         assert_eq!(scaler.decide(start + INTERVAL * tick, &m), Decision::Hold);
     }
     m.backlog_grew = true;
-    assert_eq!(scaler.decide(start + INTERVAL * 10, &m), Decision::Add(Cause::QueueWait));
+    assert_eq!(scaler.decide(start + INTERVAL * 10, &m), Decision::Add(1, Cause::QueueWait));
 }
 
 #[test]
@@ -205,7 +236,7 @@ fn adds_that_fail_to_start_pause_longer_each_time() {
     let mut adds = Vec::new();
     for tick in 1..200 {
         let now = start + INTERVAL * tick;
-        if let Decision::Add(_) = scaler.decide(now, &m) {
+        if let Decision::Add(..) = scaler.decide(now, &m) {
             adds.push(tick);
             scaler.add_failed(now);
         }
@@ -225,7 +256,7 @@ fn by_hand_stays_within_the_range_and_the_budget() {
     assert_eq!(scaler.by_hand(Direction::Down, Cause::Signal, &m), Decision::Refuse(Refusal::AtMin));
     assert_eq!(scaler.by_hand(Direction::Up, Cause::Control, &m), Decision::Refuse(Refusal::Memory));
     m.workers[0].rss = 10 * MIB;
-    assert_eq!(scaler.by_hand(Direction::Up, Cause::Control, &m), Decision::Add(Cause::Control));
+    assert_eq!(scaler.by_hand(Direction::Up, Cause::Control, &m), Decision::Add(1, Cause::Control));
     m.workers.push(view(3));
     m.workers[2].busy = 1;
     assert_eq!(scaler.by_hand(Direction::Up, Cause::Signal, &m), Decision::Refuse(Refusal::AtMax));

@@ -147,13 +147,17 @@ impl Task {
         self.sample();
         let now = Instant::now();
         let alive = self.pool.workers().len() as u64;
-        let micros = now.duration_since(std::mem::replace(&mut self.judged_at, now)).as_micros() as u64;
-        self.scaling.worker_micros.fetch_add(alive * micros, Ordering::Relaxed);
+        let elapsed = now.duration_since(std::mem::replace(&mut self.judged_at, now));
+        self.scaling.worker_micros.fetch_add(alive * elapsed.as_micros() as u64, Ordering::Relaxed);
         let recent = self.queue.recent(Reader::Scaling);
         let mut m = self.measure().await;
         m.wait = if recent.started > 0 { recent.wait_p50 } else { recent.oldest_waiting };
         m.backlog_grew =
             (recent.depth > 0 && recent.depth >= self.depth_before) || recent.refused > self.refused_before;
+        // Every request that arrived was started, refused, or is waiting still.
+        let arrived = (recent.started + recent.refused - self.refused_before + recent.depth as u64)
+            .saturating_sub(self.depth_before as u64);
+        m.arrivals = arrived as f64 / elapsed.as_secs_f64().max(1e-3);
         let ready_slots: usize = m.workers.iter().filter(|w| w.ready).count() * m.worker_slots;
         m.spare_slots = ready_slots.saturating_sub(self.peak_busy);
         m.mean_service = recent.mean_service;
@@ -208,12 +212,15 @@ impl Task {
         };
         match decision {
             Decision::Hold => Ok("nothing to do".to_owned()),
-            Decision::Add(cause) => {
-                self.scaling.count(cause);
-                let said = format!("adding a worker ({} to {}): {}", count, count + 1, why(cause));
+            Decision::Add(added, cause) => {
+                let workers = if added == 1 { "a worker".to_owned() } else { format!("{added} workers") };
+                let said = format!("adding {workers} ({count} to {}): {}", count + added, why(cause));
                 info!("{said}");
-                let pool = self.pool.clone();
-                self.adds.spawn(async move { pool.add().await });
+                for _ in 0..added {
+                    self.scaling.count(cause);
+                    let pool = self.pool.clone();
+                    self.adds.spawn(async move { pool.add().await });
+                }
                 Ok(said)
             }
             Decision::Remove(index, cause) => {
