@@ -236,10 +236,6 @@ impl Scaler {
         Scaler { policy, serving_since: None, spare_since: None, capped: false, failed: None }
     }
 
-    pub fn policy(&self) -> &ScalingPolicy {
-        &self.policy
-    }
-
     /// The decision for the interval that ended at `now`.
     pub fn decide(&mut self, now: Instant, m: &Measurements) -> Decision {
         let count = m.workers.len();

@@ -70,9 +70,9 @@ pub struct Supervisor {
     pool: Arc<Pool>,
     scaling: Arc<Scaling>,
     stop: watch::Sender<Option<Duration>>,
-    /// Reads worker memory for `--max-worker-memory`, and scales the pool; stopped with the
-    /// supervisor.
+    /// Reads worker memory for `--max-worker-memory`; stopped with the supervisor.
     memory_watch: Option<JoinHandle<()>>,
+    /// The scaling task; stopped with the supervisor.
     scaler: JoinHandle<()>,
     /// Holds the workers' sockets; removed when the supervisor goes.
     _socket_dir: tempfile::TempDir,
@@ -154,11 +154,6 @@ impl Supervisor {
         });
         let (scaling, scaler) = scale::start(pool.clone(), queue);
         Ok(Supervisor { pool, scaling, stop, memory_watch, scaler, _socket_dir: socket_dir })
-    }
-
-    /// The workers now: starting, serving or draining away.
-    pub fn workers(&self) -> Vec<Arc<Worker>> {
-        self.pool.workers()
     }
 
     /// The pool, for the stats.
