@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from conftest import Load, headway_binary, parallel_gets, wait_until
 
 
@@ -156,3 +158,17 @@ def test_a_worker_that_fails_to_start_does_not_stop_the_others(serve):
         load.stop()
     assert set(load.answers) == {200}
     assert workers_now(server) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-w", "4:2"], "--workers MIN:MAX must have MIN at most MAX, not 4:2"),
+    (["-w", "0:2"], "--workers must be between 1 and 1024, not 0:2"),
+    (["-w", "2:"], "'2:' is not N or MIN:MAX"),
+    (["--max-memory", "0"], "--max-memory must be more than 0"),
+    (["--worker-idle-timeout", "0"], "--worker-idle-timeout must be more than 0"),
+    (["--scale-up-wait", "soon"], "'soon' is not a number of seconds or auto"),
+])
+def test_wrong_scaling_flags_get_one_clear_line(args, message):
+    result = subprocess.run([headway_binary(), "serve", *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr

@@ -45,7 +45,7 @@ pub fn parse_count_or_auto(text: &str) -> Result<CountOrAuto, String> {
 
 /// `--workers`: `N`, or `MIN:MAX` (their bounds are checked with the other flags).
 pub fn parse_worker_count(text: &str) -> Result<WorkerCount, String> {
-    let number = |text: &str| text.trim().parse::<usize>().map_err(|_| format!("'{text}' is not N or MIN:MAX"));
+    let number = |part: &str| part.trim().parse::<usize>().map_err(|_| format!("'{text}' is not N or MIN:MAX"));
     match text.split_once(':') {
         Some((min, max)) => Ok(WorkerCount::Range { min: number(min)?, max: number(max)? }),
         None => number(text).map(WorkerCount::Fixed),
