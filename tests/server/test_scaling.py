@@ -107,6 +107,15 @@ def test_a_fixed_count_moves_by_hand_only(serve):
     wait_until(lambda: len(server.stats()["workers"]) == 1, message="back to one")
 
 
+def test_a_range_tells_each_worker_the_most_there_may_be(serve):
+    # WSGI's wsgi.multiprocess is whether other processes may run the app: with -w 1:3 they may.
+    server = serve("-w", "1:3", "-t", "1")
+    pid = server.stats()["workers"][0]["pid"]
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        arguments = cmdline.read().split(b"\0")
+    assert arguments[arguments.index(b"--workers") + 1] == b"3"
+
+
 def workers_command(server, change):
     return subprocess.run([headway_binary(), "workers", change, "--control", server.control],
                           capture_output=True, text=True, timeout=30)

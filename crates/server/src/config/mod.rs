@@ -70,7 +70,8 @@ impl Config {
     /// settings from them; the first wrong flag is the error.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Config> {
         let scaling = scaling_policy(&args)?;
-        let workers = scaling.start;
+        // What a worker is told of its fellows (WSGI's wsgi.multiprocess): the most there may be.
+        let workers = scaling.most();
         let front_threads = front_thread_count(args.front_threads)?;
         let queue = queue_settings(&args)?;
         let (request_spool, response_spool) = spool_limits(&args)?;
