@@ -233,6 +233,31 @@ def ready_pids(server, workers):
     return wait_until(pids, message=f"{workers} ready workers")
 
 
+class Load:
+    """`clients` keep-alive connections asking for `path`, one request after the other, until
+    stopped; `answers` gets `record(status, body)` of each response, as it comes."""
+
+    def __init__(self, server, path, clients, record=lambda status, body: status):
+        self.answers, self._stop = [], threading.Event()
+
+        def client():
+            with server.connect(timeout=60) as sock:
+                stream = sock.makefile("rb")
+                while not self._stop.is_set():
+                    send_request(sock, "GET", path)
+                    status, _, body = read_response(stream)
+                    self.answers.append(record(status, body))
+
+        self._clients = [threading.Thread(target=client) for _ in range(clients)]
+        for thread in self._clients:
+            thread.start()
+
+    def stop(self):
+        self._stop.set()
+        for thread in self._clients:
+            thread.join(timeout=60)
+
+
 def parallel_gets(server, paths):
     """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
     results = [None] * len(paths)

@@ -14,34 +14,9 @@ import time
 
 import pytest
 
-from conftest import REPO, Server, headway_binary, parallel_gets, read_response, require, send_request, wait_until
+from conftest import REPO, Load, Server, headway_binary, parallel_gets, read_response, require, send_request, wait_until
 
 TWINS = REPO / "python" / "headway" / "twins"
-
-
-class Load:
-    """`clients` keep-alive connections asking for `path`, one request after the other, until
-    stopped; `answers` gets `record(status, body)` of each response, as it comes."""
-
-    def __init__(self, server, path, clients, record=lambda status, body: status):
-        self.answers, self._stop = [], threading.Event()
-
-        def client():
-            with server.connect(timeout=60) as sock:
-                stream = sock.makefile("rb")
-                while not self._stop.is_set():
-                    send_request(sock, "GET", path)
-                    status, _, body = read_response(stream)
-                    self.answers.append(record(status, body))
-
-        self._clients = [threading.Thread(target=client) for _ in range(clients)]
-        for thread in self._clients:
-            thread.start()
-
-    def stop(self):
-        self._stop.set()
-        for thread in self._clients:
-            thread.join(timeout=60)
 
 
 def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):

@@ -1,9 +1,10 @@
 //! A small HTTP/1.1 client for a headway address: `headway stats` reads the control endpoint
-//! with it, and the lab reads headway's stats and asks peers whether they are up. One GET per
-//! connection, on hyper, over TCP or a unix socket; the load itself goes through `headway load`.
+//! with it (and `headway workers` posts to it), and the lab reads headway's stats and asks peers
+//! whether they are up. One request per connection, on hyper, over TCP or a unix socket; the
+//! load itself goes through `headway load`.
 
 use bytes::Bytes;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -13,10 +14,19 @@ use crate::bind::Bind;
 
 /// `GET path` at `bind`: the status, whatever it is, and the whole body.
 pub async fn get(bind: &Bind, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+    request(bind, Method::GET, path).await
+}
+
+/// `POST path` at `bind`, with no body: the status, whatever it is, and the whole body.
+pub async fn post(bind: &Bind, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+    request(bind, Method::POST, path).await
+}
+
+async fn request(bind: &Bind, method: Method, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
     match bind {
-        Bind::Tcp(addr) => get_over(TcpStream::connect(addr).await?, &addr.to_string(), path).await,
+        Bind::Tcp(addr) => request_over(TcpStream::connect(addr).await?, &addr.to_string(), method, path).await,
         // A unix socket has no host name, and HTTP/1.1 wants a Host header all the same.
-        Bind::Unix(socket) => get_over(UnixStream::connect(socket).await?, "localhost", path).await,
+        Bind::Unix(socket) => request_over(UnixStream::connect(socket).await?, "localhost", method, path).await,
     }
 }
 
@@ -27,7 +37,7 @@ pub async fn get_stats(control: &Bind) -> anyhow::Result<Bytes> {
     Ok(body)
 }
 
-async fn get_over<S>(stream: S, host: &str, path: &str) -> anyhow::Result<(StatusCode, Bytes)>
+async fn request_over<S>(stream: S, host: &str, method: Method, path: &str) -> anyhow::Result<(StatusCode, Bytes)>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -35,7 +45,11 @@ where
     // The connection runs beside the request and ends when `sender` is dropped; an error of
     // its own comes back through `send_request` or the body.
     tokio::spawn(connection);
-    let request = http::Request::get(path).header(http::header::HOST, host).body(Empty::<Bytes>::new())?;
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, host)
+        .body(Empty::<Bytes>::new())?;
     let response = sender.send_request(request).await?;
     let status = response.status();
     Ok((status, response.into_body().collect().await?.to_bytes()))

@@ -30,6 +30,12 @@ pub struct Snapshot {
     /// Files the front sent itself, apart from the app's responses.
     #[serde(default)]
     pub static_files: StaticFilesSnapshot,
+    /// How many workers there are, may be, and what changed their number.
+    #[serde(default)]
+    pub scaling: ScalingSnapshot,
+    /// The queue's waits since this reader's previous read: what an autoscaler scales by.
+    #[serde(default)]
+    pub recent: RecentSnapshot,
     pub front: ProcessUsage,
     pub workers: Vec<WorkerSnapshot>,
 }
@@ -45,6 +51,40 @@ pub struct StaticFilesSnapshot {
     pub bytes: u64,
     pub handed_off: u64,
     pub handoffs_refused: u64,
+}
+
+/// W and its bounds (`-w MIN:MAX`), and every change of it by cause.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScalingSnapshot {
+    /// Workers serving or starting (not those draining away).
+    pub workers: usize,
+    pub min: usize,
+    pub max: usize,
+    /// Whether W moves by itself (a range was given), not only by hand.
+    pub automatic: bool,
+    pub events: ScalingEvents,
+    /// Workers alive (draining ones too) x time, since the server started: what the pool cost.
+    pub worker_seconds: f64,
+}
+
+/// Changes of W by cause, and adds the memory budget refused (`memory_cap`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScalingEvents {
+    pub queue_wait: u64,
+    pub idle: u64,
+    pub memory_cap: u64,
+    pub signal: u64,
+    pub control: u64,
+}
+
+/// The queue since the reader's previous read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecentSnapshot {
+    /// Requests a slot started.
+    pub started: u64,
+    /// Their waits for a slot, in milliseconds.
+    pub wait_p50_ms: f64,
+    pub wait_p99_ms: f64,
 }
 
 /// The temporary files of request and response bodies (`--max-temp-disk`).

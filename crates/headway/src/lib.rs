@@ -46,6 +46,9 @@ enum Command {
     Serve(Box<headway_server::ServeArgs>),
     /// Print the stats of a running server, read from its --control address.
     Stats(headway_server::StatsArgs),
+    /// Ask a running server for one worker more (add) or fewer (remove), on its --control
+    /// address; as SIGTTIN and SIGTTOU.
+    Workers(headway_server::WorkersArgs),
     /// Generate HTTP load and report latency percentiles (hey-compatible output).
     Load(Box<headway_load::LoadArgs>),
     /// Run the seed experiments against headway and the peer servers.
@@ -91,6 +94,7 @@ pub fn run(mut args: Vec<OsString>, invocation: Invocation) -> u8 {
             headway_server::serve(matched, invocation.python, give_back_memory)
         }
         Command::Stats(args) => headway_server::stats(args),
+        Command::Workers(args) => headway_server::workers(args),
         Command::Load(args) => headway_load::run(*args),
         Command::Lab(args) => headway_lab::run(args, &invocation.program),
     };

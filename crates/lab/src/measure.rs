@@ -143,6 +143,10 @@ pub struct Row {
     pub histogram: Vec<(f64, u64)>,
     /// headway only: the longest its queue was during the case.
     pub queue_high_water: Option<u64>,
+    /// headway only: workers alive x time during the case (absent in reports from before it was
+    /// measured).
+    #[serde(default)]
+    pub worker_secs: Option<f64>,
     /// headway only: whether its lanes were on (absent in reports from before there were lanes).
     #[serde(default)]
     pub lanes: Option<bool>,
@@ -224,6 +228,7 @@ impl Row {
             worker_share: None,
             histogram: Vec::new(),
             queue_high_water: None,
+            worker_secs: None,
             lanes: None,
             in_order: None,
             elapsed_secs: 0.0,

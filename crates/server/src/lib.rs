@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub use config::ServeArgs;
-pub use ops::control::{stats, StatsArgs};
+pub use ops::control::{stats, workers, StatsArgs, WorkersArgs};
 
 /// Runs `headway serve`. `given`: the command line as clap matched it; the settings it does not
 /// give come from the environment and the config file (see [`config::layers`]). `python`: the

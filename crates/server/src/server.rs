@@ -6,7 +6,8 @@
 //! and wait until each listens, then accept, and tell systemd and the balancers we are ready.
 //! While serving, SIGHUP reloads: it replaces the workers one at a time (new code, same sockets and queue),
 //! as `--reload` does when a watched file changes, and reads the TLS certificate and key again;
-//! SIGUSR1 reopens the access log. Shutdown on SIGTERM or SIGINT: readiness turns 503 at once,
+//! SIGUSR1 reopens the access log; SIGTTIN adds a worker and SIGTTOU removes one (within
+//! `-w MIN:MAX` when a range is set). Shutdown on SIGTERM or SIGINT: readiness turns 503 at once,
 //! the server goes on serving for --shutdown-delay while balancers notice, then stops accepting
 //! (serving every connection a client made, see `listener::accept_until`), lets idle
 //! connections go, finishes every queued and running request (bounded by --graceful-timeout),
@@ -35,6 +36,7 @@ use crate::ops::{agent_check, control};
 use crate::queue::Queue;
 use crate::workers::file_watch;
 use crate::workers::launch::Launch;
+use crate::workers::scaling::{Cause, Direction};
 use crate::workers::supervisor::Supervisor;
 
 /// What systemd handed the process, taken before the runtime started its threads.
@@ -77,6 +79,8 @@ struct Signals {
     interrupt: Signal,
     hangup: Signal,
     reopen_logs: Signal,
+    add_worker: Signal,
+    remove_worker: Signal,
 }
 
 impl Signals {
@@ -86,6 +90,8 @@ impl Signals {
             interrupt: signal(SignalKind::interrupt())?,
             hangup: signal(SignalKind::hangup())?,
             reopen_logs: signal(SignalKind::user_defined1())?,
+            add_worker: signal(SignalKind::from_raw(libc::SIGTTIN))?,
+            remove_worker: signal(SignalKind::from_raw(libc::SIGTTOU))?,
         })
     }
 
@@ -135,7 +141,7 @@ impl Server {
 
         let stats = Arc::new(Stats::default());
         // The workers' slots as far as known before they start: each says its kind of app then.
-        let slots = config.supervisor.workers * config.supervisor.slots.threads;
+        let slots = config.supervisor.scaling.start * config.supervisor.slots.threads;
         let queue = Queue::with_settings(config.queue.clone(), slots);
         let readiness = Arc::new(Readiness::default());
         // Health checks are answered from the start: "starting" is not "dead".
@@ -158,7 +164,7 @@ impl Server {
         let status = {
             let sources = sources.clone();
             move || {
-                let workers = sources.workers.get().map_or(&[][..], Vec::as_slice);
+                let workers = sources.workers.get().map_or_else(Vec::new, |workers| workers.pool.workers());
                 let busy: usize = workers.iter().map(|worker| worker.busy.get()).sum();
                 let (queued, open) = (sources.queue.depth(), sources.stats.open_connections());
                 let slots = sources.queue.slots();
@@ -173,15 +179,17 @@ impl Server {
         };
         // With -t auto each worker's slots hang on its app's kind: it says them once it serves.
         let slots = config.supervisor.slots.known().map_or(String::new(), |slots| format!(" x {slots} slot(s)"));
+        let scaling = &config.supervisor.scaling;
+        let range = if scaling.automatic { format!(" (up to {})", scaling.max) } else { String::new() };
         info!(
-            "starting {} worker(s){slots} for {what}; {} front thread(s)",
-            config.supervisor.workers, config.front_threads
+            "starting {} worker(s){range}{slots} for {what}; {} front thread(s)",
+            scaling.start, config.front_threads
         );
         let supervisor = tokio::select! {
             started = Supervisor::start(config.supervisor.clone(), queue.clone(), Arc::new(config.slots.clone())) => started?,
             () = signals.stop() => return Ok(None),
         };
-        let _ = sources.workers.set(supervisor.workers().to_vec());
+        let _ = sources.workers.set(control::Workers { pool: supervisor.pool(), scaling: supervisor.scaling() });
         let watch = match config.reload.clone() {
             Some(settings) => {
                 Some(file_watch::start(settings, config.supervisor.launch.clone(), supervisor.reloader())?)
@@ -208,8 +216,8 @@ impl Server {
         Ok(Some(Server { config, stats, readiness, access_log, tls, supervisor, accepting, shutdown, _watch: watch }))
     }
 
-    /// Serves until SIGTERM or SIGINT, reloading on SIGHUP and reopening the access log on
-    /// SIGUSR1.
+    /// Serves until SIGTERM or SIGINT, reloading on SIGHUP, reopening the access log on SIGUSR1,
+    /// and adding or removing a worker on SIGTTIN or SIGTTOU.
     async fn serve(&self, signals: &mut Signals) {
         let reloader = self.supervisor.reloader();
         let reloading = Arc::new(tokio::sync::Mutex::new(()));
@@ -235,6 +243,8 @@ impl Server {
                         drop(guard);
                     });
                 }
+                _ = signals.add_worker.recv() => self.scale_by_signal(Direction::Up),
+                _ = signals.remove_worker.recv() => self.scale_by_signal(Direction::Down),
                 _ = signals.reopen_logs.recv() => {
                     if let Some(log) = self.access_log.clone() {
                         info!("reopening the access log");
@@ -244,6 +254,16 @@ impl Server {
                 }
             }
         }
+    }
+
+    /// One worker more or fewer, as SIGTTIN or SIGTTOU asks; a refusal is logged.
+    fn scale_by_signal(&self, direction: Direction) {
+        let scaling = self.supervisor.scaling();
+        tokio::spawn(async move {
+            if let Err(refused) = scaling.ask(direction, Cause::Signal).await {
+                warn!("{refused}");
+            }
+        });
     }
 
     /// Stops gracefully, as the module's comment says; a second signal skips the waits.

@@ -4,6 +4,7 @@
 //! server.
 
 mod concurrency_sweep;
+mod daily;
 mod keepalive_tail;
 mod long_tail_sweep;
 mod mixed_tail;
@@ -31,10 +32,11 @@ use crate::rounds;
 use crate::servers::{Environment, Peer, RunningServer};
 use plan::{Case, Group, LoadSpec, Work};
 
-pub const ALL: [&Scenario; 9] = [
+pub const ALL: [&Scenario; 10] = [
     &keepalive_tail::SCENARIO,
     &long_tail_sweep::SCENARIO,
     &concurrency_sweep::SCENARIO,
+    &daily::SCENARIO,
     &mixed_tail::SCENARIO,
     &multiplexed::SCENARIO,
     &overload::SCENARIO,
@@ -148,7 +150,8 @@ fn run_case(
     // The CPU the server has used so far, with headway's own split; reading its stats also
     // resets its queue high-water mark for this case.
     let cpu_so_far = |stats: Option<&Snapshot>| CpuSample::of(server.pid(), &tree_of(server.pid()), stats);
-    let cpu_before = cpu_so_far(runtime.block_on(server.stats())?.as_ref());
+    let stats_before = runtime.block_on(server.stats())?;
+    let cpu_before = cpu_so_far(stats_before.as_ref());
     let host_before = HostSample::now();
     server.memory.take_peak();
     let context = |peak_rss_bytes| RowContext {
@@ -177,6 +180,10 @@ fn run_case(
     row.lanes = server.lanes();
     let stats = runtime.block_on(server.stats())?;
     row.queue_high_water = stats.as_ref().map(|stats| stats.queue.high_water as u64);
+    row.worker_secs = stats
+        .as_ref()
+        .zip(stats_before.as_ref())
+        .map(|(after, before)| after.scaling.worker_seconds - before.scaling.worker_seconds);
     row.cpu = CpuUse::between(&cpu_before, &cpu_so_far(stats.as_ref()), row.requests);
     Ok(row)
 }

@@ -35,7 +35,10 @@ impl Setup<'_> {
 }
 
 pub(super) fn headway_args(command: &mut Command, setup: &Setup) {
-    let (w, t, bind) = (setup.workers(), setup.threads(), setup.host_port());
+    let (mut w, t, bind) = (setup.workers(), setup.threads(), setup.host_port());
+    if let Some(max) = setup.config.workers_max {
+        w = format!("{w}:{max}");
+    }
     command.arg("serve").args(setup.wsgi_app);
     command.args(["-w", &w, "-t", &t, "-b", &bind, "--log-level", "warn", "--graceful-timeout", "1"]);
     if let Some(control) = setup.control_port {

@@ -6,6 +6,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerConfig {
     pub workers: usize,
+    /// headway's `-w MIN:MAX`: the most workers, `workers` being the fewest, when it adapts W.
+    pub workers_max: Option<usize>,
     pub threads: usize,
     /// headway's --queue-timeout (seconds), when the scenario sets one.
     pub queue_timeout: Option<f64>,
@@ -26,6 +28,7 @@ impl ServerConfig {
     pub fn new(workers: usize, threads: usize) -> ServerConfig {
         ServerConfig {
             workers,
+            workers_max: None,
             threads,
             queue_timeout: None,
             app: None,

@@ -8,6 +8,8 @@ use headway_common::python::PYTHON_ENV;
 
 use super::count_or_auto::CountOrAuto;
 use super::parse::{parse_count_or_auto, parse_health_path, parse_root_path, parse_secs, parse_size, parse_target};
+use super::parse::{parse_scale_up_wait, parse_worker_count};
+use super::worker_count::WorkerCount;
 use crate::front::forwarding_fields::TrustedProxies;
 use crate::front::static_files::Mount;
 use crate::front::tls::{ClientAuth, Password};
@@ -15,6 +17,7 @@ use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{LanePattern, Target};
 use crate::workers::affinity::CpuAffinity;
 use crate::workers::launch::Interface;
+use crate::workers::scaling::ScaleUpWait;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
@@ -33,9 +36,11 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "auto", value_name = "KIND", conflicts_with = "cmd")]
     pub interface: Interface,
 
-    /// Worker processes [default: number of CPUs]
-    #[arg(short, long, env = "WEB_CONCURRENCY", value_name = "N")]
-    pub workers: Option<usize>,
+    /// Worker processes; MIN:MAX (2:8) starts MIN and adds workers while requests wait for a
+    /// slot, removes them once idle (--scale-up-wait, --worker-idle-timeout, --max-memory).
+    /// SIGTTIN adds one, SIGTTOU removes one [default: number of CPUs]
+    #[arg(short, long, env = "WEB_CONCURRENCY", value_name = "N|MIN:MAX", value_parser = parse_worker_count)]
+    pub workers: Option<WorkerCount>,
 
     /// Request slots per worker: the most requests one worker runs at once (a WSGI app's threads,
     /// an ASGI app's tasks on its event loop). auto: 5 for a WSGI app or a --cmd server, 16 for
@@ -247,6 +252,23 @@ pub struct ServeArgs {
     /// with --rss-samples 3, Puma's puma_worker_killer gem [default: no limit]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
     pub max_worker_memory: Option<u64>,
+
+    /// With -w MIN:MAX: add a worker when requests waited longer than this for a slot over an
+    /// interval while every slot was busy and the backlog did not drain. auto: the mean service
+    /// time, below half of --queue-target (a held overload keeps waits there)
+    #[arg(long, default_value = "auto", value_name = "SECS|auto", value_parser = parse_scale_up_wait,
+          help_heading = LIFECYCLE)]
+    pub scale_up_wait: ScaleUpWait,
+
+    /// With -w MIN:MAX: remove a worker (it finishes its requests first) once a worker's worth of
+    /// slots has stood idle this long, never below MIN. As NGINX Unit's idle_timeout
+    #[arg(long, default_value = "30", value_name = "SECS", value_parser = parse_secs, help_heading = LIFECYCLE)]
+    pub worker_idle_timeout: Duration,
+
+    /// Never add a worker when the workers' resident memory together, plus one more worker's
+    /// (the mean of theirs), would pass SIZE (4G) [default: no limit]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = LIFECYCLE)]
+    pub max_memory: Option<u64>,
 
     /// Import the app once, in a parent process, and fork every worker from it: the workers
     /// share its memory until they write to it. Connections opened at import must be opened

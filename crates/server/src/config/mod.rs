@@ -11,6 +11,7 @@ mod args;
 mod count_or_auto;
 pub(crate) mod layers;
 mod parse;
+mod worker_count;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use headway_common::python::{find_python, PYTHON_ENV};
 pub use args::{LogFormat, ServeArgs};
 pub use count_or_auto::CountOrAuto;
 pub use parse::{parse_count_or_auto, parse_secs, parse_size, parse_target};
+pub use worker_count::WorkerCount;
 
 use crate::front::h2::Http2Settings;
 use crate::front::static_files::StaticSettings;
@@ -36,6 +38,7 @@ use crate::workers::affinity::WorkerCpus;
 use crate::workers::file_watch::ReloadSettings;
 use crate::workers::launch::{Interface, Launch, PythonApp, TakesWebSockets};
 use crate::workers::replacement::RecyclePolicy;
+use crate::workers::scaling::ScalingPolicy;
 use crate::workers::slot::SlotSettings;
 use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::supervisor::SupervisorConfig;
@@ -67,7 +70,9 @@ impl Config {
     /// Checks every flag, alone and with the others it goes with, and builds each part's
     /// settings from them; the first wrong flag is the error.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Config> {
-        let workers = worker_count(args.workers)?;
+        let scaling = scaling_policy(&args)?;
+        // What a worker is told of its fellows (WSGI's wsgi.multiprocess): the most there may be.
+        let workers = scaling.most();
         let front_threads = front_thread_count(args.front_threads)?;
         let queue = queue_settings(&args)?;
         let (request_spool, response_spool) = spool_limits(&args)?;
@@ -84,7 +89,7 @@ impl Config {
         let launch = launch(&args)?;
         let slots = slots_per_worker(args.threads, &launch)?;
         let bundled = matches!(launch, Launch::Python { .. });
-        let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
+        let cpus = WorkerCpus::choose(args.cpu_affinity, scaling.most(), bundled).context("--cpu-affinity")?;
         let Addresses { binds, control, agent_check } = addresses(&args)?;
         let preload = match (&launch, args.preload) {
             (Launch::Python { python, app }, true) => {
@@ -98,7 +103,7 @@ impl Config {
             binds,
             control,
             supervisor: SupervisorConfig {
-                workers,
+                scaling,
                 slots,
                 launch,
                 boot_timeout: args.boot_timeout,
@@ -143,16 +148,39 @@ impl Config {
     }
 }
 
-/// `--workers`, else one for each CPU.
-fn worker_count(given: Option<usize>) -> anyhow::Result<usize> {
-    let workers = match given {
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, usize::from),
+/// The most workers there may be.
+const MOST_WORKERS: usize = 1024;
+
+/// `--workers` (else one for each CPU) and the flags of adaptive W. A fixed number moves only by
+/// hand (SIGTTIN, SIGTTOU, the control address), between 1 and the most there may be.
+fn scaling_policy(args: &ServeArgs) -> anyhow::Result<ScalingPolicy> {
+    let given =
+        args.workers.unwrap_or_else(|| WorkerCount::Fixed(std::thread::available_parallelism().map_or(1, usize::from)));
+    let (start, min, max, automatic) = match given {
+        WorkerCount::Fixed(workers) => (workers, 1, MOST_WORKERS, false),
+        WorkerCount::Range { min, max } => (min, min, max, true),
     };
-    if !(1..=1024).contains(&workers) {
-        bail!("--workers must be between 1 and 1024, not {workers}");
+    if !(1..=MOST_WORKERS).contains(&start) || !(1..=MOST_WORKERS).contains(&max) {
+        bail!("--workers must be between 1 and {MOST_WORKERS}, not {given}");
     }
-    Ok(workers)
+    if max < min {
+        bail!("--workers MIN:MAX must have MIN at most MAX, not {min}:{max}");
+    }
+    if args.max_memory == Some(0) {
+        bail!("--max-memory must be more than 0");
+    }
+    if args.worker_idle_timeout.is_zero() {
+        bail!("--worker-idle-timeout must be more than 0");
+    }
+    Ok(ScalingPolicy {
+        start,
+        min,
+        max,
+        automatic,
+        scale_up_wait: args.scale_up_wait,
+        idle_timeout: args.worker_idle_timeout,
+        max_memory: args.max_memory,
+    })
 }
 
 /// `--front-threads`, with `auto` as [`front_threads_for`] says.

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use super::count_or_auto::CountOrAuto;
+use super::worker_count::WorkerCount;
 use crate::queue::Target;
+use crate::workers::scaling::ScaleUpWait;
 
 /// `--root-path`: an absolute path of plain URL characters (no percent-encoding: it is compared
 /// with decoded paths), kept without a trailing slash (`/` alone is no prefix at all).
@@ -39,6 +41,23 @@ pub fn parse_count_or_auto(text: &str) -> Result<CountOrAuto, String> {
         return Ok(CountOrAuto::Auto);
     }
     text.trim().parse().map(CountOrAuto::Count).map_err(|_| format!("'{text}' is not a number or auto"))
+}
+
+/// `--workers`: `N`, or `MIN:MAX` (their bounds are checked with the other flags).
+pub fn parse_worker_count(text: &str) -> Result<WorkerCount, String> {
+    let number = |part: &str| part.trim().parse::<usize>().map_err(|_| format!("'{text}' is not N or MIN:MAX"));
+    match text.split_once(':') {
+        Some((min, max)) => Ok(WorkerCount::Range { min: number(min)?, max: number(max)? }),
+        None => number(text).map(WorkerCount::Fixed),
+    }
+}
+
+/// `--scale-up-wait`: `auto`, or seconds.
+pub fn parse_scale_up_wait(text: &str) -> Result<ScaleUpWait, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(ScaleUpWait::Auto);
+    }
+    parse_secs(text).map(ScaleUpWait::Fixed).map_err(|_| format!("'{text}' is not a number of seconds or auto"))
 }
 
 /// `--queue-target`: `auto`, or seconds where 0 means off.
@@ -90,6 +109,16 @@ mod tests {
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("KiB").is_err());
         assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn worker_counts() {
+        assert_eq!(parse_worker_count("4"), Ok(WorkerCount::Fixed(4)));
+        assert_eq!(parse_worker_count("2:8"), Ok(WorkerCount::Range { min: 2, max: 8 }));
+        assert!(parse_worker_count("2:").is_err());
+        assert!(parse_worker_count("many").is_err());
+        assert_eq!(parse_scale_up_wait("auto"), Ok(ScaleUpWait::Auto));
+        assert_eq!(parse_scale_up_wait("0.05"), Ok(ScaleUpWait::Fixed(Duration::from_millis(50))));
     }
 
     #[test]

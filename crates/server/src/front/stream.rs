@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest};
 
-use super::static_files::send::{sendfile_now, when_writable};
+use super::static_files::file_io::{sendfile_now, when_writable};
 
 pub use crate::read_ahead::ReadAhead;
 

@@ -1,6 +1,7 @@
 //! The control address: stats as JSON (`/stats`) and Prometheus text (`/metrics`), liveness
-//! and readiness for orchestrators (`/health/live`, `/health/ready`), on an address of its own
-//! so the public never sees it; and `headway stats`, which reads it.
+//! and readiness for orchestrators (`/health/live`, `/health/ready`), one worker more or fewer
+//! (`POST /workers/add`, `/workers/remove`), on an address of its own so the public never sees
+//! it; and `headway stats` and `headway workers`, which use it.
 //!
 //! It serves from the moment the server starts, before the workers have booted, so that a
 //! readiness probe can say "not yet" rather than find nothing listening (which Kubernetes and
@@ -15,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context as _;
 use bytes::Bytes;
 use headway_common::client;
-use headway_common::stats::{LaneKind, RecyclesSnapshot, Snapshot, TempFilesSnapshot};
+use headway_common::stats::{LaneKind, RecentSnapshot, RecyclesSnapshot, Snapshot, TempFilesSnapshot};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -28,24 +29,41 @@ use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::{Queue, Reader};
 use crate::spool::DiskBudget;
-use crate::workers::worker::Worker;
+use crate::workers::scaling::{Cause, Direction};
+use crate::workers::supervisor::{Pool, Scaling};
 
 /// What the control endpoint reads from.
 pub struct Sources {
     pub stats: Arc<Stats>,
     pub queue: Arc<Queue>,
-    /// Set once the workers have booted; stats show none before.
-    pub workers: OnceLock<Vec<Arc<Worker>>>,
+    /// Set once the first workers have booted; stats show none before.
+    pub workers: OnceLock<Workers>,
     pub readiness: Arc<Readiness>,
     pub access_log: Option<Arc<AccessLog>>,
     /// The temporary files of request and response bodies.
     pub temp_files: Arc<DiskBudget>,
 }
 
+/// The pool of workers, and its scaling.
+pub struct Workers {
+    pub pool: Arc<Pool>,
+    pub scaling: Arc<Scaling>,
+}
+
 impl Sources {
     fn snapshot(&self, reader: Reader) -> Snapshot {
-        let workers = self.workers.get().map_or(&[][..], Vec::as_slice);
-        let mut snapshot = self.stats.snapshot(&self.queue, workers, reader);
+        let workers = self.workers.get().map_or_else(Vec::new, |workers| workers.pool.workers());
+        let mut snapshot = self.stats.snapshot(&self.queue, &workers, reader);
+        if let Some(workers) = self.workers.get() {
+            snapshot.scaling = workers.scaling.snapshot();
+        }
+        let recent = self.queue.recent(reader);
+        let ms = |wait: std::time::Duration| wait.as_secs_f64() * 1000.0;
+        snapshot.recent = RecentSnapshot {
+            started: recent.started,
+            wait_p50_ms: ms(recent.wait_p50),
+            wait_p99_ms: ms(recent.wait_p99),
+        };
         snapshot.access_log_dropped = self.access_log.as_ref().map_or(0, |log| log.dropped());
         let disk = &self.temp_files;
         snapshot.temp_files =
@@ -65,7 +83,7 @@ pub async fn serve(listener: Listener, sources: Arc<Sources>) {
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let sources = sources.clone();
-                async move { Ok::<_, Infallible>(respond(&request, &sources)) }
+                async move { Ok::<_, Infallible>(respond(&request, &sources).await) }
             });
             if let Err(err) = hyper::server::conn::http1::Builder::new().serve_connection(stream, service).await {
                 debug!("control connection: {err}");
@@ -78,8 +96,10 @@ pub async fn serve(listener: Listener, sources: Arc<Sources>) {
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
 
-fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<Full<Bytes>> {
+async fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<Full<Bytes>> {
     let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&http::Method::POST, "/workers/add") => ask(sources, Direction::Up).await,
+        (&http::Method::POST, "/workers/remove") => ask(sources, Direction::Down).await,
         (&http::Method::GET, "/stats") => {
             let json = serde_json::to_string_pretty(&sources.snapshot(Reader::Json)).unwrap_or_default();
             (http::StatusCode::OK, "application/json", json)
@@ -99,13 +119,62 @@ fn respond<B>(request: &http::Request<B>, sources: &Sources) -> http::Response<F
         _ => (
             http::StatusCode::NOT_FOUND,
             "text/plain",
-            "try /stats, /metrics, /health/live or /health/ready\n".to_owned(),
+            "try /stats, /metrics, /health/live, /health/ready or POST /workers/add|remove\n".to_owned(),
         ),
     };
     let mut response = http::Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
     response
+}
+
+/// One worker more or fewer, asked on the control address: 200 with what was done, 409 with why
+/// not (at MIN or MAX, or the memory budget), 503 before the workers have started.
+async fn ask(sources: &Sources, direction: Direction) -> (http::StatusCode, &'static str, String) {
+    let Some(workers) = sources.workers.get() else {
+        return (http::StatusCode::SERVICE_UNAVAILABLE, "text/plain", "the workers are starting\n".to_owned());
+    };
+    match workers.scaling.ask(direction, Cause::Control).await {
+        Ok(done) => (http::StatusCode::OK, "text/plain", format!("{done}\n")),
+        Err(refused) => (http::StatusCode::CONFLICT, "text/plain", format!("{refused}\n")),
+    }
+}
+
+/// `headway workers` flags.
+#[derive(clap::Args, Debug)]
+pub struct WorkersArgs {
+    /// add: one worker more; remove: one fewer (it finishes its requests first). Within
+    /// -w MIN:MAX when a range was given, and within --max-memory
+    #[arg(value_enum)]
+    pub change: WorkersChange,
+    /// The --control address of the running server (HOST:PORT or unix:PATH)
+    #[arg(long, env = "HEADWAY_CONTROL", value_name = "ADDR")]
+    pub control: String,
+}
+
+/// What `headway workers` asks for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum WorkersChange {
+    Add,
+    Remove,
+}
+
+/// Asks a running server for one worker more or fewer, and prints its answer.
+pub fn workers(args: WorkersArgs) -> anyhow::Result<ExitCode> {
+    let bind = Bind::parse_all(&args.control).map_err(|err| anyhow::anyhow!("--control {err}"))?.remove(0);
+    let path = match args.change {
+        WorkersChange::Add => "/workers/add",
+        WorkersChange::Remove => "/workers/remove",
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (status, body) =
+        runtime.block_on(client::post(&bind, path)).with_context(|| format!("cannot reach the server at {bind}"))?;
+    let answer = String::from_utf8_lossy(&body);
+    if status.is_success() {
+        print!("{answer}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    anyhow::bail!("{}", answer.trim_end())
 }
 
 /// `headway stats` flags.
@@ -171,6 +240,21 @@ fn render(s: &Snapshot) -> String {
     let _ = writeln!(out, "overload     {overload}");
     render_lanes(&mut out, s);
     let _ = writeln!(out, "slots        {} busy of {}", s.slots.busy, s.slots.total);
+    let sc = &s.scaling;
+    let _ = writeln!(
+        out,
+        "workers      {} ({}, {} to {}); changes: {} queue wait, {} idle, {} signal, {} control; {} adds refused \
+         by --max-memory",
+        sc.workers,
+        if sc.automatic { "adaptive" } else { "fixed, moved by hand" },
+        sc.min,
+        sc.max,
+        sc.events.queue_wait,
+        sc.events.idle,
+        sc.events.signal,
+        sc.events.control,
+        sc.events.memory_cap
+    );
     let _ = writeln!(
         out,
         "connections  {} open, {} idle, {} accepted, {} failed their PROXY header or TLS handshake",

@@ -100,6 +100,53 @@ const LANES: &[Metric] = &[
     }),
 ];
 
+/// W and what an autoscaler scales by: the share of slots busy, the queue's waits since the
+/// previous scrape (requests refused are `shed_total`).
+const SCALING: &[Metric] = &[
+    metric("workers", "gauge", "Workers serving or starting (not those draining away).", |s| {
+        one(s.scaling.workers as f64)
+    }),
+    metric("workers_min", "gauge", "Fewest workers (-w MIN:MAX; 1 for a fixed count, moved only by hand).", |s| {
+        one(s.scaling.min as f64)
+    }),
+    metric("workers_max", "gauge", "Most workers (-w MIN:MAX).", |s| one(s.scaling.max as f64)),
+    metric(
+        "scaling_events_total",
+        "counter",
+        "Workers added or removed, by cause (queue_wait, idle, signal, control), and adds refused by --max-memory \
+         (memory_cap).",
+        |s| {
+            let e = &s.scaling.events;
+            [
+                ("queue_wait", e.queue_wait),
+                ("idle", e.idle),
+                ("memory_cap", e.memory_cap),
+                ("signal", e.signal),
+                ("control", e.control),
+            ]
+            .map(|(cause, n)| (format!("{{cause=\"{cause}\"}}"), n as f64))
+            .to_vec()
+        },
+    ),
+    metric("worker_seconds_total", "counter", "Workers alive x time: what the pool cost.", |s| {
+        one(s.scaling.worker_seconds)
+    }),
+    metric("slots_busy_ratio", "gauge", "Share of the slots running a request (0 to 1).", |s| {
+        one(if s.slots.total == 0 { 0.0 } else { s.slots.busy as f64 / s.slots.total as f64 })
+    }),
+    metric(
+        "queue_wait_recent_seconds",
+        "gauge",
+        "Wait for a slot of the requests started since the previous scrape, by quantile (0 when none started).",
+        |s| {
+            [("0.5", s.recent.wait_p50_ms), ("0.99", s.recent.wait_p99_ms)]
+                .iter()
+                .map(|(quantile, ms)| (format!("{{quantile=\"{quantile}\"}}"), ms / 1000.0))
+                .collect()
+        },
+    ),
+];
+
 /// The connections', the workers' and the front's metrics.
 const SERVER: &[Metric] = &[
     metric("abandoned_total", "counter", "Requests whose client went away.", |s| {
@@ -229,7 +276,7 @@ fn by_code(counts: &std::collections::BTreeMap<String, u64>) -> Vec<(String, f64
 pub fn render(s: &Snapshot) -> String {
     let lanes: &[Metric] = if s.queue.lanes.is_empty() { &[] } else { LANES };
     let mut out = String::new();
-    for metric in QUEUE.iter().chain(lanes).chain(SERVER) {
+    for metric in QUEUE.iter().chain(lanes).chain(SCALING).chain(SERVER) {
         let (name, kind, help) = (metric.name, metric.kind, metric.help);
         let _ = writeln!(out, "# HELP headway_{name} {help}\n# TYPE headway_{name} {kind}");
         for (labels, value) in (metric.samples)(s) {
@@ -274,7 +321,7 @@ mod tests {
 
     #[test]
     fn every_metric_has_a_name_of_its_own_a_type_and_help() {
-        let all: Vec<&Metric> = QUEUE.iter().chain(LANES).chain(SERVER).collect();
+        let all: Vec<&Metric> = QUEUE.iter().chain(LANES).chain(SCALING).chain(SERVER).collect();
         let mut names: Vec<&str> = all.iter().map(|metric| metric.name).collect();
         names.sort_unstable();
         names.dedup();

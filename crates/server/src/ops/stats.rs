@@ -214,6 +214,8 @@ impl Stats {
                 handed_off: load(&self.handed_off),
                 handoffs_refused: load(&self.handoffs_refused),
             },
+            scaling: Default::default(), // the supervisor's; the control endpoint adds it
+            recent: Default::default(),  // the control endpoint reads it for its reader
             front: ProcessUsage::of_process(std::process::id()),
             workers,
         }

@@ -87,5 +87,5 @@ pub use lanes::{choose, Class, ClassTimes, Rule};
 pub use lanes::{LanePattern, LaneSettings, MAX_DECLARED};
 pub use routing::Routing;
 pub use settings::{QueueSettings, DEFAULT_INTERVAL};
-pub use state::{Queue, Reader, Refused};
+pub use state::{Queue, Reader, Recent, Refused};
 pub use wait::{NextJob, Wait};

@@ -42,12 +42,36 @@ impl Refused {
     }
 }
 
-/// Who reads the high-water mark. Each reader gets the maximum depth since its own last read,
-/// so a Prometheus scrape does not hide a peak from `headway stats`.
+/// Who reads the high-water mark and the recent waits. Each reader gets the maximum depth, and
+/// the waits, since its own last read, so a Prometheus scrape does not hide a peak from
+/// `headway stats`, nor either of them from the scaling of the workers.
 #[derive(Debug, Clone, Copy)]
 pub enum Reader {
     Json,
     Prometheus,
+    Scaling,
+}
+
+const READERS: usize = 3;
+
+/// What the queue saw since a reader's last read: for the scaling of the workers, and for an
+/// autoscaler's scrape.
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    /// Requests a slot started.
+    pub started: u64,
+    /// Their waits for a slot: the median and the 99th percentile.
+    pub wait_p50: Duration,
+    pub wait_p99: Duration,
+    /// How long the oldest request still waiting has waited.
+    pub oldest_waiting: Duration,
+    /// Requests waiting now.
+    pub depth: usize,
+    /// Requests refused with 503 since the queue began (at the door, or at their deadline).
+    pub refused: u64,
+    /// The mean service time, once measured, and controlled delay's target when it is on.
+    pub mean_service: Option<Duration>,
+    pub target: Option<Duration>,
 }
 
 pub struct Queue {
@@ -68,9 +92,11 @@ struct State {
     waiting: Lanes,
     /// Slots with nothing to do, oldest first. Non-empty only while `waiting` is empty.
     idle: VecDeque<IdleSlot>,
-    high_water: [usize; 2],
+    high_water: [usize; READERS],
     /// Time from entering the queue to being handed to a slot, in microseconds.
     waits: Histogram<u64>,
+    /// The same, since each reader's last read.
+    recent_waits: [Histogram<u64>; READERS],
     service: ServiceTime,
     delay: ControlledDelay,
     shed_full: u64,
@@ -123,7 +149,8 @@ impl Queue {
             state: Mutex::new(State {
                 waiting,
                 idle: VecDeque::new(),
-                high_water: [0; 2],
+                high_water: [0; READERS],
+                recent_waits: std::array::from_fn(|_| waits.clone()),
                 waits,
                 service: ServiceTime::new(service_hint),
                 delay: ControlledDelay::new(target, interval),
@@ -316,6 +343,34 @@ impl Queue {
         }
     }
 
+    /// What the queue saw since `reader`'s last call; starts the next period for it.
+    pub fn recent(&self, reader: Reader) -> Recent {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let slots = self.slots();
+        let service = state.service.estimate(slots);
+        let target = state.delay.target(service);
+        let oldest_waiting =
+            state.waiting.oldest().map_or(Duration::ZERO, |job| now.saturating_duration_since(job.complete_at));
+        let refused = state.shed_full + state.shed_timeout + state.shed_at_arrival + state.shed_standing_queue;
+        let depth = state.waiting.len();
+        let mean_service = (state.service.mean_ms() > 0.0).then_some(service).flatten();
+        let waits = &mut state.recent_waits[reader as usize];
+        let quantile = |quantile| Duration::from_micros(waits.value_at_quantile(quantile));
+        let recent = Recent {
+            started: waits.len(),
+            wait_p50: quantile(0.5),
+            wait_p99: quantile(0.99),
+            oldest_waiting,
+            depth,
+            refused,
+            mean_service,
+            target,
+        };
+        waits.reset();
+        recent
+    }
+
     /// Requests waiting now (without touching any reader's high-water mark).
     pub fn depth(&self) -> usize {
         self.lock().waiting.len()
@@ -385,7 +440,11 @@ impl State {
     /// start within the target, are refused now, newest first: the door would have refused them
     /// had it known, and the newest have waited least.
     fn started(&mut self, now: Instant, routing: Routing, waited: Duration, slots: usize) {
-        self.waits.saturating_record(waited.as_micros() as u64);
+        let micros = waited.as_micros() as u64;
+        self.waits.saturating_record(micros);
+        for recent in &mut self.recent_waits {
+            recent.saturating_record(micros);
+        }
         self.waiting.started(routing, waited);
         let service = self.service.estimate(slots);
         if !self.delay.started(now, waited, self.waiting.len(), slots, service) {

@@ -32,6 +32,7 @@ pub mod output;
 pub mod process;
 pub mod recycle;
 pub mod replacement;
+pub mod scaling;
 pub mod slot;
 pub mod slots_per_worker;
 pub mod supervisor;

@@ -50,14 +50,15 @@ impl Turns {
 }
 
 /// Marks a worker due for recycling once its process group's resident memory has been above
-/// `limit` for [`MEMORY_SAMPLES`] readings in a row. Runs until aborted.
-pub async fn watch_memory(workers: Vec<Arc<Worker>>, limit: u64) {
+/// `limit` for [`MEMORY_SAMPLES`] readings in a row; `workers` lists them as they are now. Runs
+/// until aborted.
+pub async fn watch_memory(workers: impl Fn() -> Vec<Arc<Worker>>, limit: u64) {
     let mut above: HashMap<usize, (u32, u32)> = HashMap::new(); // index -> (pid, readings in a row)
     let mut interval = tokio::time::interval(MEMORY_INTERVAL);
     loop {
         interval.tick().await;
         let processes = tokio::task::spawn_blocking(procfs::processes).await.unwrap_or_default();
-        for worker in &workers {
+        for worker in &workers() {
             let pid = worker.pid();
             if pid == 0 || !matches!(worker.phase(), Phase::Ready { .. }) {
                 above.remove(&worker.index);

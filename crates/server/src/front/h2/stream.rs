@@ -25,7 +25,7 @@ use super::request::Head;
 use super::shared::Shared;
 use crate::front::body::BodySink;
 use crate::front::static_files::accel::HandOff;
-use crate::front::static_files::send::{read_piece, PIECE};
+use crate::front::static_files::file_io::{read_piece, PIECE};
 use crate::front::static_files::{FileBody, FileResponse, Preconditions, StaticAnswer, STATIC_LANE};
 use crate::front::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;

@@ -20,9 +20,11 @@ use std::path::Path;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
+use super::conditional::Preconditions;
+use super::fields;
+use super::mounts::{open, StaticSettings};
 use super::resolve::{resolve, within, Resolution};
 use super::response::{file_response, FileResponse};
-use super::{fields, open, Preconditions, StaticSettings};
 use crate::ops::stats::Stats;
 use headway_http1::fields::{remove_fields, strip_connection_fields};
 

@@ -10,6 +10,13 @@ use http::StatusCode;
 
 use super::conditional::{Preconditions, Selection, Validators};
 
+/// The front's answer to a request under a mount.
+pub enum StaticAnswer {
+    File(FileResponse),
+    /// Not there, with `--static-only`, or a path that tries to leave its directory.
+    NotFound,
+}
+
 /// What the front sends for a file.
 pub struct FileResponse {
     pub status: StatusCode,

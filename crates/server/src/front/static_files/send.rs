@@ -9,17 +9,14 @@
 //! Reading the file (and `sendfile` itself) runs on the front's threads: a page cache hit is a
 //! copy, as nginx without `aio` does it; a cold disk makes them wait as it makes nginx wait.
 
-use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsFd;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use http::{Method, StatusCode, Version};
 
 use super::accel::HandOff;
-use super::response::{FileBody, FileResponse};
-use super::StaticAnswer;
+use super::file_io::{read_piece, PIECE};
+use super::response::{FileBody, FileResponse, StaticAnswer};
 use crate::front::conn::{within, Connection, End};
 use crate::front::health::plain_answer;
 use crate::front::relay::Sent;
@@ -29,58 +26,13 @@ use headway_http1::response::{body_encoder, write_head, Persistence};
 
 /// A file this small goes in the write of its head, read into it.
 pub const SMALL_FILE: u64 = 32 * 1024;
-/// The piece of a file read at a time when it cannot go by `sendfile`.
-pub const PIECE: usize = 64 * 1024;
 /// The most one `sendfile` call is asked for: a slow socket takes less anyway, a fast one is
 /// given its next piece at once.
 const SENDFILE_MAX: usize = 1 << 20;
 
-/// Reads `len` bytes of `file` from `offset` (fewer only at its end).
-pub fn read_piece(file: &File, offset: u64, len: usize) -> io::Result<Bytes> {
-    let mut piece = BytesMut::zeroed(len);
-    let mut read = 0;
-    while read < len {
-        match file.read_at(&mut piece[read..], offset + read as u64)? {
-            0 => break,
-            n => read += n,
-        }
-    }
-    piece.truncate(read);
-    Ok(piece.freeze())
-}
-
-/// One `sendfile(2)` of up to `count` bytes of `file` from `offset` to `socket`, now: a full
-/// socket is `WouldBlock`.
-pub fn sendfile_now(socket: BorrowedFd<'_>, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
-    let mut offset = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: both descriptors are open for the call (borrowed), and `offset` is ours.
-    let sent = unsafe { libc::sendfile(socket.as_raw_fd(), file.as_raw_fd(), &mut offset, count) };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(sent as usize)
-}
-
-/// Runs `send` once `ready` says the socket has room, until it does not find it full.
-pub async fn when_writable<R>(
-    mut ready: impl FnMut() -> R,
-    mut send: impl FnMut() -> io::Result<usize>,
-) -> io::Result<usize>
-where
-    R: std::future::Future<Output = io::Result<()>>,
-{
-    loop {
-        ready().await?;
-        match send() {
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-            sent => return sent,
-        }
-    }
-}
-
 impl<S: ClientStream> Connection<S> {
     /// Answers a request a mount serves.
-    pub(in crate::front) async fn send_static(
+    pub(crate) async fn send_static(
         &mut self,
         version: Version,
         answer: StaticAnswer,
@@ -94,7 +46,7 @@ impl<S: ClientStream> Connection<S> {
     }
 
     /// Answers with the file a worker's response handed over, or the failure to take it.
-    pub(in crate::front) async fn send_handed_off(
+    pub(crate) async fn send_handed_off(
         &mut self,
         method: &Method,
         version: Version,
@@ -134,7 +86,7 @@ impl<S: ClientStream> Connection<S> {
     }
 
     /// Writes a file response: its head, then its bytes.
-    pub(in crate::front) async fn send_file_response(
+    pub(crate) async fn send_file_response(
         &mut self,
         version: Version,
         response: FileResponse,

@@ -34,7 +34,7 @@ pub(super) async fn start_process(
     generation: u64,
 ) -> Result<Started, BootError> {
     let socket = worker.socket.of(generation);
-    let mut command = config.launch.command(socket, worker.index, config.slots, config.workers);
+    let mut command = config.launch.command(socket, worker.index, config.slots, config.scaling.most());
     let cpu = config.cpus.as_ref().map(|cpus| cpus.of(worker.index));
     if let Some(cpu) = cpu {
         affinity::pin_child(&mut command, cpu);

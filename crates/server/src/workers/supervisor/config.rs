@@ -6,12 +6,14 @@ use std::time::Duration;
 use crate::workers::affinity::WorkerCpus;
 use crate::workers::launch::{Launch, TakesWebSockets};
 use crate::workers::replacement::RecyclePolicy;
+use crate::workers::scaling::ScalingPolicy;
 use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::zygote::ZygoteConfig;
 
 #[derive(Debug, Clone)]
 pub struct SupervisorConfig {
-    pub workers: usize,
+    /// How many workers: at the start, and the bounds and rules of adaptive W.
+    pub scaling: ScalingPolicy,
     /// `-t`: each worker's slots, by the kind of app it serves.
     pub slots: SlotsPerWorker,
     pub launch: Launch,

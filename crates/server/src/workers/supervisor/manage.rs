@@ -1,18 +1,18 @@
 //! One worker's manager: watches its process for the worker's whole life and answers each event
 //! with a handler of its own, as gunicorn's arbiter has one for each signal. Each handler says
 //! what became of the process ([`Outcome`]); the loop then either watches the process that serves,
-//! or starts another with growing pauses while none starts.
+//! or starts another with growing pauses while none starts. The worker's life ends when the
+//! server stops, or when the pool removes it ([`super::pool`]): it drains, then stops.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 use tracing::{info, warn};
 
 use super::boot::{put_in_service, start_process};
 use super::config::SupervisorConfig;
-use super::reload::ReloadDone;
 use super::websockets::WEBSOCKETS_CLOSE_TIME;
 use crate::workers::launch::BootError;
 use crate::workers::process::Process;
@@ -20,6 +20,9 @@ use crate::workers::recycle::Turns;
 use crate::workers::replacement::Cause;
 use crate::workers::worker::{Phase, Worker};
 use crate::workers::zygote::Preloaded;
+
+/// Tells whoever asked for a reload whether the new process started.
+pub(super) type ReloadDone = oneshot::Sender<Result<(), String>>;
 
 /// A worker that lives shorter than this after becoming ready is crash-looping.
 const STABLE_AFTER: Duration = Duration::from_secs(1);
@@ -30,6 +33,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub(super) struct Channels {
     pub(super) stop: watch::Receiver<Option<Duration>>,
     pub(super) reloads: mpsc::Receiver<ReloadDone>,
+    /// Turns true when the pool removes the worker.
+    pub(super) removal: watch::Receiver<bool>,
     pub(super) turns: Turns,
     pub(super) preloaded: Option<Arc<Preloaded>>,
 }
@@ -42,6 +47,8 @@ enum Event {
     /// Due for recycling, and holding the turn to be replaced until the new process serves.
     Recycle(Cause, OwnedSemaphorePermit),
     Stop(Duration),
+    /// The pool removes the worker.
+    Remove,
 }
 
 /// What became of the worker's process after an event.
@@ -74,6 +81,7 @@ pub(super) async fn manage(worker: Arc<Worker>, process: Process, config: Arc<Su
         let ready_at = Instant::now();
         let outcome = match manager.next_event().await {
             Event::Stop(grace) => return manager.on_stop(grace).await,
+            Event::Remove => return manager.on_remove().await,
             Event::Exited(status) => manager.on_exit(&status),
             Event::Hung => manager.on_hung().await,
             Event::Reload(done) => manager.on_reload(done).await,
@@ -104,8 +112,9 @@ impl Manager {
             }
             (cause, turns.take().await)
         };
-        let stop = &mut self.channels.stop;
+        let (stop, removal) = (&mut self.channels.stop, &mut self.channels.removal);
         tokio::select! {
+            Ok(_) = removal.wait_for(|removed| *removed) => Event::Remove,
             status = self.process.exited() => Event::Exited(status),
             () = worker.hung(self.generation) => Event::Hung,
             Some(done) = self.channels.reloads.recv() => Event::Reload(done),
@@ -119,6 +128,20 @@ impl Manager {
         self.worker.set_phase(Phase::Stopped);
         self.process.terminate(grace).await;
         self.worker.process_gone();
+    }
+
+    /// The pool removes the worker: it takes no new requests, finishes the ones it runs (up to
+    /// the request timeout, as on a reload), and stops.
+    async fn on_remove(&mut self) {
+        let worker = &self.worker;
+        worker.set_phase(Phase::Draining);
+        info!("worker {} (pid {}) draining, to leave the pool", worker.index, self.process.pid);
+        worker.close_websockets();
+        retire(worker, &mut self.process, self.generation, self.config.request_timeout, self.config.request_timeout)
+            .await;
+        worker.set_phase(Phase::Stopped);
+        worker.process_gone();
+        info!("worker {} left the pool", worker.index);
     }
 
     /// The process exited on its own.
@@ -191,7 +214,7 @@ impl Manager {
         worker.set_pid(0);
         let preloaded = self.channels.preloaded.as_deref();
         let started = loop {
-            if pause_or_stop(self.backoff, &mut self.channels.stop).await {
+            if pause_or_leave(self.backoff, &mut self.channels.stop, &mut self.channels.removal).await {
                 worker.set_phase(Phase::Stopped);
                 return false;
             }
@@ -247,10 +270,21 @@ async fn retire(worker: &Worker, process: &mut Process, generation: u64, limit: 
     process.terminate(grace).await;
 }
 
-/// Sleeps for `pause`; returns true if a stop was requested meanwhile (or before).
-async fn pause_or_stop(pause: Duration, stop: &mut watch::Receiver<Option<Duration>>) -> bool {
-    if stop.borrow().is_some() {
+/// Sleeps for `pause`; returns true if a stop or the worker's removal was requested meanwhile
+/// (or before).
+async fn pause_or_leave(
+    pause: Duration,
+    stop: &mut watch::Receiver<Option<Duration>>,
+    removal: &mut watch::Receiver<bool>,
+) -> bool {
+    if stop.borrow().is_some() || *removal.borrow() {
         return true;
     }
-    tokio::time::timeout(pause, stop.wait_for(Option::is_some)).await.is_ok()
+    let leave = async {
+        tokio::select! {
+            _ = stop.wait_for(Option::is_some) => {}
+            Ok(_) = removal.wait_for(|removed| *removed) => {}
+        }
+    };
+    tokio::time::timeout(pause, leave).await.is_ok()
 }

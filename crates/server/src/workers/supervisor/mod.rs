@@ -23,16 +23,25 @@
 //! worker is replaced the same way too, except that it takes no new request from the moment it
 //! is found stuck.
 //!
-//! [`Supervisor::start`] starts the pool, as [`SupervisorConfig`] says; [`boot`] starts one process
-//! and puts it in service; [`manage`] watches one worker for its whole life, with a handler for
-//! each event (it exits, hangs, is due for recycling, is reloaded, the server stops), as
-//! gunicorn's arbiter has one for each signal; [`reload`] replaces every worker in turn;
-//! [`websockets`] closes workers' WebSockets and waits for them to go.
+//! With `-w MIN:MAX` the pool grows and shrinks while the server runs: [`scale`] measures the
+//! queue and the workers each interval and does what [`crate::workers::scaling`] decides, or what
+//! a signal or the control address asks ([`Scaling`]); a worker added starts as on a restart
+//! (forked from the preloaded parent with `--preload`), and one removed drains first, so no
+//! request fails for it.
+//!
+//! [`Supervisor::start`] starts the pool, as [`SupervisorConfig`] says; [`pool`] holds the
+//! workers there are and has one join or leave; [`boot`] starts one process and puts it in
+//! service; [`manage`] watches one worker for its whole life, with a handler for each event (it
+//! exits, hangs, is due for recycling, is reloaded, is removed, the server stops), as gunicorn's
+//! arbiter has one for each signal; [`reload`] replaces every worker in turn; [`websockets`]
+//! closes workers' WebSockets and waits for them to go.
 
 mod boot;
 mod config;
 mod manage;
+mod pool;
 mod reload;
+mod scale;
 #[cfg(test)]
 mod tests;
 mod websockets;
@@ -41,46 +50,42 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::info;
 
 use crate::queue::Queue;
-use crate::workers::recycle::{self, Turns};
-use crate::workers::slot::{Slot, SlotSettings};
+use crate::workers::recycle;
+use crate::workers::slot::SlotSettings;
 use crate::workers::worker::Worker;
 use crate::workers::zygote::Preloaded;
-use boot::{put_in_service, start_process, Started};
+use boot::start_process;
 pub use config::SupervisorConfig;
-use manage::{manage, Channels};
+pub use pool::Pool;
 pub use reload::Reloader;
+pub use scale::Scaling;
 use websockets::close_websockets;
 
 pub struct Supervisor {
-    workers: Vec<Arc<Worker>>,
-    reloader: Reloader,
+    pool: Arc<Pool>,
+    scaling: Arc<Scaling>,
     stop: watch::Sender<Option<Duration>>,
-    managers: Vec<JoinHandle<()>>,
     /// Reads worker memory for `--max-worker-memory`; stopped with the supervisor.
     memory_watch: Option<JoinHandle<()>>,
+    /// The scaling task; stopped with the supervisor.
+    scaler: JoinHandle<()>,
     /// Holds the workers' sockets; removed when the supervisor goes.
     _socket_dir: tempfile::TempDir,
 }
 
 impl Supervisor {
-    /// Starts every worker, waits until each listens, and starts their slots. Fails, stopping
-    /// whatever did start, if any worker cannot start.
+    /// Starts the first workers, waits until each listens, and starts their slots. Fails,
+    /// stopping whatever did start, if any of them cannot start.
     pub async fn start(config: SupervisorConfig, queue: Arc<Queue>, slots: Arc<SlotSettings>) -> anyhow::Result<Self> {
         let socket_dir = tempfile::Builder::new()
             .prefix("headway-")
             .tempdir()
             .context("cannot create a directory for worker sockets")?;
-        let workers: Vec<Arc<Worker>> = (1..=config.workers)
-            .map(|index| {
-                let socket = socket_dir.path().join(format!("worker-{index}.sock"));
-                Arc::new(Worker::new(index, socket, config.launch.transport()))
-            })
-            .collect();
         let preloaded = match &config.preload {
             Some(zygote) => Some(
                 Preloaded::start(zygote.clone(), config.boot_timeout)
@@ -93,8 +98,18 @@ impl Supervisor {
         if let Some(cpus) = &config.cpus {
             info!("worker processes pinned one to a CPU, in turn over CPUs {} (--cpu-affinity)", cpus.describe());
         }
+        let (stop, _) = watch::channel(None);
+        let pool = Arc::new(Pool::new(
+            config.clone(),
+            queue.clone(),
+            slots,
+            socket_dir.path().to_owned(),
+            stop.subscribe(),
+            preloaded.clone(),
+        ));
+        let workers: Vec<Arc<Worker>> = (0..config.scaling.start).map(|_| pool.new_worker()).collect();
 
-        let mut processes: Vec<Option<Started>> = (0..config.workers).map(|_| None).collect();
+        let mut processes = Vec::with_capacity(workers.len());
         // Unless a preloaded parent has imported the app already, the first worker starts alone:
         // an app that does not import (or a --cmd that does not listen) then fails once, with one
         // traceback, rather than W times at once with their lines interleaved.
@@ -102,7 +117,7 @@ impl Supervisor {
         if preloaded.is_none() {
             let started =
                 start_process(&workers[0], &config, None, 1).await.map_err(|err| anyhow!("worker 1 {err}"))?;
-            processes[0] = Some(started);
+            processes.push((workers[0].clone(), started));
             rest = &workers[1..];
         }
         let mut boots = JoinSet::new();
@@ -110,85 +125,64 @@ impl Supervisor {
             let (worker, config, preloaded) = (worker.clone(), config.clone(), preloaded.clone());
             boots.spawn(async move {
                 let result = start_process(&worker, &config, preloaded.as_deref(), 1).await;
-                (worker.index, result)
+                (worker, result)
             });
         }
         let mut failures = Vec::new();
         while let Some(joined) = boots.join_next().await {
-            let (index, result) = joined.context("worker start task failed")?;
+            let (worker, result) = joined.context("worker start task failed")?;
             match result {
-                Ok(started) => processes[index - 1] = Some(started),
-                Err(err) => failures.push(format!("worker {index} {err}")),
+                Ok(started) => processes.push((worker, started)),
+                Err(err) => failures.push(format!("worker {} {err}", worker.index)),
             }
         }
         if !failures.is_empty() {
-            for started in processes.iter_mut().flatten() {
+            for (_, started) in &mut processes {
                 started.process.terminate(Duration::from_secs(1)).await;
             }
             failures.sort();
             bail!("{}", failures.join("; "));
         }
-
-        let (stop, _) = watch::channel(None);
-        let turns = Turns::default();
-        let mut managers = Vec::with_capacity(workers.len());
-        let mut reloads = Vec::with_capacity(workers.len());
-        let mut total_slots = 0;
-        for (worker, started) in workers.iter().zip(processes) {
-            let started = started.expect("every worker started");
-            // A worker keeps the slots of its first process: a slot runs for the server's life.
-            let count = started.slots;
-            worker.set_slots(count);
-            let (process, _) = put_in_service(worker, 1, started, &config);
-            for index in 0..count {
-                tokio::spawn(Slot::new(worker.clone(), index, queue.clone(), slots.clone()).run());
-            }
-            total_slots += count;
-            let (reload, reload_requests) = mpsc::channel(1);
-            reloads.push(reload);
-            let channels = Channels {
-                stop: stop.subscribe(),
-                reloads: reload_requests,
-                turns: turns.clone(),
-                preloaded: preloaded.clone(),
-            };
-            managers.push(tokio::spawn(manage(worker.clone(), process, config.clone(), channels)));
+        processes.sort_by_key(|(worker, _)| worker.index);
+        for (worker, started) in processes {
+            pool.join(&worker, started);
         }
-        queue.set_slots(total_slots);
-        let memory_watch =
-            config.recycle.max_memory.map(|limit| tokio::spawn(recycle::watch_memory(workers.clone(), limit)));
-        Ok(Supervisor {
-            workers,
-            reloader: Reloader { workers: reloads, turns, preloaded },
-            stop,
-            managers,
-            memory_watch,
-            _socket_dir: socket_dir,
-        })
+
+        let memory_watch = config.recycle.max_memory.map(|limit| {
+            let pool = pool.clone();
+            tokio::spawn(recycle::watch_memory(move || pool.workers(), limit))
+        });
+        let (scaling, scaler) = scale::start(pool.clone(), queue);
+        Ok(Supervisor { pool, scaling, stop, memory_watch, scaler, _socket_dir: socket_dir })
     }
 
-    pub fn workers(&self) -> &[Arc<Worker>] {
-        &self.workers
+    /// The pool, for the stats.
+    pub fn pool(&self) -> Arc<Pool> {
+        self.pool.clone()
+    }
+
+    /// Where W is asked to change by hand, and what it counts.
+    pub fn scaling(&self) -> Arc<Scaling> {
+        self.scaling.clone()
     }
 
     /// A handle that reloads: replaces the workers one at a time (for SIGHUP and `--reload`).
     pub fn reloader(&self) -> Reloader {
-        self.reloader.clone()
+        Reloader { pool: self.pool.clone() }
     }
 
     /// Closes every open WebSocket (1001 to both sides) and waits, briefly, until all are gone.
     pub async fn close_websockets(&self) {
-        close_websockets(&self.workers).await;
+        close_websockets(&self.pool.workers()).await;
     }
 
     /// Stops every worker, giving each `grace` to exit after SIGTERM.
     pub async fn stop(self, grace: Duration) {
+        self.scaler.abort();
         if let Some(watch) = &self.memory_watch {
             watch.abort();
         }
         self.stop.send_replace(Some(grace));
-        for manager in self.managers {
-            let _ = manager.await;
-        }
+        self.pool.managers_ended().await;
     }
 }

@@ -7,6 +7,7 @@ use super::*;
 use crate::queue::job::{Failure, Outcome, RequestBody};
 use crate::workers::launch::{Launch, TakesWebSockets};
 use crate::workers::replacement::RecyclePolicy;
+use crate::workers::scaling::{ScaleUpWait, ScalingPolicy};
 use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::worker::Phase;
 use bytes::Bytes;
@@ -59,7 +60,15 @@ async fn start_with_slots(
     let script = dir.path().join("worker.py");
     std::fs::write(&script, WORKER).unwrap();
     let config = SupervisorConfig {
-        workers: 1,
+        scaling: ScalingPolicy {
+            start: 1,
+            min: 1,
+            max: 1,
+            automatic: false,
+            scale_up_wait: ScaleUpWait::Auto,
+            idle_timeout: Duration::from_secs(30),
+            max_memory: None,
+        },
         slots: SlotsPerWorker::fixed(threads),
         launch: Launch::Command(format!("exec python3 {}", script.display())),
         boot_timeout: Duration::from_secs(30),
@@ -96,7 +105,7 @@ async fn request(queue: &Arc<Queue>, path: &str) -> Result<u32, Failure> {
 #[tokio::test]
 async fn a_worker_that_dies_fails_its_request_and_is_restarted() {
     let (supervisor, queue, _dir) = start().await;
-    let worker = supervisor.workers()[0].clone();
+    let worker = supervisor.pool().workers()[0].clone();
     let first = request(&queue, "/").await.unwrap();
     assert_eq!(first, worker.pid());
     assert_eq!(request(&queue, "/exit").await, Err(Failure::WorkerFailed));
@@ -120,7 +129,7 @@ async fn a_reload_replaces_the_worker_with_no_failed_request() {
     let after = request(&queue, "/").await.unwrap();
     assert!(during.is_ok(), "{during:?}");
     assert_ne!(after, before);
-    assert_eq!(supervisor.workers()[0].restarts.load(Ordering::Relaxed), 0, "a reload is not a restart");
+    assert_eq!(supervisor.pool().workers()[0].restarts.load(Ordering::Relaxed), 0, "a reload is not a restart");
     supervisor.stop(Duration::from_secs(1)).await;
 }
 
@@ -134,7 +143,7 @@ async fn a_worker_that_served_its_max_requests_is_recycled_with_no_failed_reques
         assert!(pids.len() < 100_000, "no recycle");
         pids.push(request(&queue, "/").await.expect("no request fails"));
     }
-    let worker = supervisor.workers()[0].clone();
+    let worker = supervisor.pool().workers()[0].clone();
     let processes: Vec<&[u32]> = pids.chunk_by(|a, b| a == b).collect();
     // Each process served its three, and went on serving while its replacement started.
     assert!(processes.len() >= 2, "{pids:?}");
@@ -169,7 +178,7 @@ async fn a_reload_of_the_only_worker_serves_from_the_old_process_until_the_new_o
 #[tokio::test]
 async fn a_stuck_worker_is_replaced_once_however_many_of_its_requests_time_out() {
     let (supervisor, queue, _dir) = start_with_slots(RecyclePolicy::default(), 2, Duration::from_millis(500)).await;
-    let worker = supervisor.workers()[0].clone();
+    let worker = supervisor.pool().workers()[0].clone();
     let stuck = worker.pid();
     let (first, second) = tokio::join!(request(&queue, "/hang"), request(&queue, "/hang"));
     assert_eq!((first, second), (Err(Failure::WorkerTimeout), Err(Failure::WorkerTimeout)));

@@ -1,0 +1,142 @@
+//! The mounts (`--static URL_PREFIX=DIR`) and the settings of files at the front: which request a
+//! mount answers, and with which file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use tracing::debug;
+
+use super::conditional::Preconditions;
+use super::resolve::{self, Resolution};
+use super::response::{file_response, FileResponse, Opened, StaticAnswer};
+use super::{fields, variant};
+
+/// `--static`, `--static-max-age`, `--static-only`, `--accel-mapping` and `--sendfile-root`.
+#[derive(Debug, Clone, Default)]
+pub struct StaticSettings {
+    pub mounts: Vec<Mount>,
+    /// `Cache-Control: public, max-age=` for every file served from a mount.
+    pub max_age: Option<Duration>,
+    /// A request under a mount for a file that is not there gets `404`, not the app.
+    pub only: bool,
+    /// Internal URI prefixes a worker's `X-Accel-Redirect` may name, and their directories.
+    pub accel_mappings: Vec<Mount>,
+    /// Directories (resolved) a worker's `X-Sendfile` may name a file under.
+    pub sendfile_roots: Vec<PathBuf>,
+}
+
+/// A URL path prefix and the directory (resolved) it maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Without a trailing `/`: `/assets`, or empty for the whole site.
+    pub prefix: String,
+    pub root: PathBuf,
+}
+
+impl Mount {
+    /// `URL_PREFIX=DIR`, as `--static` and `--accel-mapping` take it; the directory must exist.
+    pub fn parse(text: &str) -> Result<Mount, String> {
+        let Some((prefix, dir)) = text.split_once('=') else {
+            return Err(format!("'{text}' is not URL_PREFIX=DIR, such as /assets=public/assets"));
+        };
+        if !prefix.starts_with('/') || prefix.contains(['?', '#', '%']) || prefix.split('/').any(|s| s == "..") {
+            return Err(format!("'{prefix}' is not a URL path prefix such as /assets"));
+        }
+        let root = Path::new(dir).canonicalize().map_err(|err| format!("{dir}: {err}"))?;
+        if !root.is_dir() {
+            return Err(format!("{dir} is not a directory"));
+        }
+        Ok(Mount { prefix: prefix.trim_end_matches('/').to_owned(), root })
+    }
+
+    /// The rest of `path` (no query) after this mount's prefix and its `/`, if it is under it.
+    pub(super) fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
+        path.strip_prefix(self.prefix.as_str())?.strip_prefix('/')
+    }
+}
+
+impl StaticSettings {
+    /// The front's answer to `method` `target` (origin form), if a mount serves it; `None`: the
+    /// request is the app's.
+    pub fn answer(&self, method: &Method, target: &str, headers: &HeaderMap) -> Option<StaticAnswer> {
+        if self.mounts.is_empty() || !matches!(*method, Method::GET | Method::HEAD) {
+            return None;
+        }
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        let (mount, relative) = self.mounts.iter().find_map(|mount| Some((mount, mount.relative(path)?)))?;
+        match resolve::resolve(&mount.root, relative) {
+            Resolution::Found(file) => match self.file(&mount.root, &file, method, headers) {
+                Ok(response) => Some(StaticAnswer::File(response)),
+                Err(err) => {
+                    debug!("static file {}: {err}", file.display());
+                    self.only.then_some(StaticAnswer::NotFound)
+                }
+            },
+            Resolution::Missing => self.only.then_some(StaticAnswer::NotFound),
+            Resolution::Refused(why) => {
+                debug!("refused a static path ({why}): {path}");
+                Some(StaticAnswer::NotFound)
+            }
+        }
+    }
+
+    /// The response for `file` (resolved, under `root`): its precompressed variant if the client
+    /// takes one, with its content fields.
+    fn file(&self, root: &Path, file: &Path, method: &Method, headers: &HeaderMap) -> std::io::Result<FileResponse> {
+        let choice = variant::choose(root, file, headers);
+        let sent = choice.variant.as_ref().map_or(file, |(_, path)| path.as_path());
+        let opened = open(sent)?;
+        let mut fields = HeaderMap::with_capacity(8);
+        fields.insert(header::CONTENT_TYPE, fields::content_type(file));
+        if let Some((coding, _)) = choice.variant {
+            fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
+        }
+        if choice.varies {
+            fields.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+        if let Some(cache_control) = fields::cache_control(file, self.max_age) {
+            fields.insert(header::CACHE_CONTROL, cache_control);
+        }
+        let preconditions = Preconditions::of(headers);
+        let is_head = *method == Method::HEAD;
+        Ok(file_response(opened, StatusCode::OK, fields, &preconditions, !is_head, is_head))
+    }
+}
+
+/// Opens a resolved file, and reads what it is now.
+pub(super) fn open(path: &Path) -> std::io::Result<Opened> {
+    let file = resolve::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(Opened { file, meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_parse_and_match_whole_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let text = format!("/assets/={}", dir.path().display());
+        let mount = Mount::parse(&text).unwrap();
+        assert_eq!(mount, Mount { prefix: "/assets".to_owned(), root: root.clone() });
+        assert_eq!(mount.relative("/assets/app.css"), Some("app.css"));
+        assert_eq!(mount.relative("/assets"), None);
+        assert_eq!(mount.relative("/assetsx/app.css"), None);
+        let whole_site = Mount::parse(&format!("/={}", dir.path().display())).unwrap();
+        assert_eq!(whole_site.relative("/robots.txt"), Some("robots.txt"));
+        for bad in ["assets", "/assets", "nope=/tmp", "/a/../b=/tmp", "/a%2f=/tmp"] {
+            assert!(Mount::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Mount::parse("/a=/no/such/dir").is_err());
+        let file = root.join("f");
+        std::fs::write(&file, "x").unwrap();
+        assert!(Mount::parse(&format!("/a={}", file.display())).unwrap_err().contains("not a directory"));
+    }
+}

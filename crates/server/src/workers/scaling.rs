@@ -1,0 +1,332 @@
+//! Adaptive W (`-w MIN:MAX`): the decision to add a worker, remove one, or hold, from what the
+//! queue and the pool measured over the last interval. Pure: the supervisor's scaling task
+//! ([`super::supervisor`]) gathers the [`Measurements`], asks [`Scaler::decide`] (or
+//! [`Scaler::by_hand`] for a signal or the control address) and does what it says, so every rule
+//! is here, and tested on a simulated day without a process or a clock.
+//!
+//! The rules:
+//! - **Add** when requests waited for a slot longer than `--scale-up-wait` over the interval (the
+//!   median of those a slot started; the oldest still waiting when none started) and the backlog
+//!   did not drain (it grew, or the door refused some): every slot was busy all along. A
+//!   backlog that drains by itself needs no worker, only time. As many are added at once as the
+//!   requests that arrived over the interval keep busy at [`BUSY_SHARE`] of their slots (arrivals
+//!   x mean service time = busy slots, Little's law), at least one: a step from 15 % to 150 % of
+//!   the capacity is met in one add, not in one add an interval.
+//! - **No flapping**: a worker still starting is no capacity, and no other is added meanwhile;
+//!   a worker added is given a whole interval of serving before the next add is judged; a worker
+//!   that fails to start holds adds back for growing pauses.
+//! - **Remove** one when a whole worker's slots stood idle (the fewest idle at any moment of each
+//!   interval) for `--worker-idle-timeout`, never below MIN. The front spreads requests over
+//!   every worker, so no single worker goes idle while the pool is merely too big: the spare
+//!   slots of the pool are the measure. The worker removed is the least busy one; it drains.
+//! - **Within memory**: never add when the workers' resident memory plus one more worker's (the
+//!   mean of the live ones) would pass `--max-memory`; that refusal is an event of its own,
+//!   counted once while it lasts.
+
+use std::time::{Duration, Instant};
+
+/// What the scaling task measures and decides on each interval.
+pub const INTERVAL: Duration = Duration::from_millis(500);
+/// The longest pause after adds that failed to start, doubling from one interval.
+const MOST_PAUSE: Duration = Duration::from_secs(30);
+/// The share of its slots an add sizes the pool to keep busy: a pool kept full queues again at
+/// the next burst.
+pub const BUSY_SHARE: f64 = 0.8;
+/// `--scale-up-wait auto` before the service time is known and with controlled delay off.
+const AUTO_WAIT_UNKNOWN: Duration = Duration::from_millis(10);
+const AUTO_WAIT_LEAST: Duration = Duration::from_millis(1);
+
+/// `--scale-up-wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleUpWait {
+    /// One mean service time, and below half the controlled delay's target (see [`ScaleUpWait::of`]).
+    Auto,
+    Fixed(Duration),
+}
+
+impl ScaleUpWait {
+    /// The wait above which capacity is short. `auto`: one mean service time (a median request
+    /// that waits a whole service time found the slots a round behind: at a load the slots keep
+    /// up with, most requests do not wait at all), and below half the controlled delay's target
+    /// when it is on, because an overload held to the target keeps served waits about there:
+    /// a trigger above it would never fire.
+    pub fn of(self, mean_service: Option<Duration>, target: Option<Duration>) -> Duration {
+        match self {
+            ScaleUpWait::Fixed(wait) => wait,
+            ScaleUpWait::Auto => {
+                let service = mean_service.unwrap_or(AUTO_WAIT_UNKNOWN);
+                let below_target = target.map_or(service, |target| service.min(target / 2));
+                below_target.max(AUTO_WAIT_LEAST)
+            }
+        }
+    }
+}
+
+/// How far W may go, and when it moves.
+#[derive(Debug, Clone)]
+pub struct ScalingPolicy {
+    /// The workers started with the server.
+    pub start: usize,
+    /// The bounds W moves within, by itself or by hand.
+    pub min: usize,
+    pub max: usize,
+    /// Whether W moves by itself (`-w MIN:MAX`); with a single number only by hand.
+    pub automatic: bool,
+    pub scale_up_wait: ScaleUpWait,
+    /// `--worker-idle-timeout`.
+    pub idle_timeout: Duration,
+    /// `--max-memory`: the workers' resident memory together, in bytes.
+    pub max_memory: Option<u64>,
+}
+
+/// Why W changed, or an add was refused: each counted in the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Requests waited longer than `--scale-up-wait`.
+    QueueWait,
+    /// A worker's worth of slots idle for `--worker-idle-timeout`.
+    Idle,
+    /// An add refused: one more worker would pass `--max-memory`.
+    MemoryCap,
+    /// SIGTTIN or SIGTTOU.
+    Signal,
+    /// `headway workers add|remove` on the control address.
+    Control,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 5] = [Cause::QueueWait, Cause::Idle, Cause::MemoryCap, Cause::Signal, Cause::Control];
+
+    /// As the stats and `/metrics` label it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Cause::QueueWait => "queue_wait",
+            Cause::Idle => "idle",
+            Cause::MemoryCap => "memory_cap",
+            Cause::Signal => "signal",
+            Cause::Control => "control",
+        }
+    }
+}
+
+/// One worker as the decision sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerView {
+    pub index: usize,
+    /// Serving; false while starting (no capacity yet).
+    pub ready: bool,
+    pub busy: usize,
+    /// Resident memory of its processes, in bytes.
+    pub rss: u64,
+}
+
+/// What was measured over the last interval.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    /// How long requests waited for a slot (see the module comment).
+    pub wait: Duration,
+    /// The backlog grew, or the door refused requests.
+    pub backlog_grew: bool,
+    /// The fewest idle slots of the serving workers at any moment of the interval.
+    pub spare_slots: usize,
+    /// Slots of one worker.
+    pub worker_slots: usize,
+    /// Requests that arrived over the interval, a second: started, refused, or still waiting.
+    pub arrivals: f64,
+    pub mean_service: Option<Duration>,
+    /// Controlled delay's target, when it is on.
+    pub target: Option<Duration>,
+    /// The workers in the pool (those draining away are not).
+    pub workers: Vec<WorkerView>,
+}
+
+impl Measurements {
+    fn starting(&self) -> bool {
+        self.workers.iter().any(|worker| !worker.ready)
+    }
+
+    /// How many more workers keep the pool within `budget`, each counted at the mean of the
+    /// workers' memory (`usize::MAX` without a budget, or before any was measured).
+    fn fitting(&self, budget: Option<u64>) -> usize {
+        let Some(budget) = budget else { return usize::MAX };
+        let measured: Vec<u64> = self.workers.iter().map(|worker| worker.rss).filter(|&rss| rss > 0).collect();
+        if measured.is_empty() {
+            return usize::MAX;
+        }
+        let total: u64 = measured.iter().sum();
+        let mean = (total / measured.len() as u64).max(1);
+        let unmeasured = (self.workers.len() - measured.len()) as u64;
+        let room = budget.saturating_sub(total + mean * unmeasured);
+        usize::try_from(room / mean).unwrap_or(usize::MAX)
+    }
+
+    /// The workers more that the arrivals keep busy at [`BUSY_SHARE`] of their slots; at least 1.
+    fn shortfall(&self) -> usize {
+        let (Some(service), true) = (self.mean_service, self.worker_slots > 0) else { return 1 };
+        let busy = self.arrivals * service.as_secs_f64();
+        let wanted = (busy / (self.worker_slots as f64 * BUSY_SHARE)).ceil() as usize;
+        wanted.saturating_sub(self.workers.len()).max(1)
+    }
+
+    /// The serving worker to remove: the least busy, the newest among equals.
+    fn least_busy(&self) -> Option<usize> {
+        self.workers
+            .iter()
+            .filter(|worker| worker.ready)
+            .min_by_key(|worker| (worker.busy, std::cmp::Reverse(worker.index)))
+            .map(|worker| worker.index)
+    }
+}
+
+/// What to do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Start this many workers.
+    Add(usize, Cause),
+    /// Drain and stop the worker of this index.
+    Remove(usize, Cause),
+    Hold,
+    /// Nothing, for this reason, which is logged: an add refused by the budget (counted as a
+    /// `memory_cap` event), or a request by hand beyond MIN:MAX.
+    Refuse(Refusal),
+}
+
+/// Why a change was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Memory,
+    AtMax,
+    AtMin,
+}
+
+/// Which way a hand asks W to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Up,
+    Down,
+}
+
+/// The decision's memory between intervals.
+#[derive(Debug)]
+pub struct Scaler {
+    policy: ScalingPolicy,
+    /// Since when every worker has been serving (none starting); `None` while one starts.
+    serving_since: Option<Instant>,
+    /// Since when a worker's slots have stood idle in every interval.
+    spare_since: Option<Instant>,
+    /// Whether the budget is refusing adds now (counted once while it lasts).
+    capped: bool,
+    /// No add before this, after one failed to start; and the pause to the next.
+    failed: Option<(Instant, Duration)>,
+}
+
+impl ScalingPolicy {
+    /// The most workers the pool grows to by itself.
+    pub fn most(&self) -> usize {
+        if self.automatic {
+            self.max
+        } else {
+            self.start
+        }
+    }
+}
+
+impl Scaler {
+    pub fn new(policy: ScalingPolicy) -> Scaler {
+        Scaler { policy, serving_since: None, spare_since: None, capped: false, failed: None }
+    }
+
+    /// The decision for the interval that ended at `now`.
+    pub fn decide(&mut self, now: Instant, m: &Measurements) -> Decision {
+        let count = m.workers.len();
+        if m.starting() {
+            self.serving_since = None;
+        } else if self.serving_since.is_none() {
+            self.serving_since = Some(now);
+        }
+        let spare = m.worker_slots > 0 && m.spare_slots >= m.worker_slots;
+        if !spare {
+            self.spare_since = None;
+        } else if self.spare_since.is_none() {
+            self.spare_since = Some(now);
+        }
+        if !self.policy.automatic {
+            return Decision::Hold;
+        }
+
+        let short = m.wait > self.policy.scale_up_wait.of(m.mean_service, m.target) && m.backlog_grew;
+        if !short {
+            self.capped = false;
+        }
+        // A worker added has had a whole interval of serving, or is still starting.
+        let settled = self.serving_since.is_some_and(|since| now.duration_since(since) >= INTERVAL);
+        let paused = self.failed.is_some_and(|(until, _)| now < until);
+        if short && count < self.policy.max && settled && !paused {
+            let fitting = m.fitting(self.policy.max_memory);
+            if fitting == 0 {
+                return self.refuse_memory();
+            }
+            self.added();
+            return Decision::Add(m.shortfall().min(self.policy.max - count).min(fitting), Cause::QueueWait);
+        }
+
+        let idle_long = self.spare_since.is_some_and(|since| now.duration_since(since) >= self.policy.idle_timeout);
+        if idle_long && !short && count > self.policy.min {
+            if let Some(index) = m.least_busy() {
+                // The next removal needs a whole timeout of its own.
+                self.spare_since = None;
+                return Decision::Remove(index, Cause::Idle);
+            }
+        }
+        Decision::Hold
+    }
+
+    /// A request by hand (a signal, the control address): within MIN:MAX when a range was given
+    /// (else 1 to MAX), and within the memory budget.
+    pub fn by_hand(&mut self, direction: Direction, cause: Cause, m: &Measurements) -> Decision {
+        let count = m.workers.len();
+        match direction {
+            Direction::Up if count >= self.policy.max => Decision::Refuse(Refusal::AtMax),
+            Direction::Up if m.fitting(self.policy.max_memory) == 0 => Decision::Refuse(Refusal::Memory),
+            Direction::Up => {
+                self.added();
+                Decision::Add(1, cause)
+            }
+            Direction::Down if count <= self.policy.min => Decision::Refuse(Refusal::AtMin),
+            Direction::Down => match m.least_busy() {
+                Some(index) => {
+                    self.spare_since = None;
+                    Decision::Remove(index, cause)
+                }
+                None => Decision::Refuse(Refusal::AtMin),
+            },
+        }
+    }
+
+    /// The worker last added failed to start: adds pause, longer each time in a row.
+    pub fn add_failed(&mut self, now: Instant) {
+        let pause = self.failed.map_or(INTERVAL, |(_, pause)| (pause * 2).min(MOST_PAUSE));
+        self.failed = Some((now + pause, pause));
+    }
+
+    /// The worker last added serves.
+    pub fn add_succeeded(&mut self) {
+        self.failed = None;
+    }
+
+    fn added(&mut self) {
+        self.serving_since = None;
+        self.spare_since = None;
+    }
+
+    /// Refuses an add for the budget: counted the first interval it happens, held after that.
+    fn refuse_memory(&mut self) -> Decision {
+        if std::mem::replace(&mut self.capped, true) {
+            return Decision::Hold;
+        }
+        Decision::Refuse(Refusal::Memory)
+    }
+}
+
+#[cfg(test)]
+mod tests;
