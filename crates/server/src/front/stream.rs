@@ -118,6 +118,21 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn sendfile_puts_the_range_on_the_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let (mut near, far) = tokio::net::UnixStream::pair().unwrap();
+        let sent = near.send_file(file.as_fd(), 3, 4).await.unwrap();
+        assert_eq!(sent, 4);
+        drop(near);
+        let mut got = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut { far }, &mut got).await.unwrap();
+        assert_eq!(got, b"3456");
+    }
+
+    #[tokio::test]
     async fn a_socket_read_that_drains_it_leaves_nothing_to_read_in_vain() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();

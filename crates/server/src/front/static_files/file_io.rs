@@ -54,3 +54,19 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_read_from_their_offset_and_stop_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = File::open(&path).unwrap();
+        assert_eq!(read_piece(&file, 2, 3).unwrap(), "234");
+        assert_eq!(read_piece(&file, 8, 5).unwrap(), "89");
+        assert_eq!(read_piece(&file, 10, 5).unwrap(), "");
+    }
+}

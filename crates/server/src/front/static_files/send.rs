@@ -136,34 +136,3 @@ fn cut_short(got: u64, wanted: u64) -> Result<(), End> {
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_are_read_from_their_offset_and_stop_at_the_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let file = File::open(&path).unwrap();
-        assert_eq!(read_piece(&file, 2, 3).unwrap(), "234");
-        assert_eq!(read_piece(&file, 8, 5).unwrap(), "89");
-        assert_eq!(read_piece(&file, 10, 5).unwrap(), "");
-    }
-
-    #[tokio::test]
-    async fn sendfile_puts_the_range_on_the_socket() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let file = File::open(&path).unwrap();
-        let (mut near, far) = tokio::net::UnixStream::pair().unwrap();
-        let sent = near.send_file(file.as_fd(), 3, 4).await.unwrap();
-        assert_eq!(sent, 4);
-        drop(near);
-        let mut got = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut { far }, &mut got).await.unwrap();
-        assert_eq!(got, b"3456");
-    }
-}
