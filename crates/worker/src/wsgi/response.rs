@@ -12,11 +12,12 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
 use super::file_wrapper::FileWrapper;
-use crate::http::reader::ReadError;
-use crate::http::response::ResponseHead;
-use crate::http::HttpError;
-use crate::transport::Transport;
+use crate::log::Gil;
 use headway_http1::fields::{self, is_token};
+use headway_worker_core::http::reader::ReadError;
+use headway_worker_core::http::response::ResponseHead;
+use headway_worker_core::http::HttpError;
+use headway_worker_core::transport::Transport;
 use http::StatusCode;
 
 /// PEP 3333: the app must not send hop-by-hop headers; framing is the server's job.
@@ -144,7 +145,7 @@ impl Response {
         let Some(head) = self.head.as_ref() else { return Err(PyRuntimeError::new_err(missing)) };
         let transport = self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err(OVER))?;
         self.headers_sent = true;
-        let result = transport.send_head(py, head, body_length, data).and_then(|()| then(transport.as_mut(), py));
+        let result = transport.send_head(&Gil(py), head, body_length, data).and_then(|()| then(transport.as_mut(), py));
         result.map_err(|error| {
             self.broken = true;
             PyErr::from(error)
@@ -160,7 +161,7 @@ impl Response {
         if bytes.is_empty() {
             Ok(())
         } else if self.headers_sent {
-            self.sending(py, |transport, py| transport.send_body(py, bytes))
+            self.sending(py, |transport, py| transport.send_body(&Gil(py), bytes))
         } else {
             self.send_head(py, "", None, bytes, |_, _| Ok(()))
         }
@@ -216,7 +217,7 @@ impl Response {
             }
             Err(error) => return Err(error),
         };
-        self.send_head(py, NO_START, None, b"", |transport, py| transport.send_file(py, fd, offset))?;
+        self.send_head(py, NO_START, None, b"", |transport, py| transport.send_file(&Gil(py), fd, offset))?;
         Ok(true)
     }
 
@@ -225,13 +226,13 @@ impl Response {
         if !self.headers_sent {
             self.send_head(py, NO_START, Some(0), b"", |_, _| Ok(()))?;
         }
-        self.sending(py, |transport, py| transport.end_response(py))
+        self.sending(py, |transport, py| transport.end_response(&Gil(py)))
     }
 
     /// Appends up to `limit` bytes of the request body to `out` (for wsgi.input).
     pub fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         let transport = self.transport.as_mut().ok_or(ReadError::PeerClosed)?;
-        let result = transport.read_body(py, limit, out);
+        let result = transport.read_body(&Gil(py), limit, out);
         if let Err(ReadError::Http(error)) = &result {
             self.body_error = Some(error.clone());
         }
@@ -241,7 +242,7 @@ impl Response {
     /// As [`Response::read_body`], into memory the caller made to size ([`Transport::read_body_into`]).
     pub fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
         let transport = self.transport.as_mut().ok_or(ReadError::PeerClosed)?;
-        transport.read_body_into(py, out)
+        transport.read_body_into(&Gil(py), out)
     }
 
     /// The body's bytes left to read, when the transport knows it exactly.
@@ -254,7 +255,7 @@ impl Response {
         if self.headers_sent {
             return Ok(());
         }
-        self.sending(py, |transport, py| transport.body_wanted(py))
+        self.sending(py, |transport, py| transport.body_wanted(&Gil(py)))
     }
 }
 
