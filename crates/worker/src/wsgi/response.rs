@@ -15,23 +15,10 @@ use super::file_wrapper::FileWrapper;
 use crate::log::Gil;
 use headway_http1::fields::{self, is_token};
 use headway_worker_core::http::reader::ReadError;
-use headway_worker_core::http::response::ResponseHead;
+use headway_worker_core::http::response::{header_block, is_hop_by_hop, ResponseHead};
 use headway_worker_core::http::HttpError;
 use headway_worker_core::transport::Transport;
 use http::StatusCode;
-
-/// PEP 3333: the app must not send hop-by-hop headers; framing is the server's job.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "trailers",
-    "transfer-encoding",
-    "upgrade",
-];
 
 const NO_START: &str = "the app returned without calling start_response";
 const OVER: &str = "the request this belongs to is over";
@@ -362,7 +349,7 @@ pub fn check_name(bytes: &[u8], given: &Bound<'_, PyAny>, whose: &str) -> PyResu
     if !is_token(bytes) {
         return Err(PyValueError::new_err(format!("bad header name {}", repr(given))));
     }
-    if HOP_BY_HOP.iter().any(|hop| hop.len() == bytes.len() && hop.as_bytes().eq_ignore_ascii_case(bytes)) {
+    if is_hop_by_hop(bytes) {
         return Err(PyValueError::new_err(format!("hop-by-hop header {} is not allowed from {whose}", repr(given))));
     }
     Ok(())
@@ -403,12 +390,5 @@ fn encode_headers(headers: &[(Vec<u8>, Bound<'_, PyAny>)]) -> PyResult<Vec<u8>> 
     if not_latin1 {
         return Err(PyValueError::new_err("response headers must be latin-1 (PEP 3333)"));
     }
-    let mut block = Vec::with_capacity(headers.iter().zip(&encoded).map(|((n, _), v)| n.len() + v.len() + 4).sum());
-    for ((name, _), value) in headers.iter().zip(&encoded) {
-        block.extend_from_slice(name);
-        block.extend_from_slice(b": ");
-        block.extend_from_slice(value);
-        block.extend_from_slice(b"\r\n");
-    }
-    Ok(block)
+    Ok(header_block(headers.iter().zip(&encoded).map(|((name, _), value)| (&name[..], &value[..]))))
 }
