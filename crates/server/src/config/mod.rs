@@ -11,12 +11,13 @@ mod args;
 mod count_or_auto;
 pub(crate) mod layers;
 mod parse;
+mod ruby;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use headway_common::executable::{is_executable, which};
+use headway_common::executable::interpreter_problem;
 use headway_common::python::{find_python, PYTHON_ENV};
 
 pub use args::{LogFormat, ServeArgs};
@@ -40,6 +41,7 @@ use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
 use headway_http1::request::Limits;
+use ruby::rack_launch;
 
 /// Everything `headway serve` runs with, validated.
 #[derive(Debug)]
@@ -81,7 +83,7 @@ impl Config {
         // Last: it looks for the interpreter on this machine, so that a wrong flag is named first.
         let launch = launch(&args)?;
         let slots = slots_per_worker(args.threads, &launch)?;
-        let bundled = matches!(launch, Launch::Python { .. });
+        let bundled = matches!(launch, Launch::Python { .. } | Launch::Ruby { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, workers, bundled).context("--cpu-affinity")?;
         let Addresses { binds, control, agent_check } = addresses(&args)?;
         let preload = match (&launch, args.preload) {
@@ -235,6 +237,9 @@ fn launch(args: &ServeArgs) -> anyhow::Result<Launch> {
     if args.root_path.is_some() && args.cmd.is_some() {
         bail!("--root-path is for the bundled worker; give a --cmd worker its own (uvicorn --root-path)");
     }
+    if let Some(launch) = rack_launch(args)? {
+        return Ok(launch);
+    }
     Ok(match &args.cmd {
         Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
         Some(cmd) => Launch::Command(cmd.clone()),
@@ -353,14 +358,7 @@ fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<R
 fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     if let Some(given) = &given {
-        let problem = if given.components().count() == 1 {
-            which(&given.to_string_lossy(), &path).is_none().then_some("not found on PATH")
-        } else if !given.exists() {
-            Some("no such file")
-        } else {
-            (!is_executable(given)).then_some("not an executable file")
-        };
-        if let Some(problem) = problem {
+        if let Some(problem) = interpreter_problem(given, &path) {
             bail!(
                 "--python {} (or ${PYTHON_ENV}): {problem}; it names the interpreter whose environment has \
                  headway and the app's packages",
@@ -383,9 +381,9 @@ fn slots_per_worker(threads: CountOrAuto, launch: &Launch) -> anyhow::Result<Slo
             Launch::Python { app, .. } => match app.interface {
                 Interface::Auto => None,
                 Interface::Asgi => Some(true),
-                Interface::Wsgi => Some(false),
+                Interface::Wsgi | Interface::Rack => Some(false),
             },
-            Launch::Command(_) => Some(false),
+            Launch::Ruby { .. } | Launch::Command(_) => Some(false),
         }),
     })
 }
