@@ -1,0 +1,234 @@
+"""The bundled Rack worker (`headway serve config.ru`) as a client sees it through the front: the
+Rack env, bodies of each kind, errors and the lifecycle, with the apps in tests/apps/rack/ under
+Rack::Lint."""
+
+import json
+import socket
+import subprocess
+
+import pytest
+
+from conftest import (
+    APPS,
+    REPO,
+    headway_binary,
+    missing,
+    read_response,
+    request_bytes,
+    send_request,
+    wait_until,
+)
+
+RACK_APPS = APPS / "rack"
+PAYLOAD = bytes(range(256)) * 1024  # what app.ru's file holds
+
+
+@pytest.fixture
+def rack(serve):
+    """Starts the Rack worker on tests/apps/rack/APP (app.ru unless told)."""
+    require_rack()
+
+    def start(*args, app="app.ru"):
+        return serve(*args, app, cwd=RACK_APPS)
+
+    return start
+
+
+def require_rack():
+    """Ruby with rack, and the worker's extension built into ruby/lib (scripts/setup --test)."""
+    found = subprocess.run(["ruby", "-e", 'require "rack"'], capture_output=True)  # noqa: S607
+    if found.returncode != 0:
+        missing("ruby with rack is not installed (apt-get install ruby-rack)")
+    if not list((REPO / "ruby" / "lib" / "headway").glob("headway_rack.so")):
+        missing("the Rack worker's extension is not built (scripts/setup --test builds it)")
+
+
+def exchange(server, method, path, headers=None, body=b""):
+    with server.connect() as sock:
+        send_request(sock, method, path, headers=headers, body=body, close=True)
+        return read_response(sock.makefile("rb"), method=method)
+
+
+def raw_response(server, path):
+    """The bytes of the response to GET `path`, as they came, up to the server's close."""
+    with server.connect() as sock:
+        send_request(sock, "GET", path, close=True)
+        received = b""
+        while data := sock.recv(65536):
+            received += data
+    return received
+
+
+def get_json(server, path):
+    status, _, body = server.get(path)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_get_gives_the_app_every_cgi_key_and_the_rack_ones(rack):
+    server = rack("-w", "1", "-t", "2")
+    status, headers, body = server.get("/echo?x=1&y=%20", headers={"X-Custom": "yes"})
+    env = json.loads(body)
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert env["REQUEST_METHOD"] == "GET"
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"], env["QUERY_STRING"]) == ("", "/echo", "x=1&y=%20")
+    assert env["REQUEST_URI"] == "/echo?x=1&y=%20"
+    assert (env["SERVER_NAME"], env["SERVER_PORT"], env["SERVER_PROTOCOL"]) == ("test", "80", "HTTP/1.1")
+    assert env["REMOTE_ADDR"] == "127.0.0.1"
+    assert env["HTTP_X_CUSTOM"] == "yes"
+    assert env["rack.url_scheme"] == "http"
+    assert (env["rack.multithread"], env["rack.multiprocess"], env["rack.run_once"]) == (True, False, False)
+    assert env["rack.hijack?"] is False
+    assert env["body"] == "" and env["CONTENT_LENGTH"] is None
+
+
+def test_the_scheme_is_https_when_a_trusted_router_says_so(rack):
+    server = rack("-w", "1", "-t", "1")
+    env = json.loads(server.get("/echo", headers={"X-Forwarded-Proto": "https"})[2])
+    assert env["rack.url_scheme"] == "https"
+
+
+def test_a_post_body_is_rack_input_and_rewinds(rack):
+    server = rack("-w", "2", "-t", "2")
+    status, _, body = exchange(server, "POST", "/echo", headers={"Content-Type": "text/plain"}, body=b"hello rack")
+    env = json.loads(body)
+    assert status == 200
+    assert (env["body"], env["again"]) == ("hello rack", "hello rack")
+    assert (env["CONTENT_TYPE"], env["CONTENT_LENGTH"]) == ("text/plain", "10")
+    assert env["rack.multiprocess"] is True
+
+
+def test_a_chunked_upload_reaches_rack_input_whole(rack):
+    server = rack("-w", "1", "-t", "1")
+    lines = [b"line one\n", b"line two\n", b"last"]
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines) + b"0\r\n\r\n"
+    status, _, body = exchange(server, "POST", "/lines", headers={"Transfer-Encoding": "chunked"}, body=chunked)
+    assert status == 200
+    assert json.loads(body) == ["line one\n", "line two\n", "last"]
+
+
+def test_head_gets_the_head_and_no_body(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = exchange(server, "HEAD", "/echo")
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert body == b""
+    # The connection carries on: the HEAD response was framed right.
+    with server.connect() as sock:
+        sock.sendall(request_bytes("HEAD", "/echo") + request_bytes("GET", "/closed", close=True))
+        stream = sock.makefile("rb")
+        assert read_response(stream, method="HEAD")[0] == 200
+        assert read_response(stream)[0] == 200
+
+
+def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
+    server = rack("-w", "1", "-t", "2")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/stream", close=True)
+        received = b""
+        while b"first\n" not in received:  # the first piece is out while the second waits
+            data = sock.recv(4096)
+            assert data, received
+            received += data
+        assert b"second" not in received
+        assert get_json(server, "/release") == "released"
+        while data := sock.recv(4096):
+            received += data
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert b"first\n" in body and b"second\n" in body and body.endswith(b"0\r\n\r\n")
+    assert get_json(server, "/closed") == ["stream"]
+
+
+def test_a_to_path_body_is_sent_whole(rack):
+    """Under Rack 2.2's Lint, which hides to_path, the body goes by each."""
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/file")
+    assert status == 200
+    assert body == PAYLOAD
+    assert get_json(server, "/closed") == ["file"]
+
+
+def test_a_to_path_body_is_sent_by_the_core_without_each(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/native")
+    assert status == 200
+    assert headers["content-length"] == str(len(PAYLOAD))
+    assert body == PAYLOAD
+    assert b"each called" not in server.log()
+
+
+def test_header_values_joined_by_newlines_are_separate_fields(rack):
+    server = rack("-w", "1", "-t", "1")
+    raw = raw_response(server, "/cookies")
+    assert b"set-cookie: a=1\r\n" in raw.lower() and b"set-cookie: b=2\r\n" in raw.lower()
+
+
+def test_an_app_exception_is_a_500_with_its_backtrace_in_the_log(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/raise")
+    assert status == 500
+    assert b"boom from the app" not in body  # the client learns nothing of the app's insides
+    # The worker's output reaches the front's log on its own way.
+    wait_until(lambda: b"boom from the app (RuntimeError)" in server.log(), message="the error in the log")
+    assert b"app.ru:" in server.log()  # the backtrace
+    assert get_json(server, "/echo")["PATH_INFO"] == "/echo"  # the slot serves on
+
+
+def test_a_body_that_raises_mid_stream_ends_that_response_and_the_worker_serves_on(rack):
+    server = rack("-w", "1", "-t", "1")
+    received = raw_response(server, "/midstream")
+    assert received.startswith(b"HTTP/1.1 200")
+    assert b"partial" in received
+    assert not received.endswith(b"0\r\n\r\n")  # cut short, never presented as complete
+    wait_until(lambda: b"the body broke mid-stream" in server.log(), message="the error in the log")
+    assert get_json(server, "/closed") == ["failing"]
+
+
+def test_after_reply_callbacks_run_once_the_response_is_out(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert get_json(server, "/after?one") == "registered"
+    assert get_json(server, "/after-seen") == ["after one"]
+
+
+def test_a_config_ru_that_raises_stops_the_start_with_its_message():
+    require_rack()
+    result = subprocess.run(
+        [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", "127.0.0.1:0", "-w", "1", "broken.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert b"this config.ru refuses to load" in result.stdout + result.stderr
+
+
+def test_a_wrong_ruby_says_so():
+    result = subprocess.run(
+        [headway_binary(), "serve", "--ruby", "/nonexistent/ruby", "app.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert b"--ruby /nonexistent/ruby" in result.stderr and b"no such file" in result.stderr
+
+
+def test_the_rack_worker_takes_the_unix_socket_too(tmp_path):
+    """Run on its own (no front), the worker serves HTTP/1.1 on the socket it is given."""
+    require_rack()
+    path = tmp_path / "rack.sock"
+    worker = subprocess.Popen(
+        ["ruby", "-I", str(REPO / "ruby" / "lib"), "-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)",  # noqa: S607
+         "--", "--socket", str(path), "--threads", "2", "app.ru"],
+        cwd=RACK_APPS, stderr=subprocess.PIPE,
+    )
+    try:
+        line = worker.stderr.readline()
+        assert b"serving app.ru on " in line, line
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(30)
+            sock.connect(str(path))
+            sock.sendall(request_bytes("GET", "/echo", host="localhost", close=True))
+            status, _, body = read_response(sock.makefile("rb"))
+        assert status == 200 and json.loads(body)["SERVER_NAME"] == "localhost"
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=30) == 0
