@@ -3,8 +3,11 @@ Rack env, bodies of each kind, errors and the lifecycle, with the apps in tests/
 Rack::Lint."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
+import threading
 
 import pytest
 
@@ -13,6 +16,7 @@ from conftest import (
     REPO,
     headway_binary,
     missing,
+    parallel_gets,
     read_response,
     request_bytes,
     send_request,
@@ -232,3 +236,71 @@ def test_the_rack_worker_takes_the_unix_socket_too(tmp_path):
     finally:
         worker.terminate()
         assert worker.wait(timeout=30) == 0
+
+
+def test_killing_a_rack_worker_fails_only_its_requests_and_it_comes_back(rack):
+    server = rack("-w", "2", "-t", "2")
+    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, ["/sleep?3000"] * 4)))
+    thread.start()
+    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
+    os.kill(before[1], signal.SIGKILL)
+    thread.join(timeout=90)
+    statuses = sorted(status for status, _, _ in results)
+    assert statuses == [200, 200, 502, 502]
+    assert {json.loads(body) for status, _, body in results if status == 200} == {before[2]}
+    wait_until(lambda: server.stats()["workers"][0]["state"] == "ready", message="worker 1 to come back")
+    assert server.stats()["workers"][0]["restarts"] == 1
+    assert get_json(server, "/sleep?0") in {w["pid"] for w in server.stats()["workers"]}
+
+
+def test_a_hung_rack_worker_gets_504(rack):
+    server = rack("-w", "1", "-t", "1", "--timeout", "1")
+    assert server.get("/sleep?5000")[0] == 504
+    wait_until(lambda: server.stats()["workers"][0]["recycles"]["timeout"] == 1, message="the worker to be replaced")
+
+
+def test_sighup_replaces_rack_workers_one_at_a_time_without_failing_a_request(rack):
+    server = rack("-w", "2", "-t", "2")
+    old = {w["pid"] for w in server.stats()["workers"]}
+    statuses, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            statuses.append(server.get("/sleep?20")[0])
+
+    clients = [threading.Thread(target=client) for _ in range(3)]
+    for thread in clients:
+        thread.start()
+    wait_until(lambda: len(statuses) > 10, message="load to start")
+    server.signal(signal.SIGHUP)
+    pids = lambda: {w["pid"] for w in server.stats()["workers"]}  # noqa: E731
+    wait_until(lambda: not (pids() & old) and 0 not in pids() and b"reload done" in server.log(),
+               timeout=60, message="both workers to be replaced")
+    stop.set()
+    for thread in clients:
+        thread.join(timeout=60)
+    assert set(statuses) == {200}
+
+
+def test_max_requests_recycles_rack_workers_with_no_failed_request(rack):
+    server = rack("-w", "1", "-t", "2", "--max-requests", "10")
+    recycled = lambda: server.stats()["workers"][0]["recycles"]["max_requests"]  # noqa: E731
+    statuses = []
+    while recycled() < 2:  # the supervisor notices in its own time: ask on until it has twice
+        assert len(statuses) < 2000, "2 recycles in 2000 requests"
+        statuses.append(server.get("/sleep?5")[0])
+    assert set(statuses) == {200}
+
+
+def test_sigterm_lets_a_running_rack_request_finish(rack):
+    server = rack("-w", "1", "-t", "1")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(server.get("/sleep?1000")))
+    thread.start()
+    wait_until(lambda: server.stats()["workers"][0]["busy"] == 1, message="the request to run")
+    server.signal(signal.SIGTERM)
+    thread.join(timeout=60)
+    assert results[0][0] == 200
+    assert server.wait(timeout=60) == 0

@@ -94,6 +94,9 @@ APP = lambda do |env|
     env["rack.after_reply"] << -> { AFTER << "after #{env['QUERY_STRING']}" }
     json("registered")
   when "/after-seen" then json(drain(AFTER))
+  when "/sleep" # /sleep?MS: a request that takes MS milliseconds, answered with the worker's pid
+    sleep(env["QUERY_STRING"].to_i / 1000.0)
+    json(Process.pid)
   when "/cookies"
     [200, { "Content-Type" => "text/plain", "Set-Cookie" => "a=1\nb=2" }, ["two cookies"]]
   else [404, { "Content-Type" => "text/plain" }, ["not found"]]
