@@ -183,9 +183,13 @@ def test_an_app_exception_is_a_500_with_its_backtrace_in_the_log(rack):
 def test_a_body_that_raises_mid_stream_ends_that_response_and_the_worker_serves_on(rack):
     server = rack("-w", "1", "-t", "1")
     received = raw_response(server, "/midstream")
-    assert received.startswith(b"HTTP/1.1 200")
-    assert b"partial" in received
-    assert not received.endswith(b"0\r\n\r\n")  # cut short, never presented as complete
+    # Cut short, never presented as complete: the head and the first piece, then the connection
+    # closed before the last chunk; or, when the front learns of the failure before it has sent
+    # anything, a 502.
+    if received.startswith(b"HTTP/1.1 200"):
+        assert b"partial" in received and not received.endswith(b"0\r\n\r\n")
+    else:
+        assert received.startswith(b"HTTP/1.1 502")
     wait_until(lambda: b"the body broke mid-stream" in server.log(), message="the error in the log")
     assert get_json(server, "/closed") == ["failing"]
 
@@ -304,3 +308,16 @@ def test_sigterm_lets_a_running_rack_request_finish(rack):
     thread.join(timeout=60)
     assert results[0][0] == 200
     assert server.wait(timeout=60) == 0
+
+
+def test_reload_picks_up_an_edit_of_a_ruby_file(serve, tmp_path):
+    (tmp_path / "config.ru").write_text('require_relative "answer"\nuse Rack::Lint\nrun Answer\n')
+    answer = tmp_path / "answer.rb"
+    source = 'Answer = ->(env) {{ [200, {{ "Content-Type" => "text/plain" }}, ["{text}"]] }}\n'
+    answer.write_text(source.format(text="first"))
+    require_rack()
+    server = serve("-w", "1", "-t", "1", "--reload", "config.ru", cwd=tmp_path)
+    assert server.get("/")[2] == b"first"
+    answer.write_text(source.format(text="second"))
+    wait_until(lambda: server.get("/")[2] == b"second" and b"reload done" in server.log(), timeout=30,
+               interval=0.2, message="the edit to be served")

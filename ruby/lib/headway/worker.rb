@@ -12,6 +12,9 @@
 
 require "optparse"
 require "rack"
+# Loaded before the app, as Puma has it: Rack 2.2's Lint checks SERVER_NAME with URI without
+# requiring it.
+require "uri"
 require "headway/handler"
 
 module Headway

@@ -3,7 +3,6 @@
 # `to_path` body itself (Rack 2.2's Lint hides to_path behind its own `each`).
 require "json"
 require "tmpdir"
-require "uri" # Rack 2.2's Lint checks SERVER_NAME with URI without requiring it
 
 FILE = File.join(Dir.tmpdir, "headway-rack-test-#{Process.pid}.bin")
 File.binwrite(FILE, (0..255).map(&:chr).join * 1024) # 256 KiB, every byte value

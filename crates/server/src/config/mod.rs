@@ -41,7 +41,7 @@ use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
 use headway_http1::request::Limits;
-use ruby::rack_launch;
+use ruby::{rack_launch, serves_rack, RACK_SOURCES};
 
 /// Everything `headway serve` runs with, validated.
 #[derive(Debug)]
@@ -263,7 +263,12 @@ fn reload(args: &ServeArgs) -> anyhow::Result<Option<ReloadSettings>> {
         }
         return Ok(None);
     }
-    reload_settings(args.reload_dir.clone(), args.reload_include.clone()).map(Some)
+    let include = if args.reload_include.is_empty() && serves_rack(args) {
+        RACK_SOURCES.map(str::to_owned).to_vec()
+    } else {
+        args.reload_include.clone()
+    };
+    reload_settings(args.reload_dir.clone(), include).map(Some)
 }
 
 /// `--certfile`, `--keyfile` and the client certificates they may ask for: HTTPS, or none.
@@ -334,7 +339,8 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
 }
 
 /// `--reload-dir` (each must exist; made absolute, as the watcher reports paths) and
-/// `--reload-include`, with their defaults.
+/// `--reload-include` (`*.py` unless given; the Rack worker's are [`RACK_SOURCES`]), with their
+/// defaults.
 fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<ReloadSettings> {
     let dirs = if dirs.is_empty() { vec![PathBuf::from(".")] } else { dirs };
     let dirs = dirs

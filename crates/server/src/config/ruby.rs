@@ -15,10 +15,17 @@ use crate::workers::launch::{Interface, Launch, RackApp};
 /// The folder given to Ruby with `-I`, when set.
 const LIB_ENV: &str = "HEADWAY_RUBY_LIB";
 
+/// What `--reload` watches for the Rack worker unless `--reload-include` says.
+pub const RACK_SOURCES: [&str; 3] = ["*.rb", "*.ru", "*.erb"];
+
+/// Whether the flags ask for the Rack worker: an APP ending in `.ru`, or `--interface rack`.
+pub fn serves_rack(args: &ServeArgs) -> bool {
+    args.interface == Interface::Rack || args.app.as_deref().is_some_and(|app| app.ends_with(".ru"))
+}
+
 /// The Rack worker's launch, if the flags ask for it.
 pub fn rack_launch(args: &ServeArgs) -> anyhow::Result<Option<Launch>> {
-    let is_rackup = args.app.as_deref().is_some_and(|app| app.ends_with(".ru"));
-    if args.interface != Interface::Rack && !is_rackup {
+    if !serves_rack(args) {
         return Ok(None);
     }
     let refused =
