@@ -200,6 +200,33 @@ def test_after_reply_callbacks_run_once_the_response_is_out(rack):
     assert get_json(server, "/after-seen") == ["after one"]
 
 
+def test_response_finished_callbacks_get_the_status(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert get_json(server, "/finished") == "registered"
+    assert get_json(server, "/after-seen") == ["finished 200 nil"]
+
+
+def test_a_rack_3_streaming_body_is_called_with_a_stream(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/callable")
+    assert (status, headers["content-type"], body) == (200, "text/plain", b"streamed by call")
+
+
+def test_a_ruby_side_without_the_extension_says_what_to_build(tmp_path):
+    require_rack()
+    lib = tmp_path / "lib" / "headway"
+    lib.mkdir(parents=True)
+    for source in (REPO / "ruby" / "lib" / "headway").glob("*.rb"):
+        (lib / source.name).write_text(source.read_text())
+    result = subprocess.run(
+        [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", "127.0.0.1:0", "-w", "1", "app.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60, env={**os.environ, "HEADWAY_RUBY_LIB": str(lib.parent)},
+    )
+    assert result.returncode != 0
+    assert b"the native extension is missing" in result.stdout + result.stderr
+    assert b"scripts/setup --test" in result.stdout + result.stderr
+
+
 def test_a_config_ru_that_raises_stops_the_start_with_its_message():
     require_rack()
     result = subprocess.run(

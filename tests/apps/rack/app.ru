@@ -1,6 +1,7 @@
 # The Rack worker's test app (tests/rack/): every route under Rack::Lint (with Rack::Head, which
-# empties HEAD responses as Rack asks), except /native, which proves the worker's core sends a
-# `to_path` body itself (Rack 2.2's Lint hides to_path behind its own `each`).
+# empties HEAD responses as Rack asks), except two that Debian's Rack 2.2 Lint cannot pass: /native,
+# which proves the worker's core sends a `to_path` body itself (that Lint hides to_path behind its
+# own `each`), and /callable, a Rack 3 streaming body (that Lint wants `each`).
 require "json"
 require "tmpdir"
 
@@ -92,6 +93,9 @@ APP = lambda do |env|
   when "/after"
     env["rack.after_reply"] << -> { AFTER << "after #{env['QUERY_STRING']}" }
     json("registered")
+  when "/finished"
+    env["rack.response_finished"] << ->(_env, status, _headers, error) { AFTER << "finished #{status} #{error.inspect}" }
+    json("registered")
   when "/after-seen" then json(drain(AFTER))
   when "/sleep" # /sleep?MS: a request that takes MS milliseconds, answered with the worker's pid
     sleep(env["QUERY_STRING"].to_i / 1000.0)
@@ -104,6 +108,17 @@ end
 
 map "/native" do
   run ->(_env) { [200, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)] }
+end
+
+map "/callable" do
+  run(lambda do |_env|
+    body = lambda do |stream|
+      stream.write("streamed ")
+      stream << "by call"
+      stream.close
+    end
+    [200, { "content-type" => "text/plain" }, body]
+  end)
 end
 
 map "/" do
