@@ -348,3 +348,19 @@ def test_reload_picks_up_an_edit_of_a_ruby_file(serve, tmp_path):
     answer.write_text(source.format(text="second"))
     wait_until(lambda: server.get("/")[2] == b"second" and b"reload done" in server.log(), timeout=30,
                interval=0.2, message="the edit to be served")
+
+
+def test_hooks_run_as_each_worker_boots_and_stops(serve, tmp_path):
+    require_rack()
+    said = tmp_path / "said.txt"
+    hooks = tmp_path / "hooks.rb"
+    hooks.write_text(
+        f'on_worker_boot {{ |worker| File.write("{said}", "boot #{{worker.index}} #{{worker.pid}}\\n", mode: "a") }}\n'
+        f'on_worker_shutdown {{ |worker| File.write("{said}", "shutdown #{{worker.index}}\\n", mode: "a") }}\n'
+    )
+    server = serve("-w", "2", "-t", "1", "--hooks", str(hooks), "app.ru", cwd=RACK_APPS)
+    pids = {str(w["index"]): str(w["pid"]) for w in server.stats()["workers"]}
+    assert dict(line.split()[1:] for line in said.read_text().splitlines()) == pids
+    server.signal(signal.SIGTERM)
+    assert server.wait(timeout=60) == 0
+    assert sorted(said.read_text().splitlines()[2:]) == ["shutdown 1", "shutdown 2"]

@@ -3,7 +3,7 @@
 # The entry of headway's Rack worker: the headway front starts it as
 #
 #   ruby -I LIB -r headway/worker -e 'exit Headway::Worker.main(ARGV)' -- \
-#     --socket PATH --threads T --workers W config.ru
+#     --socket PATH --threads T --workers W [--hooks FILE.rb] config.ru
 #
 # It loads config.ru with Rack::Builder, attaches to the slots the front passed down (or, run on
 # its own, binds the unix socket PATH), makes T Ruby threads that each serve one slot through the
@@ -16,10 +16,11 @@ require "rack"
 # requiring it.
 require "uri"
 require "headway/handler"
+require "headway/hooks"
 
 module Headway
   module Worker
-    Options = Struct.new(:socket, :threads, :workers, :config)
+    Options = Struct.new(:socket, :threads, :workers, :hooks, :config)
 
     # Runs the worker as `argv` says; returns the exit status.
     def self.main(argv)
@@ -33,16 +34,24 @@ module Headway
         return 1
       end
       app = load_app(options.config)
-      app ? serve(app, options) : 1
+      hooks = app && load_hooks(options.hooks)
+      return 1 unless hooks
+
+      worker = Hooks::Worker.new(Integer(ENV.fetch("HEADWAY_WORKER", "1")), Process.pid)
+      hooks.booted(worker)
+      status = serve(app, options)
+      hooks.shutting_down(worker) if status.zero?
+      status
     end
 
     def self.parse(argv)
-      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, "config.ru")
+      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, nil, "config.ru")
       OptionParser.new do |parser|
         parser.banner = "usage: headway/worker [--socket PATH] [--threads T] [--workers W] [config.ru]"
         parser.on("--socket PATH") { |path| options.socket = path }
         parser.on("--threads T", Integer) { |count| options.threads = count }
         parser.on("--workers W", Integer) { |count| options.workers = count }
+        parser.on("--hooks FILE") { |path| options.hooks = path }
       end.parse!(argv)
       options.config = argv.first if argv.first
       abort("headway worker: --socket PATH is required (or set HEADWAY_SOCKET)") unless options.socket
@@ -58,6 +67,15 @@ module Headway
     rescue Exception => error # rubocop:disable Lint/RescueException -- a config.ru calling exit fails too
       $stderr.puts(error.full_message(highlight: false))
       log("cannot load #{config}: #{error.message} (#{error.class})")
+      nil
+    end
+
+    # The hooks of FILE (none for nil); nil, with the error on stderr, if loading it raises.
+    def self.load_hooks(path)
+      Hooks.load(path)
+    rescue Exception => error # rubocop:disable Lint/RescueException -- as for config.ru
+      $stderr.puts(error.full_message(highlight: false))
+      log("cannot load the hooks #{path}: #{error.message} (#{error.class})")
       nil
     end
 

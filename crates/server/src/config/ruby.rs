@@ -2,7 +2,7 @@
 //! rack`), the Ruby that runs it (`--ruby`, `$HEADWAY_RUBY`, else `ruby` on PATH), and where its
 //! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, else the `ruby/lib` of the checkout this
 //! program was built from; a gem's lib folder later). The flags of the Python worker it does not
-//! have yet are refused here, with the line the user gets.
+//! have yet (`--preload`, `--root-path`) are refused here, with the line the user gets.
 
 use std::path::PathBuf;
 
@@ -28,13 +28,13 @@ pub fn rack_launch(args: &ServeArgs) -> anyhow::Result<Option<Launch>> {
     if !serves_rack(args) {
         return Ok(None);
     }
-    let refused =
-        [(args.preload, "--preload"), (args.hooks.is_some(), "--hooks"), (args.root_path.is_some(), "--root-path")];
+    let refused = [(args.preload, "--preload"), (args.root_path.is_some(), "--root-path")];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         bail!("{flag} is not supported by the Rack worker yet");
     }
     let config = args.app.clone().unwrap_or_else(|| "config.ru".to_owned());
-    Ok(Some(Launch::Ruby { ruby: ruby(args.ruby.clone())?, app: RackApp { config, lib: lib() } }))
+    let app = RackApp { config, hooks: args.hooks.clone(), lib: lib() };
+    Ok(Some(Launch::Ruby { ruby: ruby(args.ruby.clone())?, app }))
 }
 
 /// The Ruby to run the worker with: the one given, checked, else `ruby` on PATH.

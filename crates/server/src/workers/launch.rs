@@ -59,6 +59,8 @@ impl PythonApp {
 pub struct RackApp {
     /// The rackup file (`config.ru`).
     pub config: String,
+    /// `--hooks`: a Ruby file of `on_worker_boot` and `on_worker_shutdown` blocks.
+    pub hooks: Option<String>,
     /// The folder with `headway/worker.rb` and the extension `headway/headway_rack.so`, given to
     /// Ruby as `-I` (`$HEADWAY_RUBY_LIB`, else the checkout's `ruby/lib`).
     pub lib: PathBuf,
@@ -143,7 +145,7 @@ impl Launch {
                 command.arg("-I").arg(&app.lib);
                 command.args(["-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)", "--", "--socket"]);
                 command.arg(socket).args(["--threads", &slots.threads.to_string(), "--workers", &workers.to_string()]);
-                command.arg(&app.config);
+                command.args(app.hooks.iter().flat_map(|hooks| ["--hooks", hooks])).arg(&app.config);
                 command
             }
             Launch::Command(line) => {
