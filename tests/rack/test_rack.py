@@ -163,6 +163,13 @@ def test_a_to_path_body_is_sent_by_the_core_without_each(rack):
     assert b"each called" not in server.log()
 
 
+def test_a_to_path_body_of_a_bodiless_status_gets_no_length(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/native?204")
+    assert (status, body) == (204, b"")
+    assert "content-length" not in headers
+
+
 def test_header_values_joined_by_newlines_are_separate_fields(rack):
     server = rack("-w", "1", "-t", "1")
     raw = raw_response(server, "/cookies")

@@ -137,7 +137,9 @@ impl Exchange {
         let file = File::open(&path).map_err(|error| io_error(ruby, &error))?;
         let length = file.metadata().map_err(|error| io_error(ruby, &error))?.len().to_string();
         let mut head = head(ruby, status, headers)?;
-        if head.content_length.is_none() && !head.code.is_informational() {
+        let has_body =
+            !head.code.is_informational() && !matches!(head.code, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+        if head.content_length.is_none() && has_body {
             let mut fields = fields_of(headers)?;
             fields.push((b"content-length".to_vec(), length.into_bytes()));
             head = of_fields(ruby, head.code, &fields)?;

@@ -107,7 +107,10 @@ APP = lambda do |env|
 end
 
 map "/native" do
-  run ->(_env) { [200, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)] }
+  run(lambda do |env|
+    status = env["QUERY_STRING"].empty? ? 200 : env["QUERY_STRING"].to_i # /native?204: a bodiless status
+    [status, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)]
+  end)
 end
 
 map "/callable" do
