@@ -66,6 +66,8 @@ class Server:
         # Running from the source tree: let the worker import the headway package.
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), environment.get("PYTHONPATH")]))
         environment.setdefault("HEADWAY_PYTHON", sys.executable)
+        # The Rack worker's Ruby side and extension, from the source tree too.
+        environment.setdefault("HEADWAY_RUBY_LIB", str(REPO / "ruby" / "lib"))
         environment.update(env or {})
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"headway-test-{os.getpid()}-", suffix=".log", delete=False)
         self.log_path = Path(self.log_file.name)

@@ -1,5 +1,6 @@
 //! Finding programs the way a shell does: a file with an execute bit, looked up on a `PATH`.
-//! The server finds the Python worker's interpreter this way, and the lab the peers it runs.
+//! The server finds the Python and Ruby workers' interpreters this way, and the lab the peers it
+//! runs.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,18 @@ pub fn which(program: &str, path: &OsStr) -> Option<PathBuf> {
 pub fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     path.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// What is wrong with an interpreter given by name (looked for on `path`) or by path, if
+/// anything: the end of the line the user gets.
+pub fn interpreter_problem(given: &Path, path: &OsStr) -> Option<&'static str> {
+    if given.components().count() == 1 {
+        which(&given.to_string_lossy(), path).is_none().then_some("not found on PATH")
+    } else if !given.exists() {
+        Some("no such file")
+    } else {
+        (!is_executable(given)).then_some("not an executable file")
+    }
 }
 
 #[cfg(test)]

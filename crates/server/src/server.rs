@@ -175,6 +175,7 @@ impl Server {
 
         let what = match &config.supervisor.launch {
             Launch::Python { app, .. } => app.spec.clone().unwrap_or_else(|| "the demo app".to_owned()),
+            Launch::Ruby { app, .. } => app.config.clone(),
             Launch::Command(command) => format!("`{command}`"),
         };
         // With -t auto each worker's slots hang on its app's kind: it says them once it serves.

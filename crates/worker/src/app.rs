@@ -8,7 +8,7 @@ use headway_hop::worker::WorkerEnd;
 use pyo3::prelude::*;
 
 use crate::log::{log, print_traceback};
-use crate::transport::Transport;
+use headway_worker_core::transport::Transport;
 
 /// What serves the requests that come through a transport, on the slot thread that has it:
 /// a WSGI app ([`crate::wsgi::App`]) or the ASGI side ([`crate::asgi::Handler`]). Gives the transport back, unless it was

@@ -1,7 +1,8 @@
-//! The worker's own lines and the app's tracebacks, on Python's `sys.stderr`: the front
-//! collects the worker's stderr, and going through `sys.stderr` keeps our lines in order with
-//! whatever the app writes there.
+//! The worker's own lines and the app's tracebacks, on Python's `sys.stderr`, and the GIL as the
+//! worker core's [`Runtime`]. The front collects the worker's stderr, and going through
+//! `sys.stderr` keeps our lines in order with whatever the app writes there.
 
+use headway_worker_core::runtime::Runtime;
 use pyo3::prelude::*;
 use pyo3::{intern, PyErr};
 
@@ -23,4 +24,19 @@ pub fn log(py: Python<'_>, message: &str) {
 /// never exits the process when the exception is a `SystemExit`.
 pub fn print_traceback(py: Python<'_>, error: &PyErr) {
     error.display(py);
+}
+
+/// A Python slot thread as the worker core sees it: waits run with the GIL let go, lines go to
+/// `sys.stderr` ([`log`]).
+#[derive(Clone, Copy)]
+pub struct Gil<'py>(pub Python<'py>);
+
+impl Runtime for Gil<'_> {
+    fn unlocked(&self, wait: &mut (dyn FnMut() + Send)) {
+        self.0.detach(wait);
+    }
+
+    fn log(&self, message: &str) {
+        log(self.0, message);
+    }
 }

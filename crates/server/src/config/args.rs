@@ -23,10 +23,12 @@ use crate::workers::scaling::ScaleUpWait;
 #[command(after_help = "Examples:\n  headway serve                          the built-in demo app\n  \
     headway serve -w 4 -t 8 myapp.wsgi:application\n  \
     headway serve -w 2 main:app                  a FastAPI app: 16 slots a worker, WebSockets included\n  \
+    headway serve -t 5 config.ru                 a Rack app in the bundled Ruby worker\n  \
     headway serve -t 5 --cmd 'puma -t 5:5 -b unix://{socket} config.ru'")]
 pub struct ServeArgs {
     /// The app as module:callable, WSGI (PEP 3333) or ASGI 3; a module alone is
-    /// module:application, as in gunicorn. Without it, and without --cmd, the demo app.
+    /// module:application, as in gunicorn; or a Rack app's config.ru (a path ending in .ru), served
+    /// by the bundled Ruby worker. Without it, and without --cmd, the demo app.
     #[arg(value_name = "APP")]
     pub app: Option<String>,
 
@@ -85,6 +87,11 @@ pub struct ServeArgs {
     /// else python3 on PATH]
     #[arg(long, env = PYTHON_ENV, value_name = "PATH")]
     pub python: Option<PathBuf>,
+
+    /// Ruby interpreter for the bundled Rack worker (an APP ending in .ru, or --interface rack)
+    /// [default: ruby on PATH]
+    #[arg(long, env = "HEADWAY_RUBY", value_name = "PATH")]
+    pub ruby: Option<PathBuf>,
 
     /// Longest queue; a request arriving when it is full gets 503 at once
     #[arg(long, default_value_t = 1024, value_name = "N")]
@@ -280,7 +287,8 @@ pub struct ServeArgs {
     /// A module whose post_fork(worker) each worker process calls once the app is imported,
     /// before it serves (with --preload, right after the fork), and on_exit(worker) as it stops
     /// cleanly (worker.index, worker.pid). Bundled worker only. As gunicorn's post_fork and
-    /// worker_exit, Puma's before_worker_boot
+    /// worker_exit, Puma's before_worker_boot. For the Rack worker, a Ruby file of
+    /// on_worker_boot { |worker| } and on_worker_shutdown { |worker| } blocks, as in Puma
     #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
     pub hooks: Option<String>,
 

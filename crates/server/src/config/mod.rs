@@ -11,13 +11,14 @@ mod args;
 mod count_or_auto;
 pub(crate) mod layers;
 mod parse;
+mod ruby;
 mod worker_count;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use headway_common::executable::{is_executable, which};
+use headway_common::executable::interpreter_problem;
 use headway_common::python::{find_python, PYTHON_ENV};
 
 pub use args::{LogFormat, ServeArgs};
@@ -44,6 +45,7 @@ use crate::workers::slots_per_worker::SlotsPerWorker;
 use crate::workers::supervisor::SupervisorConfig;
 use crate::workers::zygote::ZygoteConfig;
 use headway_http1::request::Limits;
+use ruby::{rack_launch, serves_rack, RACK_SOURCES};
 
 /// Everything `headway serve` runs with, validated.
 #[derive(Debug)]
@@ -88,7 +90,7 @@ impl Config {
         // Last: it looks for the interpreter on this machine, so that a wrong flag is named first.
         let launch = launch(&args)?;
         let slots = slots_per_worker(args.threads, &launch)?;
-        let bundled = matches!(launch, Launch::Python { .. });
+        let bundled = matches!(launch, Launch::Python { .. } | Launch::Ruby { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, scaling.most(), bundled).context("--cpu-affinity")?;
         let Addresses { binds, control, agent_check } = addresses(&args)?;
         let preload = match (&launch, args.preload) {
@@ -266,6 +268,9 @@ fn launch(args: &ServeArgs) -> anyhow::Result<Launch> {
     if args.root_path.is_some() && args.cmd.is_some() {
         bail!("--root-path is for the bundled worker; give a --cmd worker its own (uvicorn --root-path)");
     }
+    if let Some(launch) = rack_launch(args)? {
+        return Ok(launch);
+    }
     Ok(match &args.cmd {
         Some(cmd) if cmd.trim().is_empty() => bail!("--cmd needs a command"),
         Some(cmd) => Launch::Command(cmd.clone()),
@@ -304,7 +309,12 @@ fn reload(args: &ServeArgs) -> anyhow::Result<Option<ReloadSettings>> {
         }
         return Ok(None);
     }
-    reload_settings(args.reload_dir.clone(), args.reload_include.clone()).map(Some)
+    let include = if args.reload_include.is_empty() && serves_rack(args) {
+        RACK_SOURCES.map(str::to_owned).to_vec()
+    } else {
+        args.reload_include.clone()
+    };
+    reload_settings(args.reload_dir.clone(), include).map(Some)
 }
 
 /// `--certfile`, `--keyfile` and the client certificates they may ask for: HTTPS, or none.
@@ -375,7 +385,8 @@ fn default_binds(given: Vec<String>, port: Option<String>) -> Vec<String> {
 }
 
 /// `--reload-dir` (each must exist; made absolute, as the watcher reports paths) and
-/// `--reload-include`, with their defaults.
+/// `--reload-include` (`*.py` unless given; the Rack worker's are [`RACK_SOURCES`]), with their
+/// defaults.
 fn reload_settings(dirs: Vec<PathBuf>, include: Vec<String>) -> anyhow::Result<ReloadSettings> {
     let dirs = if dirs.is_empty() { vec![PathBuf::from(".")] } else { dirs };
     let dirs = resolved_dirs("--reload-dir", &dirs)?;
@@ -403,14 +414,7 @@ fn resolved_dirs(flag: &str, dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 fn worker_python(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     if let Some(given) = &given {
-        let problem = if given.components().count() == 1 {
-            which(&given.to_string_lossy(), &path).is_none().then_some("not found on PATH")
-        } else if !given.exists() {
-            Some("no such file")
-        } else {
-            (!is_executable(given)).then_some("not an executable file")
-        };
-        if let Some(problem) = problem {
+        if let Some(problem) = interpreter_problem(given, &path) {
             bail!(
                 "--python {} (or ${PYTHON_ENV}): {problem}; it names the interpreter whose environment has \
                  headway and the app's packages",
@@ -433,9 +437,9 @@ fn slots_per_worker(threads: CountOrAuto, launch: &Launch) -> anyhow::Result<Slo
             Launch::Python { app, .. } => match app.interface {
                 Interface::Auto => None,
                 Interface::Asgi => Some(true),
-                Interface::Wsgi => Some(false),
+                Interface::Wsgi | Interface::Rack => Some(false),
             },
-            Launch::Command(_) => Some(false),
+            Launch::Ruby { .. } | Launch::Command(_) => Some(false),
         }),
     })
 }

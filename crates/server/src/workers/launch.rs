@@ -1,5 +1,6 @@
-//! How a worker's process is started: the bundled Python worker with its app, or any command
-//! (`--cmd`) that serves HTTP/1.1 on a unix socket; and why a start can fail.
+//! How a worker's process is started: the bundled Python worker with its app, the bundled Rack
+//! worker with its config.ru, or any command (`--cmd`) that serves HTTP/1.1 on a unix socket; and
+//! why a start can fail.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,8 @@ use super::worker::Transport;
 pub enum Launch {
     /// The bundled Python worker, run by `python`.
     Python { python: PathBuf, app: PythonApp },
+    /// The bundled Rack worker, run by `ruby`.
+    Ruby { ruby: PathBuf, app: RackApp },
     /// Any command; `{socket}` in it is replaced by the socket path.
     Command(String),
 }
@@ -51,6 +54,18 @@ impl PythonApp {
     }
 }
 
+/// What the bundled Rack worker serves, and where its Ruby side is.
+#[derive(Debug, Clone)]
+pub struct RackApp {
+    /// The rackup file (`config.ru`).
+    pub config: String,
+    /// `--hooks`: a Ruby file of `on_worker_boot` and `on_worker_shutdown` blocks.
+    pub hooks: Option<String>,
+    /// The folder with `headway/worker.rb` and the extension `headway/headway_rack.so`, given to
+    /// Ruby as `-I` (`$HEADWAY_RUBY_LIB`, else the checkout's `ruby/lib`).
+    pub lib: PathBuf,
+}
+
 /// How the bundled worker calls the app (`--interface`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interface {
@@ -61,6 +76,8 @@ pub enum Interface {
     Wsgi,
     /// ASGI 3: HTTP, WebSocket (the front hands the workers their handshakes) and lifespan.
     Asgi,
+    /// Rack 2 and 3, in the bundled Ruby worker: what an APP ending in `.ru` picks.
+    Rack,
 }
 
 impl Interface {
@@ -95,7 +112,7 @@ impl Launch {
     /// How the front reaches workers started this way.
     pub fn transport(&self) -> Transport {
         match self {
-            Launch::Python { .. } => Transport::Hop(Mutex::new(None)),
+            Launch::Python { .. } | Launch::Ruby { .. } => Transport::Hop(Mutex::new(None)),
             Launch::Command(_) => Transport::Http,
         }
     }
@@ -107,6 +124,7 @@ impl Launch {
     pub fn takes_websockets(&self) -> bool {
         match self {
             Launch::Python { app, .. } => app.interface == Interface::Asgi,
+            Launch::Ruby { .. } => false,
             Launch::Command(_) => true,
         }
     }
@@ -120,6 +138,14 @@ impl Launch {
                 command.args(["-m", "headway.worker", "--socket"]).arg(socket);
                 command.args(slots.worker_args()).args(["--workers", &workers.to_string()]);
                 command.args(app.args());
+                command
+            }
+            Launch::Ruby { ruby, app } => {
+                let mut command = Command::new(ruby);
+                command.arg("-I").arg(&app.lib);
+                command.args(["-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)", "--", "--socket"]);
+                command.arg(socket).args(["--threads", &slots.threads.to_string(), "--workers", &workers.to_string()]);
+                command.args(app.hooks.iter().flat_map(|hooks| ["--hooks", hooks])).arg(&app.config);
                 command
             }
             Launch::Command(line) => {

@@ -9,13 +9,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::scope::{Head, ScopeMaker};
-use crate::http::reader::RECV_BYTES;
-use crate::http::request::Request;
-use crate::http::HttpError;
-use crate::transport::{Next, Transport};
+use crate::log::Gil;
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::validate;
 use headway_http1::body::BodyKind;
+use headway_worker_core::http::reader::RECV_BYTES;
+use headway_worker_core::http::request::Request;
+use headway_worker_core::http::HttpError;
+use headway_worker_core::transport::{Next, Transport};
 
 const OVER: &str = "the connection this belongs to is over";
 
@@ -59,11 +60,11 @@ impl Channel {
         }
         if !self.body_wanted {
             self.body_wanted = true;
-            self.transport()?.body_wanted(py)?;
+            self.transport()?.body_wanted(&Gil(py))?;
         }
         let mut data = Vec::new();
         let limit = self.body_left.map_or(RECV_BYTES, |left| left.min(RECV_BYTES as u64) as usize);
-        let read = self.transport()?.read_body(py, limit, &mut data).map_err(read_error)?;
+        let read = self.transport()?.read_body(&Gil(py), limit, &mut data).map_err(read_error)?;
         self.body_left = self.body_left.map(|left| left.saturating_sub(read as u64));
         self.body_done = read == 0 || self.body_left == Some(0);
         Ok((PyBytes::new(py, &data), !self.body_done))
@@ -92,10 +93,10 @@ impl Channel {
         state: Py<PyDict>,
         root_path: String,
     ) -> PyResult<Option<(Bound<'py, PyDict>, bool)>> {
-        let request = match self.transport()?.next_request(py) {
+        let request = match self.transport()?.next_request(&Gil(py)) {
             Next::Request(request) => request,
             Next::Refused(error) => {
-                self.transport()?.send_error(py, &error, false);
+                self.transport()?.send_error(&Gil(py), &error, false);
                 return Ok(None);
             }
             Next::Closed => return Ok(None),
@@ -123,9 +124,9 @@ impl Channel {
         let head = validate(status, headers)?;
         let length = (!more).then_some(data.len() as u64);
         self.head_sent = true;
-        self.transport()?.send_head(py, &head, length, data)?;
+        self.transport()?.send_head(&Gil(py), &head, length, data)?;
         if !more {
-            self.transport()?.end_response(py)?;
+            self.transport()?.end_response(&Gil(py))?;
         }
         Ok(())
     }
@@ -137,10 +138,10 @@ impl Channel {
         }
         let transport = self.transport()?;
         if !data.is_empty() {
-            transport.send_body(py, data)?;
+            transport.send_body(&Gil(py), data)?;
         }
         if !more {
-            transport.end_response(py)?;
+            transport.end_response(&Gil(py))?;
         }
         Ok(())
     }
@@ -151,10 +152,10 @@ impl Channel {
         let (head_sent, is_head) = (self.head_sent, self.is_head);
         let transport = self.transport()?;
         if head_sent {
-            transport.abandon(py);
+            transport.abandon(&Gil(py));
         } else {
             transport.send_error(
-                py,
+                &Gil(py),
                 &HttpError::new(http::StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
                 is_head,
             );
@@ -164,6 +165,6 @@ impl Channel {
 
     /// After a complete response: whether another request can come this way.
     fn finish(&mut self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.transport()?.finish(py))
+        Ok(self.transport()?.finish(&Gil(py)))
     }
 }

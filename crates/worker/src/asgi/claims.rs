@@ -29,8 +29,8 @@ use super::cycle::HttpCycle;
 use super::loop_side::LoopSide;
 use super::ready::Ready;
 use super::scope::{Head, ScopeMaker};
-use crate::hop::Exchange;
-use crate::log::{log, print_traceback};
+use crate::log::{log, print_traceback, Gil};
+use headway_worker_core::hop::Exchange;
 
 #[pyclass(module = "headway._native", name = "Claims", frozen, weakref)]
 pub struct Claims {
@@ -156,7 +156,7 @@ impl Claims {
     fn begin_cycle(&self, py: Python<'_>, index: usize) {
         let serving = self.serving();
         let mut exchange = Exchange::on_loop(self.shared.end.clone(), index);
-        let scope = match exchange.read_head_record(py) {
+        let scope = match exchange.read_head_record(&Gil(py)) {
             Ok(head) => serving.scopes.make(py, &Head::from_hop(&head)),
             Err(error) => Err(error.into()),
         };

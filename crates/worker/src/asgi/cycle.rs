@@ -25,14 +25,14 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use super::loop_side::LoopSide;
 use super::ready::Ready;
-use crate::hop::Exchange;
-use crate::http::reader::ReadError;
-use crate::http::HttpError;
-use crate::log::{log, print_traceback};
-use crate::transport::Transport;
+use crate::log::{log, print_traceback, Gil};
 use crate::wsgi::input::read_error;
 use crate::wsgi::response::{check_name, repr, type_name};
 use headway_http1::fields;
+use headway_worker_core::hop::Exchange;
+use headway_worker_core::http::reader::ReadError;
+use headway_worker_core::http::HttpError;
+use headway_worker_core::transport::Transport;
 use http::StatusCode;
 
 #[pyclass(module = "headway._native", name = "HttpCycle")]
@@ -147,7 +147,7 @@ impl HttpCycle {
             return Ok(Some(disconnect(py)?));
         }
         loop {
-            match self.exchange.body_piece(py, usize::MAX) {
+            match self.exchange.body_piece(&Gil(py), usize::MAX) {
                 Ok(piece) => {
                     let body = PyBytes::new(py, piece);
                     let more = self.exchange.body_remains();
@@ -177,7 +177,7 @@ impl HttpCycle {
     /// is asked to ring when it has read some).
     fn try_flush(&mut self, py: Python<'_>) -> PyResult<bool> {
         loop {
-            if self.exchange.try_flush(py)? {
+            if self.exchange.try_flush(&Gil(py))? {
                 return Ok(true);
             }
             if self.exchange.arm_for_output() {
@@ -223,16 +223,16 @@ impl HttpCycle {
             if body.is_empty() {
                 Ok(())
             } else {
-                self.exchange.send_body(py, body)
+                self.exchange.send_body(&Gil(py), body)
             }
         } else {
             let start = self.start.as_ref().expect("checked by the caller");
             let fields: Vec<(&[u8], &[u8])> = start.fields().collect();
             let length = (!more).then_some(body.len() as u64);
             self.head_sent = true;
-            self.exchange.respond(py, start.code, &fields, start.content_length, length, body)
+            self.exchange.respond(&Gil(py), start.code, &fields, start.content_length, length, body)
         };
-        let ended = sent.and_then(|()| if more { Ok(()) } else { self.exchange.end_response(py) });
+        let ended = sent.and_then(|()| if more { Ok(()) } else { self.exchange.end_response(&Gil(py)) });
         if let Err(error) = ended {
             self.gone(py);
             return Err(error.into());
@@ -353,11 +353,11 @@ impl HttpCycle {
             if !this.complete {
                 // The exchange must end even if the client is gone.
                 if this.head_sent {
-                    this.exchange.abandon(py);
+                    this.exchange.abandon(&Gil(py));
                 } else {
                     let is_head = this.exchange.is_head();
                     this.exchange.send_error(
-                        py,
+                        &Gil(py),
                         &HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
                         is_head,
                     );

@@ -28,10 +28,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::app::{request_object, Application};
-use crate::log::{log, print_traceback};
-use crate::transport::Transport;
+use crate::log::{log, print_traceback, Gil};
 use channel::Channel;
 use claims::Claims;
+use headway_worker_core::transport::Transport;
 
 /// The Python side (`headway.worker.asgi.Server`): its `serve_channel(channel)`, called on a slot
 /// thread, serves the channel's requests and returns when the transport can carry no more; when
@@ -60,7 +60,7 @@ impl Application for Handler {
             // A bug of ours in the Python half: the request (if any) cannot end well.
             log(py, "unexpected error on a connection; closing it:");
             print_traceback(py, &error);
-            transport.abandon(py);
+            transport.abandon(&Gil(py));
             return None;
         }
         Some(transport)

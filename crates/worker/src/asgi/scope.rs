@@ -20,9 +20,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::http::request::{self, Request};
-use crate::wsgi::environ::{bytes_of_latin1, percent_decoded};
 use headway_http1::request::{parse_head, Limits};
+use headway_worker_core::http::cgi::{bytes_of_latin1, percent_decoded};
+use headway_worker_core::http::request::{self, Request};
 use pyo3::exceptions::PyValueError;
 
 /// ASGI's version and the spec version of the scopes built here (the lifespan scope's too).

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::response::Response;
-use crate::http::reader::{ReadError, RECV_BYTES};
+use headway_worker_core::http::reader::{ReadError, RECV_BYTES};
 
 create_exception!(
     _native,

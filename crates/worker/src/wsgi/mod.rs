@@ -15,11 +15,11 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{intern, Py, PyRefMut};
 
 use crate::app::{request_object, Application};
-use crate::http::request::Request;
-use crate::http::HttpError;
-use crate::log::{log, print_traceback};
-use crate::transport::{Next, Transport};
+use crate::log::{log, print_traceback, Gil};
 use file_wrapper::FileWrapper;
+use headway_worker_core::http::request::Request;
+use headway_worker_core::http::HttpError;
+use headway_worker_core::transport::{serve_each, Transport};
 use input::{HttpBodyError, Input, PeerClosed};
 use response::Response;
 
@@ -34,23 +34,8 @@ pub struct App {
 impl Application for App {
     /// Serves the requests that come through `transport` until it ends or must be closed; gives
     /// the transport back, unless it was lost with a Python object that could not be made.
-    fn serve(&self, py: Python<'_>, mut transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
-        loop {
-            match transport.next_request(py) {
-                Next::Closed => return Some(transport),
-                Next::Refused(error) => {
-                    transport.send_error(py, &error, false);
-                    return Some(transport);
-                }
-                Next::Request(request) => {
-                    let keep;
-                    (transport, keep) = self.handle(py, transport, request)?;
-                    if !keep {
-                        return Some(transport);
-                    }
-                }
-            }
-        }
+    fn serve(&self, py: Python<'_>, transport: Box<dyn Transport>) -> Option<Box<dyn Transport>> {
+        serve_each(&Gil(py), transport, &mut |transport, request| self.handle(py, transport, request))
     }
 }
 
@@ -68,10 +53,10 @@ impl App {
         let mut state = state(py, &response);
         let mut transport = state.take_transport()?;
         let keep = match outcome {
-            Ok(()) => transport.finish(py),
+            Ok(()) => transport.finish(&Gil(py)),
             Err(error) => {
                 state.app_failed(py, transport.as_mut(), &error, is_head);
-                transport.abandon(py);
+                transport.abandon(&Gil(py));
                 false
             }
         };
@@ -154,7 +139,7 @@ impl Response {
         if error.is_instance_of::<HttpBodyError>(py) {
             // A malformed chunked body, met while the app read it.
             if let (Some(body_error), false) = (self.body_error(), self.headers_sent()) {
-                transport.send_error(py, &body_error, is_head);
+                transport.send_error(&Gil(py), &body_error, is_head);
             }
             return;
         }
@@ -163,7 +148,7 @@ impl Response {
             log(py, "the app failed after the response started; closing the connection");
         } else {
             transport.send_error(
-                py,
+                &Gil(py),
                 &HttpError::new(http::StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
                 is_head,
             );

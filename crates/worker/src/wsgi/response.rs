@@ -12,25 +12,13 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
 use super::file_wrapper::FileWrapper;
-use crate::http::reader::ReadError;
-use crate::http::response::ResponseHead;
-use crate::http::HttpError;
-use crate::transport::Transport;
+use crate::log::Gil;
 use headway_http1::fields::{self, is_token};
+use headway_worker_core::http::reader::ReadError;
+use headway_worker_core::http::response::{header_block, is_hop_by_hop, ResponseHead};
+use headway_worker_core::http::HttpError;
+use headway_worker_core::transport::Transport;
 use http::StatusCode;
-
-/// PEP 3333: the app must not send hop-by-hop headers; framing is the server's job.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "trailers",
-    "transfer-encoding",
-    "upgrade",
-];
 
 const NO_START: &str = "the app returned without calling start_response";
 const OVER: &str = "the request this belongs to is over";
@@ -144,7 +132,7 @@ impl Response {
         let Some(head) = self.head.as_ref() else { return Err(PyRuntimeError::new_err(missing)) };
         let transport = self.transport.as_mut().ok_or_else(|| PyRuntimeError::new_err(OVER))?;
         self.headers_sent = true;
-        let result = transport.send_head(py, head, body_length, data).and_then(|()| then(transport.as_mut(), py));
+        let result = transport.send_head(&Gil(py), head, body_length, data).and_then(|()| then(transport.as_mut(), py));
         result.map_err(|error| {
             self.broken = true;
             PyErr::from(error)
@@ -160,7 +148,7 @@ impl Response {
         if bytes.is_empty() {
             Ok(())
         } else if self.headers_sent {
-            self.sending(py, |transport, py| transport.send_body(py, bytes))
+            self.sending(py, |transport, py| transport.send_body(&Gil(py), bytes))
         } else {
             self.send_head(py, "", None, bytes, |_, _| Ok(()))
         }
@@ -216,7 +204,7 @@ impl Response {
             }
             Err(error) => return Err(error),
         };
-        self.send_head(py, NO_START, None, b"", |transport, py| transport.send_file(py, fd, offset))?;
+        self.send_head(py, NO_START, None, b"", |transport, py| transport.send_file(&Gil(py), fd, offset))?;
         Ok(true)
     }
 
@@ -225,13 +213,13 @@ impl Response {
         if !self.headers_sent {
             self.send_head(py, NO_START, Some(0), b"", |_, _| Ok(()))?;
         }
-        self.sending(py, |transport, py| transport.end_response(py))
+        self.sending(py, |transport, py| transport.end_response(&Gil(py)))
     }
 
     /// Appends up to `limit` bytes of the request body to `out` (for wsgi.input).
     pub fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         let transport = self.transport.as_mut().ok_or(ReadError::PeerClosed)?;
-        let result = transport.read_body(py, limit, out);
+        let result = transport.read_body(&Gil(py), limit, out);
         if let Err(ReadError::Http(error)) = &result {
             self.body_error = Some(error.clone());
         }
@@ -241,7 +229,7 @@ impl Response {
     /// As [`Response::read_body`], into memory the caller made to size ([`Transport::read_body_into`]).
     pub fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
         let transport = self.transport.as_mut().ok_or(ReadError::PeerClosed)?;
-        transport.read_body_into(py, out)
+        transport.read_body_into(&Gil(py), out)
     }
 
     /// The body's bytes left to read, when the transport knows it exactly.
@@ -254,7 +242,7 @@ impl Response {
         if self.headers_sent {
             return Ok(());
         }
-        self.sending(py, |transport, py| transport.body_wanted(py))
+        self.sending(py, |transport, py| transport.body_wanted(&Gil(py)))
     }
 }
 
@@ -361,7 +349,7 @@ pub fn check_name(bytes: &[u8], given: &Bound<'_, PyAny>, whose: &str) -> PyResu
     if !is_token(bytes) {
         return Err(PyValueError::new_err(format!("bad header name {}", repr(given))));
     }
-    if HOP_BY_HOP.iter().any(|hop| hop.len() == bytes.len() && hop.as_bytes().eq_ignore_ascii_case(bytes)) {
+    if is_hop_by_hop(bytes) {
         return Err(PyValueError::new_err(format!("hop-by-hop header {} is not allowed from {whose}", repr(given))));
     }
     Ok(())
@@ -402,12 +390,5 @@ fn encode_headers(headers: &[(Vec<u8>, Bound<'_, PyAny>)]) -> PyResult<Vec<u8>> 
     if not_latin1 {
         return Err(PyValueError::new_err("response headers must be latin-1 (PEP 3333)"));
     }
-    let mut block = Vec::with_capacity(headers.iter().zip(&encoded).map(|((n, _), v)| n.len() + v.len() + 4).sum());
-    for ((name, _), value) in headers.iter().zip(&encoded) {
-        block.extend_from_slice(name);
-        block.extend_from_slice(b": ");
-        block.extend_from_slice(value);
-        block.extend_from_slice(b"\r\n");
-    }
-    Ok(block)
+    Ok(header_block(headers.iter().zip(&encoded).map(|((name, _), value)| (&name[..], &value[..]))))
 }

@@ -11,12 +11,13 @@ use pyo3::types::PyDict;
 
 use super::input::Input;
 use super::response::Response;
-use crate::http::body::Body;
-use crate::http::reader::tests::{feeder, Feeder};
-use crate::http::reader::{ReadError, Reader};
-use crate::http::response::ResponseHead;
-use crate::http::HttpError;
-use crate::transport::{Next, Transport};
+use headway_worker_core::http::body::Body;
+use headway_worker_core::http::feeder::{feeder, Feeder};
+use headway_worker_core::http::reader::{ReadError, Reader};
+use headway_worker_core::http::response::ResponseHead;
+use headway_worker_core::http::HttpError;
+use headway_worker_core::runtime::Runtime;
+use headway_worker_core::transport::{Next, Transport};
 
 /// A request body fed `step` bytes at a time; counts the calls of `body_wanted`.
 struct Fed {
@@ -27,33 +28,33 @@ struct Fed {
 }
 
 impl Transport for Fed {
-    fn next_request(&mut self, _: Python<'_>) -> Next {
+    fn next_request(&mut self, _: &dyn Runtime) -> Next {
         Next::Closed
     }
-    fn body_wanted(&mut self, _: Python<'_>) -> io::Result<()> {
+    fn body_wanted(&mut self, _: &dyn Runtime) -> io::Result<()> {
         self.wanted.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-    fn read_body(&mut self, _: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+    fn read_body(&mut self, _: &dyn Runtime, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         match &mut self.body {
             Some(body) => body.read_some(&mut self.reader, &mut self.source, limit, out),
             None => Ok(0),
         }
     }
-    fn send_head(&mut self, _: Python<'_>, _: &ResponseHead, _: Option<u64>, _: &[u8]) -> io::Result<()> {
+    fn send_head(&mut self, _: &dyn Runtime, _: &ResponseHead, _: Option<u64>, _: &[u8]) -> io::Result<()> {
         Ok(())
     }
-    fn send_body(&mut self, _: Python<'_>, _: &[u8]) -> io::Result<()> {
+    fn send_body(&mut self, _: &dyn Runtime, _: &[u8]) -> io::Result<()> {
         Ok(())
     }
-    fn send_file(&mut self, _: Python<'_>, _: RawFd, _: u64) -> io::Result<()> {
+    fn send_file(&mut self, _: &dyn Runtime, _: RawFd, _: u64) -> io::Result<()> {
         Ok(())
     }
-    fn end_response(&mut self, _: Python<'_>) -> io::Result<()> {
+    fn end_response(&mut self, _: &dyn Runtime) -> io::Result<()> {
         Ok(())
     }
-    fn send_error(&mut self, _: Python<'_>, _: &HttpError, _: bool) {}
-    fn finish(&mut self, _: Python<'_>) -> bool {
+    fn send_error(&mut self, _: &dyn Runtime, _: &HttpError, _: bool) {}
+    fn finish(&mut self, _: &dyn Runtime) -> bool {
         false
     }
 }

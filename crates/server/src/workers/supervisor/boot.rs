@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use super::config::SupervisorConfig;
 use crate::workers::affinity;
 use crate::workers::hop_link::HopLink;
-use crate::workers::launch::BootError;
+use crate::workers::launch::{BootError, Launch};
 use crate::workers::process::{self, Process};
 use crate::workers::worker::{Phase, Transport, Worker};
 use crate::workers::zygote::Preloaded;
@@ -85,6 +85,7 @@ pub(super) fn put_in_service(
     let Started { process, link, slots, asgi } = started;
     let kind = match asgi {
         Some(true) => " of an ASGI app",
+        Some(false) if matches!(config.launch, Launch::Ruby { .. }) => " of a Rack app",
         Some(false) => " of a WSGI app",
         None => "",
     };

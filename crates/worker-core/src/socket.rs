@@ -1,20 +1,21 @@
-//! A non-blocking socket used by a thread that holds the GIL: every operation is tried at once,
-//! and only when it would block does the thread let go of the GIL and wait in `poll` for the
-//! socket to be ready (the other slot threads run Python meanwhile).
+//! A non-blocking socket used by a slot thread that holds the interpreter's lock: every operation
+//! is tried at once, and only when it would block does the thread let go of the lock and wait in
+//! `poll` for the socket to be ready (the other slot threads run the app meanwhile).
 //!
-//! Releasing the GIL around every system call, as Python's own socket module does, costs a
+//! Releasing the lock around every system call, as Python's own socket module does, costs a
 //! hand-over per call; here a request that is already waiting costs none.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use pyo3::Python;
+use crate::runtime::{unlocked, Runtime};
 
-use crate::http::reader::{Source, RECV_BYTES};
+use crate::http::reader::RECV_BYTES;
+use crate::http::source::Source;
 
-/// Waits until `fd` is ready for `events` (or hung up), without the GIL.
-pub fn wait(py: Python<'_>, fd: RawFd, events: libc::c_short) -> io::Result<()> {
-    py.detach(|| poll_one(fd, events))
+/// Waits until `fd` is ready for `events` (or hung up), without the interpreter's lock.
+pub fn wait(runtime: &dyn Runtime, fd: RawFd, events: libc::c_short) -> io::Result<()> {
+    unlocked(runtime, || poll_one(fd, events))
 }
 
 fn poll_one(fd: RawFd, events: libc::c_short) -> io::Result<()> {
@@ -32,8 +33,13 @@ fn poll_one(fd: RawFd, events: libc::c_short) -> io::Result<()> {
 }
 
 /// Runs a system call until it neither was interrupted nor would block; waits for `events`
-/// without the GIL when it would.
-fn retry(py: Python<'_>, fd: RawFd, events: libc::c_short, mut call: impl FnMut() -> isize) -> io::Result<usize> {
+/// without the interpreter's lock when it would.
+fn retry(
+    runtime: &dyn Runtime,
+    fd: RawFd,
+    events: libc::c_short,
+    mut call: impl FnMut() -> isize,
+) -> io::Result<usize> {
     loop {
         let result = call();
         if result >= 0 {
@@ -42,7 +48,7 @@ fn retry(py: Python<'_>, fd: RawFd, events: libc::c_short, mut call: impl FnMut(
         let error = io::Error::last_os_error();
         match error.kind() {
             io::ErrorKind::Interrupted => {}
-            io::ErrorKind::WouldBlock => wait(py, fd, events)?,
+            io::ErrorKind::WouldBlock => wait(runtime, fd, events)?,
             _ => return Err(error),
         }
     }
@@ -63,11 +69,11 @@ impl Socket {
     }
 
     /// Appends up to [`RECV_BYTES`] to `buf`; 0 once the peer closed.
-    pub fn recv(&self, py: Python<'_>, buf: &mut Vec<u8>) -> io::Result<usize> {
+    pub fn recv(&self, runtime: &dyn Runtime, buf: &mut Vec<u8>) -> io::Result<usize> {
         buf.reserve(RECV_BYTES);
         let spare = buf.spare_capacity_mut();
         let fd = self.fd();
-        let received = retry(py, fd, libc::POLLIN, || {
+        let received = retry(runtime, fd, libc::POLLIN, || {
             // SAFETY: writes at most `spare.len()` bytes into the vector's spare capacity.
             unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), spare.len(), 0) }
         })?;
@@ -77,10 +83,10 @@ impl Socket {
     }
 
     /// Sends all of `data`.
-    pub fn send_all(&self, py: Python<'_>, mut data: &[u8]) -> io::Result<()> {
+    pub fn send_all(&self, runtime: &dyn Runtime, mut data: &[u8]) -> io::Result<()> {
         let fd = self.fd();
         while !data.is_empty() {
-            let sent = retry(py, fd, libc::POLLOUT, || {
+            let sent = retry(runtime, fd, libc::POLLOUT, || {
                 // SAFETY: reads `data.len()` bytes from a live slice. MSG_NOSIGNAL: a peer that
                 // went away is an EPIPE error, not a SIGPIPE.
                 unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) }
@@ -92,13 +98,13 @@ impl Socket {
 
     /// Sends up to `count` bytes of the file `file` from `offset`; returns how many were sent
     /// (fewer if the file ended first).
-    pub fn send_file(&self, py: Python<'_>, file: RawFd, offset: u64, count: u64) -> io::Result<u64> {
+    pub fn send_file(&self, runtime: &dyn Runtime, file: RawFd, offset: u64, count: u64) -> io::Result<u64> {
         let fd = self.fd();
         let mut position = libc::off_t::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
         let mut sent = 0;
         while sent < count {
             let chunk = usize::try_from(count - sent).unwrap_or(usize::MAX).min(1 << 30);
-            let done = retry(py, fd, libc::POLLOUT, || {
+            let done = retry(runtime, fd, libc::POLLOUT, || {
                 // SAFETY: `position` is a live off_t that sendfile advances.
                 unsafe { libc::sendfile(fd, file, &mut position, chunk) }
             })?;
@@ -111,18 +117,18 @@ impl Socket {
     }
 
     /// The receiving side of a socket as the request reader pulls from it.
-    pub fn source<'a, 'py>(&'a self, py: Python<'py>) -> SocketSource<'a, 'py> {
-        SocketSource { socket: self, py }
+    pub fn source<'a>(&'a self, runtime: &'a dyn Runtime) -> SocketSource<'a> {
+        SocketSource { socket: self, runtime }
     }
 }
 
-pub struct SocketSource<'a, 'py> {
+pub struct SocketSource<'a> {
     socket: &'a Socket,
-    py: Python<'py>,
+    runtime: &'a dyn Runtime,
 }
 
-impl Source for SocketSource<'_, '_> {
+impl Source for SocketSource<'_> {
     fn recv(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        self.socket.recv(self.py, buf)
+        self.socket.recv(self.runtime, buf)
     }
 }

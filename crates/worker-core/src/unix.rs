@@ -12,17 +12,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::runtime::{unlocked, Runtime};
 use bytes::BytesMut;
-use pyo3::Python;
 
 use crate::http::body::{Body, DRAIN_LIMIT};
 use crate::http::reader::{ReadError, Reader};
 use crate::http::request;
 use crate::http::response::{error_response, write_head, ResponseHead};
 use crate::http::HttpError;
-use crate::log::log;
 use crate::socket::Socket;
-use crate::transport::{Next, Transport};
+use crate::transport::{Next, Serve, Transport};
 use headway_http1::body::BodyEncoder;
 use headway_http1::response::CONTINUE;
 use http::Version;
@@ -63,15 +62,11 @@ pub struct Shared {
     pub stopping: AtomicBool,
 }
 
-/// Serves the requests of one connection until it ends, and gives the connection back (None:
-/// it was lost on the way, and closed).
-pub type ServeConnection<'a> = dyn FnMut(Python<'_>, Box<dyn Transport>) -> Option<Box<dyn Transport>> + 'a;
-
 /// A slot's life: accept a connection when it has none, serve it to the end, until stopping.
-pub fn run_slot(py: Python<'_>, shared: &Arc<Shared>, state: &Arc<SlotState>, serve: &mut ServeConnection<'_>) {
+pub fn run_slot(runtime: &dyn Runtime, shared: &Arc<Shared>, state: &Arc<SlotState>, serve: &mut Serve<'_>) {
     let listener = shared.listener.as_raw_fd();
     loop {
-        let waited = py.detach(|| {
+        let waited = unlocked(runtime, || {
             let mut entries = [
                 libc::pollfd { fd: listener, events: libc::POLLIN, revents: 0 },
                 libc::pollfd { fd: shared.stop_fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -97,15 +92,15 @@ pub fn run_slot(py: Python<'_>, shared: &Arc<Shared>, state: &Arc<SlotState>, se
         if fd < 0 {
             let error = io::Error::last_os_error();
             if !matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
-                log(py, &format!("accept failed: {error}"));
-                py.detach(|| std::thread::sleep(ACCEPT_RETRY));
+                runtime.log(&format!("accept failed: {error}"));
+                unlocked(runtime, || std::thread::sleep(ACCEPT_RETRY));
             }
             continue; // another slot took it
         }
         // SAFETY: accept4 returned a new descriptor that nothing else owns.
         let socket = Socket::new(unsafe { OwnedFd::from_raw_fd(fd) });
         *state.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(fd);
-        let connection = serve(py, Box::new(Http1::new(socket, shared.clone(), state.clone())));
+        let connection = serve(Box::new(Http1::new(socket, shared.clone(), state.clone())));
         let mut registered = state.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         *registered = None;
         drop(connection); // closes the socket, under the lock
@@ -145,36 +140,36 @@ impl Http1 {
     }
 
     /// Sends what `out` holds.
-    fn flush(&mut self, py: Python<'_>) -> io::Result<()> {
-        let result = self.socket.send_all(py, &self.out);
+    fn flush(&mut self, runtime: &dyn Runtime) -> io::Result<()> {
+        let result = self.socket.send_all(runtime, &self.out);
         self.out.clear();
         result
     }
 
     /// Frames and sends `data` after whatever head `out` holds.
-    fn send_framed(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+    fn send_framed(&mut self, runtime: &dyn Runtime, data: &[u8]) -> io::Result<()> {
         let exchange = self.exchange.as_mut().ok_or_else(|| io::Error::other("no request in progress"))?;
         let (data, broken) = exchange.framing.admit(data);
         if let Some(broken) = broken {
-            log(py, &broken.to_string());
+            runtime.log(&broken.to_string());
         }
         let framing = exchange.framing;
         if self.out.len() + data.len() <= JOIN_LIMIT || framing == BodyEncoder::Chunked {
             framing.put(&mut self.out, data);
-            return self.flush(py);
+            return self.flush(runtime);
         }
-        self.flush(py)?;
-        self.socket.send_all(py, data)
+        self.flush(runtime)?;
+        self.socket.send_all(runtime, data)
     }
 }
 
 impl Transport for Http1 {
-    fn next_request(&mut self, py: Python<'_>) -> Next {
+    fn next_request(&mut self, runtime: &dyn Runtime) -> Next {
         self.state.idle.store(true, Ordering::SeqCst);
         if self.shared.stopping.load(Ordering::SeqCst) {
             return Next::Closed;
         }
-        let head = match self.reader.read_head(&mut self.socket.source(py)) {
+        let head = match self.reader.read_head(&mut self.socket.source(runtime)) {
             Ok(Some(head)) => head,
             Ok(None) | Err(ReadError::PeerClosed | ReadError::Io(_)) => return Next::Closed,
             Err(ReadError::Http(error)) => return Next::Refused(error),
@@ -195,26 +190,26 @@ impl Transport for Http1 {
         Next::Request(request)
     }
 
-    fn body_wanted(&mut self, py: Python<'_>) -> io::Result<()> {
+    fn body_wanted(&mut self, runtime: &dyn Runtime) -> io::Result<()> {
         let exchange = self.exchange()?;
         if exchange.expect_continue && !exchange.head_sent && !exchange.continue_sent {
             exchange.continue_sent = true;
-            self.socket.send_all(py, CONTINUE)?;
+            self.socket.send_all(runtime, CONTINUE)?;
         }
         Ok(())
     }
 
-    fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+    fn read_body(&mut self, runtime: &dyn Runtime, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         let exchange = self.exchange.as_mut().ok_or(ReadError::PeerClosed)?;
         match &mut exchange.body {
-            Some(body) => body.read_some(&mut self.reader, &mut self.socket.source(py), limit, out),
+            Some(body) => body.read_some(&mut self.reader, &mut self.socket.source(runtime), limit, out),
             None => Ok(0),
         }
     }
 
     fn send_head(
         &mut self,
-        py: Python<'_>,
+        runtime: &dyn Runtime,
         head: &ResponseHead,
         body_length: Option<u64>,
         data: &[u8],
@@ -234,21 +229,21 @@ impl Transport for Http1 {
         exchange.framing = framing;
         exchange.keep_alive = keep_alive;
         exchange.head_sent = true;
-        self.send_framed(py, data)
+        self.send_framed(runtime, data)
     }
 
-    fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+    fn send_body(&mut self, runtime: &dyn Runtime, data: &[u8]) -> io::Result<()> {
         if data.is_empty() {
             return Ok(());
         }
-        self.send_framed(py, data)
+        self.send_framed(runtime, data)
     }
 
-    fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
+    fn send_file(&mut self, runtime: &dyn Runtime, fd: RawFd, offset: u64) -> io::Result<()> {
         let exchange = self.exchange()?;
         if let BodyEncoder::Length { remaining, .. } = &mut exchange.framing {
             let count = *remaining;
-            let sent = self.socket.send_file(py, fd, offset, count)?;
+            let sent = self.socket.send_file(runtime, fd, offset, count)?;
             if let Some(BodyEncoder::Length { remaining, .. }) = self.exchange.as_mut().map(|e| &mut e.framing) {
                 *remaining -= sent;
             }
@@ -256,35 +251,35 @@ impl Transport for Http1 {
         Ok(())
     }
 
-    fn end_response(&mut self, py: Python<'_>) -> io::Result<()> {
+    fn end_response(&mut self, runtime: &dyn Runtime) -> io::Result<()> {
         let exchange = self.exchange()?;
         let (last, broken) = exchange.framing.end();
         if let Some(broken) = broken {
             exchange.keep_alive = false;
-            log(py, &broken.to_string());
+            runtime.log(&broken.to_string());
         }
         if !last.is_empty() {
-            self.socket.send_all(py, last)?;
+            self.socket.send_all(runtime, last)?;
         }
         Ok(())
     }
 
-    fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool) {
+    fn send_error(&mut self, runtime: &dyn Runtime, error: &HttpError, is_head: bool) {
         if let Some(exchange) = &mut self.exchange {
             exchange.keep_alive = false;
         }
         // The peer may be gone; there is nobody left to tell then.
-        let _ = self.socket.send_all(py, &error_response(error, !is_head));
+        let _ = self.socket.send_all(runtime, &error_response(error, !is_head));
     }
 
-    fn finish(&mut self, py: Python<'_>) -> bool {
+    fn finish(&mut self, runtime: &dyn Runtime) -> bool {
         let Some(mut exchange) = self.exchange.take() else { return false };
         if !exchange.keep_alive {
             return false;
         }
         match &mut exchange.body {
             None => true,
-            Some(body) => body.drain(&mut self.reader, &mut self.socket.source(py), DRAIN_LIMIT).unwrap_or(false),
+            Some(body) => body.drain(&mut self.reader, &mut self.socket.source(runtime), DRAIN_LIMIT).unwrap_or(false),
         }
     }
 }

@@ -8,7 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use headway_http1::body::BodyEncoder;
 use headway_http1::response::{self, put_framing, put_status_line, Persistence};
-use headway_http1::HttpError;
+use headway_http1::{fields, HttpError};
 use http::{StatusCode, Version};
 
 /// What the app said in start_response, validated and encoded.
@@ -30,6 +30,70 @@ impl ResponseHead {
     /// `body_length` is the whole body's size when it is known before the head is sent.
     pub fn encoder(&self, is_head: bool, version: Version, body_length: Option<u64>) -> BodyEncoder {
         response::body_encoder(is_head, self.code, version, self.content_length, body_length)
+    }
+}
+
+/// The fields an app must not send: hop-by-hop, and framing is the server's job (PEP 3333, the
+/// Rack SPEC, and every ASGI server takes it so).
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether the field `name` is hop-by-hop ([`HOP_BY_HOP`]).
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    HOP_BY_HOP.iter().any(|hop| hop.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// `Name: value\r\n` for each field, as [`ResponseHead::header_block`] holds them.
+pub fn header_block<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Vec<u8> {
+    let mut block = Vec::with_capacity(fields.clone().map(|(name, value)| name.len() + value.len() + 4).sum());
+    for (name, value) in fields {
+        block.extend_from_slice(name);
+        block.extend_from_slice(b": ");
+        block.extend_from_slice(value);
+        block.extend_from_slice(b"\r\n");
+    }
+    block
+}
+
+impl ResponseHead {
+    /// The head of a response with status `code` and the app's `fields`, checked: each name a
+    /// token and not hop-by-hop, no CR, LF or NUL in a value, one `Content-Length` at most. The
+    /// error is the line the app's author gets.
+    pub fn of_fields(code: StatusCode, fields: &[(&[u8], &[u8])]) -> Result<ResponseHead, String> {
+        let mut content_length = None;
+        let mut has_date = false;
+        for &(name, value) in fields {
+            let shown = String::from_utf8_lossy(name);
+            if !fields::is_token(name) {
+                return Err(format!("bad header name {shown:?}"));
+            }
+            if is_hop_by_hop(name) {
+                return Err(format!("hop-by-hop header {shown:?} is not allowed from the app"));
+            }
+            if value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(format!("the value of header {shown:?} contains CR, LF or NUL"));
+            }
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let length = fields::content_length([value]).ok().flatten();
+                let Some(length) = length.filter(|length| content_length.is_none_or(|seen| seen == *length)) else {
+                    return Err(format!("bad or conflicting Content-Length {:?}", String::from_utf8_lossy(value)));
+                };
+                content_length = Some(length);
+            }
+            has_date |= name.eq_ignore_ascii_case(b"date");
+        }
+        let status = format!("{} {}", code.as_str(), code.canonical_reason().unwrap_or("Unknown")).into_bytes();
+        let header_block = header_block(fields.iter().copied());
+        Ok(ResponseHead { status, code, header_block, content_length, has_date })
     }
 }
 
@@ -88,6 +152,21 @@ mod tests {
             content_length,
             has_date: true,
         }
+    }
+
+    #[test]
+    fn fields_are_checked_and_encoded() {
+        let head =
+            ResponseHead::of_fields(StatusCode::OK, &[(b"content-type", b"text/plain"), (b"Content-Length", b"2")]);
+        let head = head.unwrap();
+        assert_eq!(head.status, b"200 OK");
+        assert_eq!(head.header_block, b"content-type: text/plain\r\nContent-Length: 2\r\n");
+        assert_eq!((head.content_length, head.has_date), (Some(2), false));
+        let refused = |fields: &[(&[u8], &[u8])]| ResponseHead::of_fields(StatusCode::OK, fields).unwrap_err();
+        assert!(refused(&[(b"bad name", b"x")]).contains("bad header name"));
+        assert!(refused(&[(b"Transfer-Encoding", b"chunked")]).contains("hop-by-hop"));
+        assert!(refused(&[(b"x", b"a\nb")]).contains("CR, LF or NUL"));
+        assert!(refused(&[(b"content-length", b"1"), (b"content-length", b"2")]).contains("conflicting"));
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! that started it.
 //!
 //! Any of the T threads serves any slot. A thread that finishes a request claims the next
-//! published one while it still holds the GIL ([`WorkerEnd::claim_waiting`] lets go of it only
-//! to spin or sleep), so under load one thread serves request after request without handing the
-//! GIL over or sleeping; the other threads hold the requests claimed meanwhile, ready to run the
-//! moment the GIL is free, and serve apps that block. A claimed request is one [`Exchange`]: its
+//! published one while it still holds the interpreter's lock ([`WorkerEnd::claim_waiting`] lets
+//! go of it only to spin or sleep), so under load one thread serves request after request without
+//! handing the lock over or sleeping; the other threads hold the requests claimed meanwhile, ready
+//! to run the moment the lock is free, and serve apps that block. A claimed request is one [`Exchange`]: its
 //! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
 //! it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
@@ -27,26 +27,25 @@ use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use crate::runtime::{unlocked, Runtime};
 use headway_hop::files::read_at;
 use headway_hop::message::{self, ABORT, BODY, BODY_FILE, END, REQUEST_HEAD, RESPONSE_HEAD};
 use headway_hop::worker::{WorkerEnd, WorkerSlot};
 use headway_hop::HopError;
-use pyo3::Python;
 
 use crate::http::reader::ReadError;
 use crate::http::request::{from_fields, Request};
 use crate::http::response::ResponseHead;
 use crate::http::HttpError;
-use crate::log::log;
-use crate::transport::{Next, Transport};
+use crate::transport::{Next, Serve, Transport};
 use headway_http1::body::BodyEncoder;
 use headway_http1::response;
 use http::{StatusCode, Version};
 
 /// Serves published requests with `serve` until the worker stops.
-pub fn run_thread(py: Python<'_>, end: &Arc<WorkerEnd>, serve: &mut dyn FnMut(Python<'_>, Box<dyn Transport>)) {
-    while let Some(index) = end.claim_waiting(|wait| py.detach(wait)) {
-        serve(py, Box::new(Exchange::new(end.clone(), index)));
+pub fn run_thread(runtime: &dyn Runtime, end: &Arc<WorkerEnd>, serve: &mut Serve<'_>) {
+    while let Some(index) = end.claim_waiting(|wait| unlocked(runtime, wait)) {
+        serve(Box::new(Exchange::new(end.clone(), index)));
     }
 }
 
@@ -127,11 +126,11 @@ impl Exchange {
 
     /// Takes the next request record; `WouldBlock` if it is not there and the exchange may not
     /// wait.
-    fn pop(&mut self, py: Python<'_>) -> io::Result<u8> {
+    fn pop(&mut self, runtime: &dyn Runtime) -> io::Result<u8> {
         let (end, index) = (&self.end, self.index);
         let slot = end.slot(index);
         if self.may_wait {
-            return slot.pop_waiting(&mut self.record, |wait| py.detach(wait)).map_err(io::Error::other);
+            return slot.pop_waiting(&mut self.record, |wait| unlocked(runtime, wait)).map_err(io::Error::other);
         }
         // Where the front stood before the look: what a wait for more must compare with.
         let tail = slot.request_tail();
@@ -144,10 +143,10 @@ impl Exchange {
 
     /// Writes a response record, after those kept back; one that does not fit is kept back if
     /// the exchange may not wait.
-    fn push(&mut self, py: Python<'_>, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
+    fn push(&mut self, runtime: &dyn Runtime, kind: u8, parts: &[&[u8]]) -> io::Result<()> {
         if self.may_wait {
-            self.push_pending(py)?;
-            return self.slot().push_waiting(kind, parts, |wait| py.detach(wait)).map_err(io::Error::other);
+            self.push_pending(runtime)?;
+            return self.slot().push_waiting(kind, parts, |wait| unlocked(runtime, wait)).map_err(io::Error::other);
         }
         if self.pending.is_empty() && self.try_push(kind, parts)? {
             self.slot().pushed();
@@ -169,26 +168,26 @@ impl Exchange {
         Ok(pushed)
     }
 
-    fn push_pending(&mut self, py: Python<'_>) -> io::Result<()> {
+    fn push_pending(&mut self, runtime: &dyn Runtime) -> io::Result<()> {
         for (kind, payload) in std::mem::take(&mut self.pending) {
-            self.slot().push_waiting(kind, &[&payload], |wait| py.detach(wait)).map_err(io::Error::other)?;
+            self.slot().push_waiting(kind, &[&payload], |wait| unlocked(runtime, wait)).map_err(io::Error::other)?;
         }
         Ok(())
     }
 
     /// Pushes body bytes, in body records ([`WorkerSlot::body_record`]): the front copies one out
     /// while the next is written.
-    fn push_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+    fn push_body(&mut self, runtime: &dyn Runtime, data: &[u8]) -> io::Result<()> {
         for piece in data.chunks(self.slot().body_record()) {
-            self.push(py, BODY, &[piece])?;
+            self.push(runtime, BODY, &[piece])?;
         }
         Ok(())
     }
 
     /// The request's head as the front encoded it; the exchange is running from here on. Never
     /// waits in fact: the front publishes a request once its head is on the ring.
-    pub fn read_head_record(&mut self, py: Python<'_>) -> io::Result<message::RequestHead<'_>> {
-        if self.pop(py)? != REQUEST_HEAD {
+    pub fn read_head_record(&mut self, runtime: &dyn Runtime) -> io::Result<message::RequestHead<'_>> {
+        if self.pop(runtime)? != REQUEST_HEAD {
             return Err(io::Error::other(HopError::Corrupt("a request that does not start with its head")));
         }
         self.taken = self.record.len(); // the head is not body
@@ -199,8 +198,8 @@ impl Exchange {
         Ok(head)
     }
 
-    fn read_head(&mut self, py: Python<'_>) -> io::Result<Request> {
-        let head = self.read_head_record(py)?;
+    fn read_head(&mut self, runtime: &dyn Runtime) -> io::Result<Request> {
+        let head = self.read_head_record(runtime)?;
         let version = match head.version {
             message::Version::Http10 => Version::HTTP_10,
             message::Version::Http11 => Version::HTTP_11,
@@ -219,7 +218,7 @@ impl Exchange {
 
     /// The next piece of the request body, at most `limit` bytes: of the unread rest of the body
     /// record at hand, or of the next one, or of the body's file; empty at the end of the body.
-    pub fn body_piece(&mut self, py: Python<'_>, limit: usize) -> Result<&[u8], ReadError> {
+    pub fn body_piece(&mut self, runtime: &dyn Runtime, limit: usize) -> Result<&[u8], ReadError> {
         if limit == 0 {
             return Ok(&[]);
         }
@@ -227,12 +226,12 @@ impl Exchange {
             if let Some(file) = self.file.as_mut().filter(|file| file.left > 0) {
                 // A whole piece, whatever the app asked for: small reads are served from it.
                 self.record.clear();
-                file.read(py, FILE_READ, &mut self.record)?;
+                file.read(runtime, FILE_READ, &mut self.record)?;
                 self.taken = 0;
             } else if self.body_left == 0 || self.stage != Stage::Running && self.stage != Stage::Responding {
                 return Ok(&[]);
             } else {
-                self.take_body_record(py)?;
+                self.take_body_record(runtime)?;
             }
         }
         let start = self.taken;
@@ -243,8 +242,8 @@ impl Exchange {
     /// Takes the next record of the request body off the ring: its bytes, or the file it names;
     /// or the front's word that the client went away before it sent the rest (`ABORT`), which
     /// ends the body, cut short.
-    fn take_body_record(&mut self, py: Python<'_>) -> Result<(), ReadError> {
-        let kind = self.pop(py)?;
+    fn take_body_record(&mut self, runtime: &dyn Runtime) -> Result<(), ReadError> {
+        let kind = self.pop(runtime)?;
         if kind == ABORT {
             (self.body_left, self.taken) = (0, 0);
             self.record.clear();
@@ -266,7 +265,7 @@ impl Exchange {
     /// whole body's, when it is known now (then also sent for HEAD, as a GET would get it).
     pub fn respond(
         &mut self,
-        py: Python<'_>,
+        runtime: &dyn Runtime,
         code: StatusCode,
         fields: &[(&[u8], &[u8])],
         content_length: Option<u64>,
@@ -284,9 +283,9 @@ impl Exchange {
         let mut record =
             Vec::with_capacity(64 + fields.iter().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
         message::encode_response_head(&mut record, code.as_u16(), fields.iter().copied().chain(length_field));
-        self.push(py, RESPONSE_HEAD, &[&record])?;
+        self.push(runtime, RESPONSE_HEAD, &[&record])?;
         self.stage = Stage::Responding;
-        self.send_body(py, data)
+        self.send_body(runtime, data)
     }
 
     /// Whether the client of this request has gone (the front marked the slot).
@@ -320,7 +319,7 @@ impl Exchange {
 
     /// Sends what was kept back as far as the ring takes it, and ends the exchange if that was
     /// kept back too, never waiting; returns whether nothing is kept back any more.
-    pub fn try_flush(&mut self, py: Python<'_>) -> io::Result<bool> {
+    pub fn try_flush(&mut self, runtime: &dyn Runtime) -> io::Result<bool> {
         while let Some((kind, payload)) = self.pending.pop_front() {
             if !self.try_push(kind, &[&payload])? {
                 self.pending.push_front((kind, payload));
@@ -329,7 +328,7 @@ impl Exchange {
             self.slot().pushed();
         }
         if let Some((last, why)) = self.closing.take() {
-            self.close(py, last, &why)?;
+            self.close(runtime, last, &why)?;
         }
         Ok(!self.pending())
     }
@@ -337,12 +336,12 @@ impl Exchange {
     /// Ends the exchange: takes what is left of the upload off the ring, gives the slot back
     /// and writes the last record (`END`, or `ABORT` for a response that cannot be complete).
     /// An exchange that may not wait for the rest of the upload leaves that to `flush`.
-    fn close(&mut self, py: Python<'_>, last: u8, why: &[u8]) -> io::Result<()> {
+    fn close(&mut self, runtime: &dyn Runtime, last: u8, why: &[u8]) -> io::Result<()> {
         if self.stage == Stage::Over || self.closing.is_some() {
             return Ok(());
         }
         while self.body_left > 0 {
-            match self.take_body_record(py) {
+            match self.take_body_record(runtime) {
                 Ok(()) => {}
                 Err(ReadError::Io(error)) if error.kind() == io::ErrorKind::WouldBlock => {
                     self.closing = Some((last, why.to_vec()));
@@ -353,42 +352,42 @@ impl Exchange {
         }
         self.stage = Stage::Over;
         self.slot().release();
-        let ended = self.push(py, last, &[why]);
-        // Closed once the front has the end, without the GIL: the last close of a body's file
+        let ended = self.push(runtime, last, &[why]);
+        // Closed once the front has the end, without the lock: the last close of a body's file
         // frees its pages in the page cache, a millisecond for a large one.
         if let Some(file) = self.file.take() {
-            py.detach(|| drop(file));
+            unlocked(runtime, || drop(file));
         }
         ended
     }
 }
 
 impl Transport for Exchange {
-    fn next_request(&mut self, py: Python<'_>) -> Next {
+    fn next_request(&mut self, runtime: &dyn Runtime) -> Next {
         if self.stage != Stage::Claimed {
             return Next::Closed; // one request per exchange
         }
-        match self.read_head(py) {
+        match self.read_head(runtime) {
             Ok(request) => Next::Request(request),
             Err(error) => {
-                log(py, &format!("the front sent a broken request over the hop: {error}"));
-                let _ = self.close(py, ABORT, b"broken request");
+                runtime.log(&format!("the front sent a broken request over the hop: {error}"));
+                let _ = self.close(runtime, ABORT, b"broken request");
                 Next::Closed
             }
         }
     }
 
-    fn body_wanted(&mut self, _: Python<'_>) -> io::Result<()> {
+    fn body_wanted(&mut self, _: &dyn Runtime) -> io::Result<()> {
         Ok(()) // the front read the whole body before the request queued: nobody waits for 100
     }
 
-    fn read_body(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+    fn read_body(&mut self, runtime: &dyn Runtime, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         // A large read from the body's file goes straight into `out`.
         let large = limit >= FILE_READ && self.taken == self.record.len();
         if let Some(file) = self.file.as_mut().filter(|file| large && file.left > 0) {
-            return file.read(py, FILE_READ, out);
+            return file.read(runtime, FILE_READ, out);
         }
-        let piece = self.body_piece(py, limit)?;
+        let piece = self.body_piece(runtime, limit)?;
         out.extend_from_slice(piece);
         Ok(piece.len())
     }
@@ -401,19 +400,19 @@ impl Transport for Exchange {
         Some((self.record.len() - self.taken) as u64 + self.body_left + file_left)
     }
 
-    fn read_body_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+    fn read_body_into(&mut self, runtime: &dyn Runtime, out: &mut [u8]) -> Result<usize, ReadError> {
         // Read from the body's file straight into `out`, once the record at hand is used up.
         if let Some(file) = self.file.as_mut().filter(|file| file.left > 0 && self.taken == self.record.len()) {
-            return file.read_into(py, out);
+            return file.read_into(runtime, out);
         }
-        let piece = self.body_piece(py, out.len())?;
+        let piece = self.body_piece(runtime, out.len())?;
         out[..piece.len()].copy_from_slice(piece);
         Ok(piece.len())
     }
 
     fn send_head(
         &mut self,
-        py: Python<'_>,
+        runtime: &dyn Runtime,
         head: &ResponseHead,
         body_length: Option<u64>,
         data: &[u8],
@@ -427,10 +426,10 @@ impl Transport for Exchange {
                 Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
             })
             .collect();
-        self.respond(py, head.code, &fields, head.content_length, body_length, data)
+        self.respond(runtime, head.code, &fields, head.content_length, body_length, data)
     }
 
-    fn send_body(&mut self, py: Python<'_>, data: &[u8]) -> io::Result<()> {
+    fn send_body(&mut self, runtime: &dyn Runtime, data: &[u8]) -> io::Result<()> {
         // On a socket, a write to a client that left fails, and a streaming app stops there (its
         // close() runs). The ring would take the bytes all the same: the front's mark says it.
         if self.slot().is_client_gone() {
@@ -438,12 +437,12 @@ impl Transport for Exchange {
         }
         let (data, broken) = self.framing.admit(data);
         if let Some(broken) = broken {
-            log(py, &broken.to_string());
+            runtime.log(&broken.to_string());
         }
-        self.push_body(py, data)
+        self.push_body(runtime, data)
     }
 
-    fn send_file(&mut self, py: Python<'_>, fd: RawFd, offset: u64) -> io::Result<()> {
+    fn send_file(&mut self, runtime: &dyn Runtime, fd: RawFd, offset: u64) -> io::Result<()> {
         // The ring is memory: the file is read into it (no sendfile across processes).
         let BodyEncoder::Length { remaining, .. } = self.framing else { return Ok(()) };
         // SAFETY: the caller keeps `fd` open for the call (a file wrapper's file).
@@ -453,31 +452,31 @@ impl Transport for Exchange {
         let (mut offset, mut left) = (offset, remaining);
         while left > 0 {
             buffer.clear();
-            let read = py.detach(|| read_at(fd, offset, chunk.min(left as usize), &mut buffer))?;
+            let read = unlocked(runtime, || read_at(fd, offset, chunk.min(left as usize), &mut buffer))?;
             if read == 0 {
                 break; // the file is shorter than promised: end_response reports it
             }
-            self.send_body(py, &buffer)?;
+            self.send_body(runtime, &buffer)?;
             (offset, left) = (offset + read as u64, left - read as u64);
         }
         Ok(())
     }
 
-    fn end_response(&mut self, py: Python<'_>) -> io::Result<()> {
+    fn end_response(&mut self, runtime: &dyn Runtime) -> io::Result<()> {
         let (_, broken) = self.framing.end();
         match broken {
             // The front must not present a body short of its length as complete.
             Some(broken) => {
-                log(py, &broken.to_string());
-                self.close(py, ABORT, broken.to_string().as_bytes())
+                runtime.log(&broken.to_string());
+                self.close(runtime, ABORT, broken.to_string().as_bytes())
             }
-            None => self.close(py, END, b""),
+            None => self.close(runtime, END, b""),
         }
     }
 
-    fn send_error(&mut self, py: Python<'_>, error: &HttpError, is_head: bool) {
+    fn send_error(&mut self, runtime: &dyn Runtime, error: &HttpError, is_head: bool) {
         let result = if self.stage == Stage::Responding {
-            self.close(py, ABORT, error.reason.as_bytes())
+            self.close(runtime, ABORT, error.reason.as_bytes())
         } else {
             let body = format!("{}\n", error.reason);
             let length = body.len().to_string();
@@ -485,24 +484,24 @@ impl Transport for Exchange {
                 [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Content-Length", length.as_bytes())];
             let mut record = Vec::new();
             message::encode_response_head(&mut record, error.status.as_u16(), fields);
-            self.push(py, RESPONSE_HEAD, &[&record])
-                .and_then(|()| if is_head { Ok(()) } else { self.push_body(py, body.as_bytes()) })
-                .and_then(|()| self.close(py, END, b""))
+            self.push(runtime, RESPONSE_HEAD, &[&record])
+                .and_then(|()| if is_head { Ok(()) } else { self.push_body(runtime, body.as_bytes()) })
+                .and_then(|()| self.close(runtime, END, b""))
         };
         if let Err(error) = result {
-            log(py, &format!("cannot answer over the hop: {error}"));
+            runtime.log(&format!("cannot answer over the hop: {error}"));
         }
     }
 
-    fn finish(&mut self, py: Python<'_>) -> bool {
-        self.abandon(py); // ended already, unless something went wrong
+    fn finish(&mut self, runtime: &dyn Runtime) -> bool {
+        self.abandon(runtime); // ended already, unless something went wrong
         false
     }
 
-    fn abandon(&mut self, py: Python<'_>) {
+    fn abandon(&mut self, runtime: &dyn Runtime) {
         // A response left unended (the app failed after its head): the client sees it cut.
-        if let Err(error) = self.close(py, ABORT, b"the response was not finished") {
-            log(py, &format!("cannot end the exchange over the hop: {error}"));
+        if let Err(error) = self.close(runtime, ABORT, b"the response was not finished") {
+            runtime.log(&format!("cannot end the exchange over the hop: {error}"));
         }
     }
 }
@@ -519,21 +518,21 @@ struct HandedFile {
 }
 
 impl HandedFile {
-    /// Appends up to `limit` of the bytes left to `out`, without the GIL.
-    fn read(&mut self, py: Python<'_>, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
+    /// Appends up to `limit` of the bytes left to `out`, without the interpreter's lock.
+    fn read(&mut self, runtime: &dyn Runtime, limit: usize, out: &mut Vec<u8>) -> Result<usize, ReadError> {
         let (fd, offset, want) = (self.file.as_fd(), self.offset, limit.min(self.left as usize));
         if want == 0 {
             return Ok(0);
         }
-        let read = py.detach(|| read_at(fd, offset, want, out)).map_err(ReadError::Io)?;
+        let read = unlocked(runtime, || read_at(fd, offset, want, out)).map_err(ReadError::Io)?;
         self.consumed(read)
     }
 
-    /// Reads up to `out.len()` of the bytes left into `out`, without the GIL.
-    fn read_into(&mut self, py: Python<'_>, out: &mut [u8]) -> Result<usize, ReadError> {
+    /// Reads up to `out.len()` of the bytes left into `out`, without the interpreter's lock.
+    fn read_into(&mut self, runtime: &dyn Runtime, out: &mut [u8]) -> Result<usize, ReadError> {
         let want = out.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
         let (file, offset) = (&self.file, self.offset);
-        let read = py.detach(|| file.read_at(&mut out[..want], offset)).map_err(ReadError::Io)?;
+        let read = unlocked(runtime, || file.read_at(&mut out[..want], offset)).map_err(ReadError::Io)?;
         self.consumed(read)
     }
 

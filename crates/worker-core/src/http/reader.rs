@@ -8,18 +8,13 @@ use std::io;
 
 use headway_http1::request::{parse_head, Limits, RequestHead};
 
+use super::source::Source;
 use super::HttpError;
 
 /// A head larger than this gets 431. The headway front's own limit is smaller.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// How much one receive asks for.
 pub const RECV_BYTES: usize = 64 * 1024;
-
-/// Where the bytes come from: `recv` appends what is available to `buf` (at most
-/// `RECV_BYTES`), waiting if there is nothing yet; 0 means the peer closed.
-pub trait Source {
-    fn recv(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
-}
 
 /// Why a read stopped short.
 #[derive(Debug)]
@@ -106,27 +101,7 @@ impl Reader {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// A source handing out `data` `step` bytes at a time, then end-of-file (peer closed).
-    pub struct Feeder {
-        data: Vec<u8>,
-        at: usize,
-        step: usize,
-    }
-
-    pub fn feeder(data: &[u8], step: usize) -> Feeder {
-        Feeder { data: data.to_vec(), at: 0, step }
-    }
-
-    impl Source for Feeder {
-        fn recv(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-            let end = (self.at + self.step).min(self.data.len());
-            buf.extend_from_slice(&self.data[self.at..end]);
-            let count = end - self.at;
-            self.at = end;
-            Ok(count)
-        }
-    }
+    use crate::http::feeder::{feeder, Feeder};
 
     /// Everything the reader still has, up to the peer's close.
     pub fn rest(reader: &mut Reader, source: &mut Feeder) -> Vec<u8> {

@@ -5,7 +5,8 @@
 
 use headway_http1::body::{BodyDecoder, BodyKind};
 
-use super::reader::{ReadError, Reader, Source, RECV_BYTES};
+use super::reader::{ReadError, Reader, RECV_BYTES};
+use super::source::Source;
 
 /// An unread body up to this size is read and dropped after the response so the connection
 /// can be kept; a larger one costs more than reconnecting, so the connection is closed.
@@ -74,7 +75,8 @@ impl Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::reader::tests::{feeder, rest, Feeder};
+    use crate::http::feeder::{feeder, Feeder};
+    use crate::http::reader::tests::rest;
 
     /// The whole body, read `limit` bytes at a time (no read may return more).
     fn fixed(length: u64) -> Body {

@@ -1,0 +1,127 @@
+# frozen_string_literal: true
+
+require "headway/input"
+
+module Headway
+  # One request of the Rack worker, from the env the native core made to the response handed
+  # back through the exchange (crates/rack/src/exchange.rs): completes the env, calls the app,
+  # walks the response the Rack way (Rack 2 and 3), always calls the body's `close`, then runs
+  # `rack.after_reply` and `rack.response_finished` callbacks once the response is out.
+  #
+  # An exception out of the app is a 500 (or, after the head went, a response cut short) with its
+  # backtrace on stderr; the slot serves on.
+  class Handler
+    def initialize(app, threads:, workers:)
+      @app = app
+      @base = {
+        "rack.version" => [1, 3],
+        "rack.errors" => $stderr,
+        "rack.multithread" => threads > 1,
+        "rack.multiprocess" => workers > 1,
+        "rack.run_once" => false,
+        "rack.hijack?" => false,
+        "SERVER_SOFTWARE" => "headway"
+      }.freeze
+    end
+
+    # Called by the native core with the env's CGI keys and the request's exchange.
+    def call(env, exchange)
+      env.merge!(@base)
+      env["rack.input"] = Input.new(exchange)
+      after_reply = env["rack.after_reply"] = []
+      finished = env["rack.response_finished"] = []
+      begin
+        status, headers, body = @app.call(env)
+        respond(exchange, status, headers, body)
+      rescue Exception => error # rubocop:disable Lint/RescueException -- a slot survives every exception
+        report(error, exchange)
+      ensure
+        close(body)
+      end
+      after_reply.each { |callback| guarded("rack.after_reply") { callback.call } }
+      finished.each { |callback| guarded("rack.response_finished") { callback.call(env, status, headers, error) } }
+      nil
+    end
+
+    private
+
+    def respond(exchange, status, headers, body)
+      fields = fields(headers)
+      if body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
+        exchange.send_file(Integer(status), fields, path)
+      elsif body.respond_to?(:to_ary)
+        exchange.respond(Integer(status), fields, body.to_ary.map(&:to_str))
+      elsif body.respond_to?(:each)
+        exchange.start(Integer(status), fields)
+        body.each { |chunk| exchange.write(chunk.to_str) }
+        exchange.finish
+      elsif body.respond_to?(:call)
+        exchange.start(Integer(status), fields)
+        body.call(Stream.new(exchange))
+        exchange.finish
+      else
+        raise TypeError, "a Rack body must respond to each or call, not #{body.class}"
+      end
+    end
+
+    # The header pairs to send: Rack 3's Array values and Rack 2's newline-joined ones each
+    # become one field a value; `rack.` keys are for the server, not the client.
+    def fields(headers)
+      pairs = []
+      headers.each do |name, value|
+        name = name.to_str
+        next if name.start_with?("rack.")
+
+        values = value.is_a?(Array) ? value : value.to_str.split("\n")
+        values.each { |item| pairs << [name, item.to_str] }
+      end
+      pairs
+    end
+
+    def report(error, exchange)
+      $stderr.puts(error.full_message(highlight: false))
+      started = exchange.started?
+      $stderr.puts("headway worker: the app failed after the response started; cutting it short") if started
+      exchange.fail
+    end
+
+    def close(body)
+      guarded("the body's close") { body.close } if body.respond_to?(:close)
+    end
+
+    def guarded(what)
+      yield
+    rescue StandardError => error
+      $stderr.puts("headway worker: #{what} raised:", error.full_message(highlight: false))
+    end
+
+    # What a Rack 3 streaming body (`call`-able) writes to: its pieces go out as they come.
+    class Stream
+      def initialize(exchange)
+        @exchange = exchange
+      end
+
+      def write(data)
+        @exchange.write(data.to_str)
+        data.to_str.bytesize
+      end
+
+      def <<(data)
+        write(data)
+        self
+      end
+
+      def flush
+        self
+      end
+
+      def close; end
+
+      def close_write; end
+
+      def closed?
+        false
+      end
+    end
+  end
+end

@@ -1,0 +1,131 @@
+# The Rack worker's test app (tests/rack/): every route under Rack::Lint (with Rack::Head, which
+# empties HEAD responses as Rack asks), except two that Debian's Rack 2.2 Lint cannot pass: /native,
+# which proves the worker's core sends a `to_path` body itself (that Lint hides to_path behind its
+# own `each`), and /callable, a Rack 3 streaming body (that Lint wants `each`).
+require "json"
+require "tmpdir"
+
+FILE = File.join(Dir.tmpdir, "headway-rack-test-#{Process.pid}.bin")
+File.binwrite(FILE, (0..255).map(&:chr).join * 1024) # 256 KiB, every byte value
+at_exit { File.delete(FILE) if File.exist?(FILE) }
+GATE = Queue.new # /stream's second piece waits for /release
+CLOSED = Queue.new # what the worker closed, as bodies' close calls tell
+AFTER = Queue.new # what the rack.after_reply callbacks saw
+
+# A body sent piece by piece: its second piece comes only once /release was asked.
+class Gated
+  def each
+    yield "first\n"
+    GATE.pop
+    yield "second\n"
+  end
+
+  def close
+    CLOSED << "stream"
+  end
+end
+
+# A body that fails after its first piece.
+class Failing
+  def each
+    yield "partial"
+    raise "the body broke mid-stream"
+  end
+
+  def close
+    CLOSED << "failing"
+  end
+end
+
+# A file body: to_path for the server, each for whoever cannot use it.
+class FileBody
+  def initialize(refuse_each: false)
+    @refuse_each = refuse_each
+  end
+
+  def to_path
+    FILE
+  end
+
+  def each(&block)
+    raise "each called: the core should have sent to_path itself" if @refuse_each
+
+    File.open(FILE, "rb") { |file| file.each(nil, 65_536, &block) }
+  end
+
+  def close
+    CLOSED << "file"
+  end
+end
+
+def json(value)
+  [200, { "Content-Type" => "application/json" }, [JSON.generate(value)]]
+end
+
+def drain(queue)
+  Array.new(queue.size) { queue.pop }
+end
+
+ECHO_KEYS = %w[REQUEST_METHOD SCRIPT_NAME PATH_INFO QUERY_STRING SERVER_NAME SERVER_PORT SERVER_PROTOCOL
+               REMOTE_ADDR CONTENT_TYPE CONTENT_LENGTH HTTP_X_CUSTOM REQUEST_URI rack.url_scheme
+               rack.multithread rack.multiprocess rack.run_once rack.hijack?].freeze
+
+APP = lambda do |env|
+  case env["PATH_INFO"]
+  when "/echo"
+    input = env["rack.input"]
+    body = input.read
+    input.rewind
+    json(ECHO_KEYS.to_h { |key| [key, env[key]] }.merge("body" => body, "again" => input.read,
+                                                        "version" => env["rack.version"]))
+  when "/lines"
+    lines = []
+    env["rack.input"].each { |line| lines << line }
+    json(lines)
+  when "/stream" then [200, { "Content-Type" => "text/plain" }, Gated.new]
+  when "/release"
+    GATE << true
+    json("released")
+  when "/file" then [200, { "Content-Type" => "application/octet-stream" }, FileBody.new]
+  when "/raise" then raise "boom from the app"
+  when "/midstream" then [200, { "Content-Type" => "text/plain" }, Failing.new]
+  when "/closed" then json(drain(CLOSED))
+  when "/after"
+    env["rack.after_reply"] << -> { AFTER << "after #{env['QUERY_STRING']}" }
+    json("registered")
+  when "/finished"
+    env["rack.response_finished"] << ->(_env, status, _headers, error) { AFTER << "finished #{status} #{error.inspect}" }
+    json("registered")
+  when "/after-seen" then json(drain(AFTER))
+  when "/sleep" # /sleep?MS: a request that takes MS milliseconds, answered with the worker's pid
+    sleep(env["QUERY_STRING"].to_i / 1000.0)
+    json(Process.pid)
+  when "/cookies"
+    [200, { "Content-Type" => "text/plain", "Set-Cookie" => "a=1\nb=2" }, ["two cookies"]]
+  else [404, { "Content-Type" => "text/plain" }, ["not found"]]
+  end
+end
+
+map "/native" do
+  run(lambda do |env|
+    status = env["QUERY_STRING"].empty? ? 200 : env["QUERY_STRING"].to_i # /native?204: a bodiless status
+    [status, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)]
+  end)
+end
+
+map "/callable" do
+  run(lambda do |_env|
+    body = lambda do |stream|
+      stream.write("streamed ")
+      stream << "by call"
+      stream.close
+    end
+    [200, { "content-type" => "text/plain" }, body]
+  end)
+end
+
+map "/" do
+  use Rack::Lint
+  use Rack::Head
+  run APP
+end

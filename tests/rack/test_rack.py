@@ -1,0 +1,373 @@
+"""The bundled Rack worker (`headway serve config.ru`) as a client sees it through the front: the
+Rack env, bodies of each kind, errors and the lifecycle, with the apps in tests/apps/rack/ under
+Rack::Lint."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from conftest import (
+    APPS,
+    REPO,
+    headway_binary,
+    missing,
+    parallel_gets,
+    read_response,
+    request_bytes,
+    send_request,
+    wait_until,
+)
+
+RACK_APPS = APPS / "rack"
+PAYLOAD = bytes(range(256)) * 1024  # what app.ru's file holds
+
+
+@pytest.fixture
+def rack(serve):
+    """Starts the Rack worker on tests/apps/rack/APP (app.ru unless told)."""
+    require_rack()
+
+    def start(*args, app="app.ru"):
+        return serve(*args, app, cwd=RACK_APPS)
+
+    return start
+
+
+def require_rack():
+    """Ruby with rack, and the worker's extension built into ruby/lib (scripts/setup --test)."""
+    found = subprocess.run(["ruby", "-e", 'require "rack"'], capture_output=True)  # noqa: S607
+    if found.returncode != 0:
+        missing("ruby with rack is not installed (apt-get install ruby-rack)")
+    if not list((REPO / "ruby" / "lib" / "headway").glob("headway_rack.so")):
+        missing("the Rack worker's extension is not built (scripts/setup --test builds it)")
+
+
+def exchange(server, method, path, headers=None, body=b""):
+    with server.connect() as sock:
+        send_request(sock, method, path, headers=headers, body=body, close=True)
+        return read_response(sock.makefile("rb"), method=method)
+
+
+def raw_response(server, path):
+    """The bytes of the response to GET `path`, as they came, up to the server's close."""
+    with server.connect() as sock:
+        send_request(sock, "GET", path, close=True)
+        received = b""
+        while data := sock.recv(65536):
+            received += data
+    return received
+
+
+def get_json(server, path):
+    status, _, body = server.get(path)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_get_gives_the_app_every_cgi_key_and_the_rack_ones(rack):
+    server = rack("-w", "1", "-t", "2")
+    status, headers, body = server.get("/echo?x=1&y=%20", headers={"X-Custom": "yes"})
+    env = json.loads(body)
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert env["REQUEST_METHOD"] == "GET"
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"], env["QUERY_STRING"]) == ("", "/echo", "x=1&y=%20")
+    assert env["REQUEST_URI"] == "/echo?x=1&y=%20"
+    assert (env["SERVER_NAME"], env["SERVER_PORT"], env["SERVER_PROTOCOL"]) == ("test", "80", "HTTP/1.1")
+    assert env["REMOTE_ADDR"] == "127.0.0.1"
+    assert env["HTTP_X_CUSTOM"] == "yes"
+    assert env["rack.url_scheme"] == "http"
+    assert (env["rack.multithread"], env["rack.multiprocess"], env["rack.run_once"]) == (True, False, False)
+    assert env["rack.hijack?"] is False
+    assert env["body"] == "" and env["CONTENT_LENGTH"] is None
+
+
+def test_the_scheme_is_https_when_a_trusted_router_says_so(rack):
+    server = rack("-w", "1", "-t", "1")
+    env = json.loads(server.get("/echo", headers={"X-Forwarded-Proto": "https"})[2])
+    assert env["rack.url_scheme"] == "https"
+
+
+def test_a_post_body_is_rack_input_and_rewinds(rack):
+    server = rack("-w", "2", "-t", "2")
+    status, _, body = exchange(server, "POST", "/echo", headers={"Content-Type": "text/plain"}, body=b"hello rack")
+    env = json.loads(body)
+    assert status == 200
+    assert (env["body"], env["again"]) == ("hello rack", "hello rack")
+    assert (env["CONTENT_TYPE"], env["CONTENT_LENGTH"]) == ("text/plain", "10")
+    assert env["rack.multiprocess"] is True
+
+
+def test_a_chunked_upload_reaches_rack_input_whole(rack):
+    server = rack("-w", "1", "-t", "1")
+    lines = [b"line one\n", b"line two\n", b"last"]
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines) + b"0\r\n\r\n"
+    status, _, body = exchange(server, "POST", "/lines", headers={"Transfer-Encoding": "chunked"}, body=chunked)
+    assert status == 200
+    assert json.loads(body) == ["line one\n", "line two\n", "last"]
+
+
+def test_head_gets_the_head_and_no_body(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = exchange(server, "HEAD", "/echo")
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert body == b""
+    # The connection carries on: the HEAD response was framed right.
+    with server.connect() as sock:
+        sock.sendall(request_bytes("HEAD", "/echo") + request_bytes("GET", "/closed", close=True))
+        stream = sock.makefile("rb")
+        assert read_response(stream, method="HEAD")[0] == 200
+        assert read_response(stream)[0] == 200
+
+
+def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
+    server = rack("-w", "1", "-t", "2")
+    with server.connect() as sock:
+        send_request(sock, "GET", "/stream", close=True)
+        received = b""
+        while b"first\n" not in received:  # the first piece is out while the second waits
+            data = sock.recv(4096)
+            assert data, received
+            received += data
+        assert b"second" not in received
+        assert get_json(server, "/release") == "released"
+        while data := sock.recv(4096):
+            received += data
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert b"first\n" in body and b"second\n" in body and body.endswith(b"0\r\n\r\n")
+    assert get_json(server, "/closed") == ["stream"]
+
+
+def test_a_to_path_body_is_sent_whole(rack):
+    """Under Rack 2.2's Lint, which hides to_path, the body goes by each."""
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/file")
+    assert status == 200
+    assert body == PAYLOAD
+    assert get_json(server, "/closed") == ["file"]
+
+
+def test_a_to_path_body_is_sent_by_the_core_without_each(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/native")
+    assert status == 200
+    assert headers["content-length"] == str(len(PAYLOAD))
+    assert body == PAYLOAD
+    assert b"each called" not in server.log()
+
+
+def test_a_to_path_body_of_a_bodiless_status_gets_no_length(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/native?204")
+    assert (status, body) == (204, b"")
+    assert "content-length" not in headers
+
+
+def test_header_values_joined_by_newlines_are_separate_fields(rack):
+    server = rack("-w", "1", "-t", "1")
+    raw = raw_response(server, "/cookies")
+    assert b"set-cookie: a=1\r\n" in raw.lower() and b"set-cookie: b=2\r\n" in raw.lower()
+
+
+def test_an_app_exception_is_a_500_with_its_backtrace_in_the_log(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/raise")
+    assert status == 500
+    assert b"boom from the app" not in body  # the client learns nothing of the app's insides
+    # The worker's output reaches the front's log on its own way.
+    wait_until(lambda: b"boom from the app (RuntimeError)" in server.log(), message="the error in the log")
+    assert b"app.ru:" in server.log()  # the backtrace
+    assert get_json(server, "/echo")["PATH_INFO"] == "/echo"  # the slot serves on
+
+
+def test_a_body_that_raises_mid_stream_ends_that_response_and_the_worker_serves_on(rack):
+    server = rack("-w", "1", "-t", "1")
+    received = raw_response(server, "/midstream")
+    # Cut short, never presented as complete: the head and the first piece, then the connection
+    # closed before the last chunk; or, when the front learns of the failure before it has sent
+    # anything, a 502.
+    if received.startswith(b"HTTP/1.1 200"):
+        assert b"partial" in received and not received.endswith(b"0\r\n\r\n")
+    else:
+        assert received.startswith(b"HTTP/1.1 502")
+    wait_until(lambda: b"the body broke mid-stream" in server.log(), message="the error in the log")
+    assert get_json(server, "/closed") == ["failing"]
+
+
+def test_after_reply_callbacks_run_once_the_response_is_out(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert get_json(server, "/after?one") == "registered"
+    assert get_json(server, "/after-seen") == ["after one"]
+
+
+def test_response_finished_callbacks_get_the_status(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert get_json(server, "/finished") == "registered"
+    assert get_json(server, "/after-seen") == ["finished 200 nil"]
+
+
+def test_a_rack_3_streaming_body_is_called_with_a_stream(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, headers, body = server.get("/callable")
+    assert (status, headers["content-type"], body) == (200, "text/plain", b"streamed by call")
+
+
+def test_a_ruby_side_without_the_extension_says_what_to_build(tmp_path):
+    require_rack()
+    lib = tmp_path / "lib" / "headway"
+    lib.mkdir(parents=True)
+    for source in (REPO / "ruby" / "lib" / "headway").glob("*.rb"):
+        (lib / source.name).write_text(source.read_text())
+    result = subprocess.run(
+        [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", "127.0.0.1:0", "-w", "1", "app.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60, env={**os.environ, "HEADWAY_RUBY_LIB": str(lib.parent)},
+    )
+    assert result.returncode != 0
+    assert b"the native extension is missing" in result.stdout + result.stderr
+    assert b"scripts/setup --test" in result.stdout + result.stderr
+
+
+def test_a_config_ru_that_raises_stops_the_start_with_its_message():
+    require_rack()
+    result = subprocess.run(
+        [headway_binary(), "serve", "-b", "127.0.0.1:0", "--control", "127.0.0.1:0", "-w", "1", "broken.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert b"this config.ru refuses to load" in result.stdout + result.stderr
+
+
+def test_a_wrong_ruby_says_so():
+    result = subprocess.run(
+        [headway_binary(), "serve", "--ruby", "/nonexistent/ruby", "app.ru"],
+        cwd=RACK_APPS, capture_output=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert b"--ruby /nonexistent/ruby" in result.stderr and b"no such file" in result.stderr
+
+
+def test_the_rack_worker_takes_the_unix_socket_too(tmp_path):
+    """Run on its own (no front), the worker serves HTTP/1.1 on the socket it is given."""
+    require_rack()
+    path = tmp_path / "rack.sock"
+    worker = subprocess.Popen(
+        ["ruby", "-I", str(REPO / "ruby" / "lib"), "-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)",  # noqa: S607
+         "--", "--socket", str(path), "--threads", "2", "app.ru"],
+        cwd=RACK_APPS, stderr=subprocess.PIPE,
+    )
+    try:
+        line = worker.stderr.readline()
+        assert b"serving app.ru on " in line, line
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(30)
+            sock.connect(str(path))
+            sock.sendall(request_bytes("GET", "/echo", host="localhost", close=True))
+            status, _, body = read_response(sock.makefile("rb"))
+        assert status == 200 and json.loads(body)["SERVER_NAME"] == "localhost"
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=30) == 0
+
+
+def test_killing_a_rack_worker_fails_only_its_requests_and_it_comes_back(rack):
+    server = rack("-w", "2", "-t", "2")
+    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, ["/sleep?3000"] * 4)))
+    thread.start()
+    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
+    os.kill(before[1], signal.SIGKILL)
+    thread.join(timeout=90)
+    statuses = sorted(status for status, _, _ in results)
+    assert statuses == [200, 200, 502, 502]
+    assert {json.loads(body) for status, _, body in results if status == 200} == {before[2]}
+    wait_until(lambda: server.stats()["workers"][0]["state"] == "ready", message="worker 1 to come back")
+    assert server.stats()["workers"][0]["restarts"] == 1
+    assert get_json(server, "/sleep?0") in {w["pid"] for w in server.stats()["workers"]}
+
+
+def test_a_hung_rack_worker_gets_504(rack):
+    server = rack("-w", "1", "-t", "1", "--timeout", "1")
+    assert server.get("/sleep?5000")[0] == 504
+    wait_until(lambda: server.stats()["workers"][0]["recycles"]["timeout"] == 1, message="the worker to be replaced")
+
+
+def test_sighup_replaces_rack_workers_one_at_a_time_without_failing_a_request(rack):
+    server = rack("-w", "2", "-t", "2")
+    old = {w["pid"] for w in server.stats()["workers"]}
+    statuses, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            statuses.append(server.get("/sleep?20")[0])
+
+    clients = [threading.Thread(target=client) for _ in range(3)]
+    for thread in clients:
+        thread.start()
+    wait_until(lambda: len(statuses) > 10, message="load to start")
+    server.signal(signal.SIGHUP)
+    pids = lambda: {w["pid"] for w in server.stats()["workers"]}  # noqa: E731
+    wait_until(lambda: not (pids() & old) and 0 not in pids() and b"reload done" in server.log(),
+               timeout=60, message="both workers to be replaced")
+    stop.set()
+    for thread in clients:
+        thread.join(timeout=60)
+    assert set(statuses) == {200}
+
+
+def test_max_requests_recycles_rack_workers_with_no_failed_request(rack):
+    server = rack("-w", "1", "-t", "2", "--max-requests", "10")
+    recycled = lambda: server.stats()["workers"][0]["recycles"]["max_requests"]  # noqa: E731
+    statuses = []
+    while recycled() < 2:  # the supervisor notices in its own time: ask on until it has twice
+        assert len(statuses) < 2000, "2 recycles in 2000 requests"
+        statuses.append(server.get("/sleep?5")[0])
+    assert set(statuses) == {200}
+
+
+def test_sigterm_lets_a_running_rack_request_finish(rack):
+    server = rack("-w", "1", "-t", "1")
+    results = []
+    thread = threading.Thread(target=lambda: results.append(server.get("/sleep?1000")))
+    thread.start()
+    wait_until(lambda: server.stats()["workers"][0]["busy"] == 1, message="the request to run")
+    server.signal(signal.SIGTERM)
+    thread.join(timeout=60)
+    assert results[0][0] == 200
+    assert server.wait(timeout=60) == 0
+
+
+def test_reload_picks_up_an_edit_of_a_ruby_file(serve, tmp_path):
+    (tmp_path / "config.ru").write_text('require_relative "answer"\nuse Rack::Lint\nrun Answer\n')
+    answer = tmp_path / "answer.rb"
+    source = 'Answer = ->(env) {{ [200, {{ "Content-Type" => "text/plain" }}, ["{text}"]] }}\n'
+    answer.write_text(source.format(text="first"))
+    require_rack()
+    server = serve("-w", "1", "-t", "1", "--reload", "config.ru", cwd=tmp_path)
+    assert server.get("/")[2] == b"first"
+    answer.write_text(source.format(text="second"))
+    wait_until(lambda: server.get("/")[2] == b"second" and b"reload done" in server.log(), timeout=30,
+               interval=0.2, message="the edit to be served")
+
+
+def test_hooks_run_as_each_worker_boots_and_stops(serve, tmp_path):
+    require_rack()
+    said = tmp_path / "said.txt"
+    hooks = tmp_path / "hooks.rb"
+    hooks.write_text(
+        f'on_worker_boot {{ |worker| File.write("{said}", "boot #{{worker.index}} #{{worker.pid}}\\n", mode: "a") }}\n'
+        f'on_worker_shutdown {{ |worker| File.write("{said}", "shutdown #{{worker.index}}\\n", mode: "a") }}\n'
+    )
+    server = serve("-w", "2", "-t", "1", "--hooks", str(hooks), "app.ru", cwd=RACK_APPS)
+    pids = {str(w["index"]): str(w["pid"]) for w in server.stats()["workers"]}
+    assert dict(line.split()[1:] for line in said.read_text().splitlines()) == pids
+    server.signal(signal.SIGTERM)
+    assert server.wait(timeout=60) == 0
+    assert sorted(said.read_text().splitlines()[2:]) == ["shutdown 1", "shutdown 2"]
