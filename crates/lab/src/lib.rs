@@ -1,8 +1,9 @@
-//! `headway lab`: the seed experiments as named scenarios, run against headway and whichever
-//! peers are installed (Puma, gunicorn, granian, uvicorn, Node), each started by the lab with the
-//! same W processes x T request slots and the same app on 127.0.0.1, and each measured against
-//! the ideal of a server with one FIFO queue. `recommend` answers the seeds' common question:
-//! how many workers and threads for my app on this machine?
+//! `headway lab`: the seed experiments as named scenarios, run against headway (with its Python
+//! worker, its Rack worker, or Puma inside) and whichever peers are installed (Puma, gunicorn,
+//! granian, uvicorn, Node), each started by the lab with the same W processes x T request slots
+//! and the same app on 127.0.0.1, and each measured against the ideal of a server with one FIFO
+//! queue. `recommend` answers the seeds' common question: how many workers and threads for my app
+//! on this machine?
 //!
 //! The `headway` binary calls [`run`] with the parsed [`LabArgs`].
 
@@ -42,6 +43,7 @@ use crate::usage::UsageError;
 #[command(after_help = "Examples:\n  headway lab list\n  \
     headway lab run keepalive-tail\n  \
     headway lab run long-tail-sweep mixed-tail --servers headway,puma,headway+puma --report lab-report\n  \
+    headway lab run keepalive-tail --servers headway-rack,puma\n  \
     headway lab run all --quick --json\n  \
     headway lab recommend --path '/fake_work?cpu_ms=50&iowait_ms=250'")]
 pub struct LabArgs {
@@ -71,8 +73,8 @@ struct RunArgs {
     #[arg(required = true, value_name = "SCENARIO")]
     scenarios: Vec<String>,
 
-    /// Servers to compare, comma-separated: headway, headway+puma, puma, gunicorn, granian, hypercorn,
-    /// uvicorn, node [default: every one that is installed]
+    /// Servers to compare, comma-separated: headway, headway+puma, headway-rack, puma, gunicorn,
+    /// granian, hypercorn, uvicorn, node [default: every one that is installed]
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     servers: Vec<String>,
 

@@ -2,9 +2,9 @@
 //! CPU goes. Hello world, TechEmpower's "json" (a small object serialized per request) and
 //! "fortunes" (a sqlite query, sorted, rendered through an HTML-escaping template), with 1 and 2
 //! workers, 64 keep-alive clients in a closed loop. The WSGI servers (headway, gunicorn, granian)
-//! run the Flask app where the lab's Python has Flask, else the demo app; Puma, uvicorn and Node
-//! run the demo's twins. Granian WSGI is the peer to beat on these, so each row shows its
-//! requests/s as a ratio to granian's.
+//! run the Flask app where the lab's Python has Flask, else the demo app; headway's Rack worker,
+//! Puma, uvicorn and Node run the demo's twins. Granian WSGI is the peer to beat on these, so each
+//! row shows its requests/s as a ratio to granian's.
 //!
 //! Each row also shows the CPU time the server used per request, summed over every process of
 //! its tree, and split between headway's front and its workers (from headway's stats) or a
@@ -161,8 +161,8 @@ fn table(rows: &[&Row], cores: usize) -> Table {
     table
         .note(format!(
             "app: {} where the lab's Python has Flask (jsonify, a Jinja template), else the demo app; \
-             Puma (alone or behind headway), uvicorn and Node run the demo's Rack, ASGI and Node twins; \
-             every app answers the same bytes",
+             headway's Rack worker, Puma (alone or behind headway), uvicorn and Node run the demo's Rack, \
+             ASGI and Node twins; every app answers the same bytes",
             FLASK_APP.split(':').next().unwrap_or(FLASK_APP)
         ))
         .note(format!("vs granian = requests/s / {REFERENCE} (WSGI)'s on the same path and workers, in this run"))

@@ -65,6 +65,16 @@ pub(super) fn headway_puma_args(command: &mut Command, setup: &Setup) {
     command.args(["--cmd", &cmd]);
 }
 
+/// headway's own Rack worker on the demo's Rack twin, run by the Ruby the lab found, with the
+/// RACK_ENV Puma's `-e production` sets, so both run the app alike.
+pub(super) fn headway_rack_args(command: &mut Command, setup: &Setup) {
+    headway_args(command, setup);
+    if let Some(ruby) = which("ruby", &setup.env.path) {
+        command.arg("--ruby").arg(ruby);
+    }
+    command.arg(setup.env.twins.rack_app()).env("RACK_ENV", "production");
+}
+
 pub(super) fn puma_args(command: &mut Command, setup: &Setup) {
     let t = setup.threads();
     command.args(["-e", "production", "-t", &format!("{t}:{t}"), "-b", &format!("tcp://{}", setup.host_port())]);
@@ -101,4 +111,39 @@ pub(super) fn node_args(command: &mut Command, setup: &Setup) {
 
 fn shell_quote(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The arguments and environment `args` gives a command for `config` on port 8000, with an
+    /// executable `ruby` alone on PATH.
+    fn command_line(args: fn(&mut Command, &Setup), config: &ServerConfig) -> (Vec<String>, PathBuf, Command) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ruby = dir.path().join("ruby");
+        std::fs::write(&ruby, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&ruby, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let env = Environment::with_path(&dir.path().display().to_string());
+        let mut command = Command::new("headway");
+        args(&mut command, &Setup { env: &env, config, port: 8000, control_port: None, wsgi_app: None });
+        let argv = command.get_args().map(|arg| arg.to_string_lossy().into_owned()).collect();
+        (argv, env.twins.rack_app(), command)
+    }
+
+    #[test]
+    fn the_rack_worker_serves_the_rack_twin_with_the_ruby_found_and_pumas_environment() {
+        let (argv, rack_app, command) = command_line(headway_rack_args, &ServerConfig::new(2, 5));
+        assert_eq!(argv[..5], ["serve", "-w", "2", "-t", "5"]);
+        assert!(!argv.iter().any(|arg| arg == "--cmd"), "no Puma inside: {argv:?}");
+        let tail = &argv[argv.len() - 3..];
+        assert_eq!(tail[0], "--ruby");
+        assert!(tail[1].ends_with("/ruby"), "{tail:?}");
+        assert_eq!(tail[2], rack_app.display().to_string());
+        let rack_env = command.get_envs().find(|(key, _)| *key == "RACK_ENV").and_then(|(_, value)| value);
+        assert_eq!(rack_env, Some(std::ffi::OsStr::new("production")));
+    }
 }

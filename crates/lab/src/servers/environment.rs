@@ -61,6 +61,20 @@ impl Environment {
         })
     }
 
+    /// An environment for unit tests: no headway binary, no Python, peers looked for on `path`.
+    #[cfg(test)]
+    pub(super) fn with_path(path: &str) -> Environment {
+        Environment {
+            headway: PathBuf::from("/nonexistent/headway"),
+            path: OsString::from(path),
+            python: None,
+            twins: Twins::write().expect("temp dir"),
+            cores: 2,
+            flask: OnceLock::new(),
+            own_sessions: false,
+        }
+    }
+
     /// Flask's version, if the interpreter the lab runs the Python servers with has it.
     pub(super) fn flask(&self) -> Option<&str> {
         let probe = "import importlib.metadata, flask; print(importlib.metadata.version('flask'))";

@@ -8,8 +8,8 @@ use headway_common::executable::{is_executable, which};
 use serde::Serialize;
 
 use super::command::{
-    granian_args, gunicorn_args, headway_args, headway_puma_args, hypercorn_args, node_args, puma_args, uvicorn_args,
-    Setup,
+    granian_args, gunicorn_args, headway_args, headway_puma_args, headway_rack_args, hypercorn_args, node_args,
+    puma_args, uvicorn_args, Setup,
 };
 use super::environment::{first_line_of, Environment};
 
@@ -20,6 +20,9 @@ pub enum ServerKind {
     /// headway's front and queue with Puma (single mode) as each worker: the fix for Puma's tail
     /// that needs no change to Puma.
     HeadwayPuma,
+    /// headway's front and queue with its own Rack worker: the Rack app in Ruby threads of
+    /// headway's worker processes, no Puma anywhere.
+    HeadwayRack,
     Puma,
     Gunicorn,
     Granian,
@@ -30,7 +33,7 @@ pub enum ServerKind {
 
 /// Everything the lab knows about one server. Adding a peer is adding its [`ServerKind`] and
 /// its entry here.
-static PEERS: [PeerSpec; 8] = [
+static PEERS: [PeerSpec; 9] = [
     PeerSpec {
         kind: ServerKind::Headway,
         name: "headway",
@@ -48,6 +51,15 @@ static PEERS: [PeerSpec; 8] = [
         configuration: "headway serve -w W -t T --cmd 'puma -t T:T -b unix://{socket} demo.ru'",
         twin: Some("demo.ru (Rack)"),
         args: headway_puma_args,
+    },
+    PeerSpec {
+        kind: ServerKind::HeadwayRack,
+        name: "headway-rack",
+        find: Find::Headway { worker: Some("ruby") },
+        install_hint: "apt-get install ruby ruby-rack, and build the Rack worker's extension: scripts/setup --test",
+        configuration: "headway serve -w W -t T demo.ru (headway's own Rack worker, no Puma; RACK_ENV=production)",
+        twin: Some("demo.ru (Rack)"),
+        args: headway_rack_args,
     },
     PeerSpec {
         kind: ServerKind::Puma,
@@ -157,9 +169,9 @@ impl ServerKind {
     }
 
     /// Whether it serves HTTP/2 with prior knowledge (h2c) on a plain port, beside HTTP/1.1:
-    /// headway, granian and hypercorn do by default.
+    /// headway (with either of its own workers), granian and hypercorn do by default.
     pub fn speaks_h2c(self) -> bool {
-        matches!(self, ServerKind::Headway | ServerKind::Granian | ServerKind::Hypercorn)
+        matches!(self, ServerKind::Headway | ServerKind::HeadwayRack | ServerKind::Granian | ServerKind::Hypercorn)
     }
 
     /// headway has a control address: the lab reads its stats there.
@@ -253,27 +265,11 @@ fn program_version(program: &str, env: &Environment) -> Option<(PathBuf, String)
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::OsString;
-    use std::sync::OnceLock;
-
     use super::*;
-    use crate::twins::Twins;
-
-    fn environment_with_path(path: &str) -> Environment {
-        Environment {
-            headway: PathBuf::from("/nonexistent/headway"),
-            path: OsString::from(path),
-            python: None,
-            twins: Twins::write().expect("temp dir"),
-            cores: 2,
-            flask: OnceLock::new(),
-            own_sessions: false,
-        }
-    }
 
     #[test]
     fn a_missing_peer_is_skipped_with_how_to_install_it() {
-        let env = environment_with_path("/nonexistent");
+        let env = Environment::with_path("/nonexistent");
         let skipped = detect(ServerKind::Puma, &env).expect_err("no puma on this PATH");
         assert_eq!(skipped.to_string(), "skipping puma: not installed (apt-get install puma ruby-rack)");
         let skipped = detect(ServerKind::Gunicorn, &env).expect_err("no python, no gunicorn");
@@ -288,7 +284,7 @@ mod tests {
         let fake = dir.path().join("node");
         std::fs::write(&fake, "#!/bin/sh\nexit 1\n").expect("write");
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-        let env = environment_with_path(&dir.path().display().to_string());
+        let env = Environment::with_path(&dir.path().display().to_string());
         let skipped = detect(ServerKind::Node, &env).expect_err("a broken node is not installed");
         assert_eq!(skipped.to_string(), "skipping node: not installed (apt-get install nodejs)");
     }
