@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# headway against the servers FastAPI and Flask users compare it with, measured the way they
+# headway against the servers FastAPI, Flask and Rack users compare it with, measured the way they
 # measure: every server with 2 workers (1 for large bodies), started with its defaults and as its
 # users tune it, plain `wrk -t1 -c64` (nothing pinned, no scheduler settings), ROUNDS rounds with
 # the servers interleaved (their order reversed every other round). For each server: the CPU a
@@ -17,11 +17,16 @@
 #            nothing measurable)
 #   flask    Flask JSON and the sqlite + template page (headway.twins.flask_bench:app, /json and
 #            /fortunes): headway, granian WSGI with its defaults and with --blocking-threads
+#   rack     the smallest Rack hello world (python/headway/twins/hello.ru, /): headway's own Rack
+#            worker (`headway serve -w 2 -t 5 hello.ru`), Puma in cluster mode with the same W x T
+#            (`puma -w 2 -t 5:5`), and Puma inside headway (`headway serve -w 2 -t 5 --cmd 'puma
+#            -t 5:5 ...'`), every Puma with `-e production` and the Rack worker with that RACK_ENV.
+#            A Rails page is to join it (RAILS_APP, below) once the Rails test app exists
 #   bodies   large bodies (headway.twins.bodies:app), 1 worker each, curl one at a time: COUNT
 #            uploads and COUNT downloads of BODY_MIB MiB and ECHOES echoes of 5 MB; MB/s, CPU a
 #            transfer, and headway's front's peak RSS (VmHWM) while it all passes: headway,
 #            granian WSGI, gunicorn
-#   fastapi-busy, wsgi-busy, flask-busy
+#   fastapi-busy, wsgi-busy, flask-busy, rack-busy
 #            the same beside a CPU-bound neighbour process (one shell loop, started before the
 #            part and stopped after it): the busy-machine case
 #
@@ -29,10 +34,14 @@
 # bench/results/versus-PART.json (bench/results.py; docs/benchmarks.md is built from those).
 # Tails are the lab's business: `headway lab run keepalive-tail mixed-tail overload`.
 #
-# Usage: bench/versus.sh
+# Usage: bench/versus.sh;  PARTS=rack bench/versus.sh (Ruby alone: no Python peers needed)
 # Env:   PARTS="fastapi wsgi flask bodies fastapi-busy"  ROUNDS=5  DURATION=5s  WARMUP=2s
 #        SESSIONS="own shared" (the throughput parts measure each server in each)  CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
 #        BENCH_VENV=bench/.venv (the peers, FastAPI and Flask, from PyPI on first use)
+#        RAILS_APP: not read yet. The rack part is to measure a Rails page too (the issue asks
+#        requests/s and p99 of headway's Rack worker against Puma's there), from the Rails test
+#        app's directory: add its config.ru and page to app_of / endpoints_of as a `rails` part
+#        served by the same three servers, once tests/apps/rails exists
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60 (bench/lib.sh; not waited for in a -busy part)
 #        RESULTS=0: no bench/results/ files (a trial run)
 set -euo pipefail
@@ -53,18 +62,26 @@ SESSIONS="${SESSIONS:-own shared}"
 WORKERS=2
 # headway's -t auto for a WSGI app: the threads a tuned WSGI peer is given too.
 WSGI_THREADS=5
+# The Rack servers' threads a worker: Puma's -t 5:5 (its default maximum), headway's -t 5.
+RACK_THREADS=5
 ECHO_BYTES=5000000
 
 bench_need wrk curl python3 setsid /usr/bin/time
 bench_find_headway
-BENCH_PYTHON_PEERS+=(fastapi flask)
-bench_python_peers
-# The apps are this tree's, whichever headway is installed where.
-export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
-"$HEADWAY_PYTHON" -c 'import fastapi, flask' 2>/dev/null ||
-    bench_die "headway's worker Python ($HEADWAY_PYTHON) has no FastAPI or Flask: pip install fastapi flask there"
-"$BENCH_VENV/bin/python" -c 'import fastapi, flask' 2>/dev/null ||
-    bench_die "$BENCH_VENV has no FastAPI or Flask: $BENCH_VENV/bin/pip install fastapi flask"
+# The Python peers and apps, unless every part is Rack.
+if [[ " ${PARTS//-busy/} " =~ \ (fastapi|wsgi|flask|bodies)\  ]]; then
+    BENCH_PYTHON_PEERS+=(fastapi flask)
+    bench_python_peers
+    # The apps are this tree's, whichever headway is installed where.
+    export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+    "$HEADWAY_PYTHON" -c 'import fastapi, flask' 2>/dev/null ||
+        bench_die "headway's worker Python ($HEADWAY_PYTHON) has no FastAPI or Flask: pip install fastapi flask there"
+    "$BENCH_VENV/bin/python" -c 'import fastapi, flask' 2>/dev/null ||
+        bench_die "$BENCH_VENV has no FastAPI or Flask: $BENCH_VENV/bin/pip install fastapi flask"
+fi
+if [[ " ${PARTS//-busy/} " == *" rack "* ]]; then
+    bench_need puma ruby
+fi
 BENCH_OUT="$BENCH_OUT/versus"
 bench_init
 results="$BENCH_OUT/results.tsv"
@@ -79,7 +96,8 @@ servers_of() {
         wsgi) echo "headway granian-wsgi granian-wsgi-threads gunicorn-gthread headway-no-lanes" ;;
         flask) echo "headway granian-wsgi granian-wsgi-threads" ;;
         bodies) echo "headway granian-wsgi gunicorn" ;;
-        *) bench_die "unknown part $1 (known: fastapi wsgi flask bodies, and each but bodies with -busy)" ;;
+        rack) echo "headway puma-cluster headway-puma" ;;
+        *) bench_die "unknown part $1 (known: fastapi wsgi flask rack bodies, and each but bodies with -busy)" ;;
     esac
 }
 app_of() {
@@ -88,18 +106,20 @@ app_of() {
         wsgi) echo headway.twins.hello:app ;;
         flask) echo headway.twins.flask_bench:app ;;
         bodies) echo headway.twins.bodies:app ;;
+        rack) echo "$BENCH_REPO/python/headway/twins/hello.ru" ;;
     esac
 }
 endpoints_of() {
     case "${1%-busy}" in
         fastapi | flask) [[ "${1%-busy}" == flask ]] && echo "/json /fortunes" || echo "/json" ;;
-        wsgi) echo "/" ;;
+        wsgi | rack) echo "/" ;;
         bodies) echo "/download?size=1" ;;
     esac
 }
+# label NAME WORKERS APP: how a server of a part was started, for the lines printed as it runs.
 label() {
     case "$1" in
-        headway) echo "headway -w $2" ;;
+        headway) [[ "$3" != *.ru ]] && echo "headway -w $2" || echo "headway -w $2 -t $RACK_THREADS (Rack worker)" ;;
         headway-no-lanes) echo "headway -w $2 --no-lanes" ;;
         uvicorn) echo "uvicorn --workers $2 (uvloop, httptools)" ;;
         uvicorn-plain) echo "uvicorn --workers $2 (asyncio, h11)" ;;
@@ -108,14 +128,24 @@ label() {
         granian-wsgi-threads) echo "granian wsgi --workers $2 --blocking-threads $WSGI_THREADS" ;;
         gunicorn) echo "gunicorn -w $2" ;;
         gunicorn-gthread) echo "gunicorn -w $2 -k gthread --threads $WSGI_THREADS" ;;
+        puma-cluster) echo "puma -w $2 -t $RACK_THREADS:$RACK_THREADS" ;;
+        headway-puma) echo "headway -w $2 -t $RACK_THREADS --cmd puma" ;;
     esac
 }
 
-# start_server NAME APP WORKERS PORT LOG URL: NAME with its defaults and WORKERS workers.
+# start_server NAME APP WORKERS PORT LOG URL: NAME with its defaults and WORKERS workers (a Rack
+# app: RACK_THREADS threads each, in production mode).
 start_server() {
-    local name="$1" app="$2" workers="$3" port="$4" log="$5" url="$6"
+    local name="$1" app="$2" workers="$3" port="$4" log="$5" url="$6" t="$RACK_THREADS"
     case "$name" in
-        headway) bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$app" ;;
+        headway)
+            if [[ "$app" == *.ru ]]; then
+                RACK_ENV=production bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -t "$t" \
+                    -b "127.0.0.1:$port" "$app"
+            else
+                bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$app"
+            fi
+            ;;
         headway-no-lanes)
             bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" --no-lanes -b "127.0.0.1:$port" "$app" ;;
         uvicorn)
@@ -135,6 +165,11 @@ start_server() {
         gunicorn-gthread)
             bench_start "$log" "$url" gunicorn -w "$workers" -k gthread --threads "$WSGI_THREADS" -b "127.0.0.1:$port" \
                 "$app" ;;
+        puma-cluster)
+            bench_start "$log" "$url" puma -e production -w "$workers" -t "$t:$t" -b "tcp://127.0.0.1:$port" "$app" ;;
+        headway-puma)
+            bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -t "$t" -b "127.0.0.1:$port" \
+                --cmd "exec puma -e production -t $t:$t -b unix://{socket} '$app'" ;;
     esac
 }
 
@@ -160,7 +195,8 @@ measure() {
     BENCH_SESSION="$session" start_server "$name" "$(app_of "$part")" "$WORKERS" "$port" "$part-r$round-$session-$name" \
         "http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
     for endpoint in $(endpoints_of "$part"); do
-        bench_wrk_row "$results" "$part" "$round" "$session" "$name" "$(label "$name" "$WORKERS")" "$port" "$endpoint"
+        bench_wrk_row "$results" "$part" "$round" "$session" "$name" "$(label "$name" "$WORKERS" "$(app_of "$part")")" \
+            "$port" "$endpoint"
     done
     bench_stop
 }
@@ -258,8 +294,9 @@ done
 
 # The tables, and the results for docs/benchmarks.md.
 BENCH_REPO="$BENCH_REPO" RESULTS="$RESULTS" PARTS="$PARTS" ROUNDS="$ROUNDS" DURATION="$DURATION" CONNECTIONS="$CONNECTIONS" \
-    WORKERS="$WORKERS" WSGI_THREADS="$WSGI_THREADS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" ECHOES="$ECHOES" \
-    VERSIONS="$(for tool in headway uvicorn granian gunicorn httptools uvloop python wrk; do
+    WORKERS="$WORKERS" WSGI_THREADS="$WSGI_THREADS" RACK_THREADS="$RACK_THREADS" COUNT="$COUNT" BODY_MIB="$BODY_MIB" \
+    ECHOES="$ECHOES" \
+    VERSIONS="$(for tool in headway uvicorn granian gunicorn httptools uvloop python puma ruby wrk; do
         echo "$tool=$(bench_version "$tool")"; done)" \
     python3 "$BENCH_REPO/bench/versus_tables.py" "$results" "$bodies" | tee "$BENCH_OUT/tables.txt"
 echo "raw outputs and server logs: $BENCH_OUT"

@@ -3,7 +3,7 @@ bench/static.sh's too, whose runs have the same shape (part `static`, a file an 
 
 Usage (bench/versus.sh runs it): python3 bench/versus_tables.py RESULTS.tsv BODIES.tsv, with the
 run's settings in the environment (PARTS, ROUNDS, DURATION, CONNECTIONS, WORKERS, COUNT, BODY_MIB,
-ECHOES, WSGI_THREADS; VERSIONS: a "tool=version" a line; COMMAND: what measures it again, when not
+ECHOES, WSGI_THREADS, RACK_THREADS; VERSIONS: a "tool=version" a line; COMMAND: what measures it again, when not
 versus.sh; RESULTS=0 writes no result files).
 
 RESULTS.tsv has a line per measured run: part, round, server, endpoint, requests/s, p50 ms, p99
@@ -34,10 +34,11 @@ TITLES = {
     "fastapi": "FastAPI JSON: headway, uvicorn and granian ASGI",
     "wsgi": "WSGI hello world: headway, granian WSGI, gunicorn gthread, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
+    "rack": "Rack hello world: headway's Rack worker, Puma in cluster mode, and Puma inside headway",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
     "static": "Static files: headway's front, nginx, granian's static mount and WhiteNoise",
 }
-ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6}
+ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6, "rack": 6}
 # The result each part is written as, where it is not versus-PART, and its notes.
 NAMES = {"static": "static"}
 NOTES = {
@@ -54,6 +55,7 @@ LABELS = {
     "granian-asgi": "granian ASGI", "granian-wsgi": "granian WSGI",
     "granian-wsgi-threads": "granian WSGI --blocking-threads 5", "gunicorn": "gunicorn (sync)",
     "gunicorn-gthread": "gunicorn gthread --threads 5",
+    "puma-cluster": "Puma cluster mode (-w 2 -t 5:5)", "headway-puma": "headway --cmd puma (-t 5:5 in each)",
     "nginx": "nginx (sendfile on)", "granian": "granian static mount", "whitenoise": "WhiteNoise (gunicorn)",
 }
 
@@ -113,6 +115,18 @@ def rps_ratio(measured, server, session):
 
 def rps(row):
     return row["rps"]
+
+
+def rack_notes(settings):
+    """What the rack part ran, for its result's notes."""
+    t, w = settings["RACK_THREADS"], settings["WORKERS"]
+    return [f"python/headway/twins/hello.ru (13 bytes, no router) served by headway's own Rack worker, `headway serve "
+            f"-w {w} -t {t} hello.ru` (the row named headway: Ruby threads in headway's worker processes, no Puma); by "
+            f"`puma -e production -w {w} -t {t}:{t}` (cluster mode, no preload); and by `headway serve -w {w} -t {t} "
+            f"--cmd 'puma -e production -t {t}:{t} -b unix://{{socket}} hello.ru'`. The Rack worker runs with "
+            "RACK_ENV=production, as Puma's -e sets it. CPU us/req is the CPU time of all the server's processes over "
+            "the requests wrk counted, headway's front apart in its own column. Requests/s with each server in a "
+            "session of its own and sharing the session of wrk, as in the other parts."]
 
 
 def throughput_part(part, rows, settings):
@@ -225,7 +239,7 @@ def show(title, summary, tables):
 def main():
     settings = {key: os.environ.get(key, "") for key in
                 ("PARTS", "ROUNDS", "DURATION", "CONNECTIONS", "WORKERS", "COUNT", "BODY_MIB", "ECHOES",
-                 "WSGI_THREADS")}
+                 "WSGI_THREADS", "RACK_THREADS")}
     # One "tool=version" a line, as bench_version says it.
     versions = dict(line.split("=", 1) for line in os.environ.get("VERSIONS", "").splitlines() if "=" in line)
     with open(sys.argv[1]) as file:
@@ -251,7 +265,7 @@ def main():
         if os.environ.get("RESULTS", "1") != "0":
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
             base = part.removesuffix("-busy")
-            notes = NOTES.get(base, [
+            notes = rack_notes(settings) if base == "rack" else NOTES.get(base, [
                 "headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app); each "
                 "peer with its defaults and, where its users tune it, as they do (WSGI threads: "
                 f"{settings['WSGI_THREADS']}, headway's slots); uvicorn without its access log. CPU us/req is the "

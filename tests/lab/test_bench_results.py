@@ -87,3 +87,27 @@ def test_a_headline_row_is_read_from_its_results_table():
     assert bench_module("headlines").rows(result) == [
         {"what": "Probe /p; 2 workers each, wrk -t1 -c64", "against": "peer", "headway": "2.00x req/s",
          "cpu": "20 / 40 µs", "p99": "1.5 / 3.0 ms"}]
+
+
+def test_versus_rack_part_compares_headways_rack_worker_with_puma_cluster_and_puma_inside_headway(
+        monkeypatch, tmp_path):
+    versus_tables = bench_module("versus_tables")
+    monkeypatch.setattr(versus_tables.results, "RESULTS", tmp_path)
+    runs, bodies = tmp_path / "runs.tsv", tmp_path / "bodies.tsv"
+    runs.write_text("".join(f"rack\t1\t{server}\t/\t{rps}\t3.0\t9.0\t0\t{cpu}\t-\t2\town\n" for server, rps, cpu in
+                            (("headway", 9000, 150), ("puma-cluster", 6000, 300), ("headway-puma", 4500, 320))))
+    bodies.write_text("")
+    for name, value in {"PARTS": "rack", "ROUNDS": "1", "DURATION": "2s", "CONNECTIONS": "64", "WORKERS": "2",
+                        "RACK_THREADS": "5"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("COMMAND", raising=False)
+    monkeypatch.delenv("RESULTS", raising=False)
+    monkeypatch.setattr(sys, "argv", ["versus_tables.py", str(runs), str(bodies)])
+    versus_tables.main()
+    result = json.loads((tmp_path / "versus-rack.json").read_text())
+    assert result["command"] == "PARTS=rack bench/versus.sh"
+    assert "`headway serve -w 2 -t 5 hello.ru`" in result["notes"][0]
+    rows = bench_module("headlines").rows(result)
+    assert [(row["against"], row["headway"]) for row in rows] == [
+        ("Puma cluster mode (-w 2 -t 5:5)", "0.50x CPU/req, 1.50x req/s"),
+        ("headway --cmd puma (-t 5:5 in each)", "0.47x CPU/req, 2.00x req/s")]
