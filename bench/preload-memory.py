@@ -1,9 +1,18 @@
 #!/usr/bin/env python3
 """Memory of 4 workers with and without preloading: headway, headway --preload, gunicorn
---preload (Django, tests/apps/django_site.py) and Puma clustered with preload_app! (--preload;
-the Rack twin of the demo app, python/headway/twins/demo.ru, as Puma cannot run Django).
+--preload (Django, tests/apps/django_site.py); and for Ruby, on the Rack hello world
+(python/headway/twins/hello.ru), headway's Rack worker and Puma clustered without and with
+preload_app! (Puma's --preload).
 
     .venv/bin/python bench/preload-memory.py [ROUNDS]
+    HEADWAY=target/release/headway .venv/bin/python bench/preload-memory.py (another headway than .venv's)
+
+The Ruby rows are the Puma side and the Rack hello side of the comparison the Rack worker is to
+pass (4 Rails workers with headway's --preload against Puma's preload_app!): headway's Rack worker
+runs without --preload until it has one (ruby_rows: add the row with it then), and the Rails app
+takes the hello world's place once it exists (RACK_APP: that app's config.ru, run from its folder).
+The Rack worker's extension is found as headway finds it ($HEADWAY_RUBY_LIB, else the ruby/lib of
+the checkout headway was built from).
 
 Each server is started alone, bound to 127.0.0.1, warmed with 50 requests, then the
 proportional set size (PSS, /proc/PID/smaps_rollup: a shared page counts 1/N to each of its N
@@ -32,6 +41,9 @@ REPO = Path(__file__).resolve().parents[1]
 APPS = REPO / "tests" / "apps"
 VENV_BIN = Path(sys.executable).parent
 WORKERS = 4
+# The Rack app of the Ruby rows, and the path they are warmed on.
+RACK_APP = Path(os.environ.get("RACK_APP") or REPO / "python/headway/twins/hello.ru").resolve()
+RACK_PATH = os.environ.get("RACK_PATH", "/")
 
 
 class Server(NamedTuple):
@@ -129,16 +141,30 @@ def version_of(command):
     return text.split(" ", 1)[1].removeprefix("version ") if " " in text else text
 
 
+def ruby_rows(serve):
+    """The Ruby servers on RACK_APP: headway's Rack worker (without --preload, which it has not
+    yet), and Puma clustered without and with preload_app!, one thread a worker as the others."""
+    puma = ["puma", "-w", str(WORKERS), "-t", "1:1", "-b", "tcp://127.0.0.1:{port}", str(RACK_APP)]
+    app = RACK_APP.parent.name if RACK_APP.name == "config.ru" else f"Rack {RACK_APP.stem}"
+    without = f"Puma -w {WORKERS} ({app})"
+    return [
+        Server(f"headway ({app})", [*serve, str(RACK_APP)], RACK_PATH, RACK_APP.parent, 1 + WORKERS),
+        Server(without, puma, RACK_PATH, RACK_APP.parent, 1 + WORKERS),
+        Server(f"Puma -w {WORKERS} --preload ({app})", [*puma[:-1], "--preload", puma[-1]], RACK_PATH,
+               RACK_APP.parent, 1 + WORKERS, without),
+    ]
+
+
 def summary(servers, mib, rounds, failed):
     """The result's summary from its figures: what --preload saved each server that has both
     modes, and the others' memory for scale."""
     paired = {server.without_preload for server in servers}
-    saved = [f"of {server.without_preload.split(' (')[0]} from {mib[server.without_preload]:.1f} to "
+    saved = [f"of {server.without_preload} from {mib[server.without_preload]:.1f} to "
              f"{mib[server.name]:.1f} MiB ({mib[server.name] / mib[server.without_preload]:.2f}x)"
              for server in servers if server.without_preload]
     alone = [f"{server.name} used {mib[server.name]:.1f} MiB" for server in servers
              if not server.without_preload and server.name not in paired]
-    text = f"With {WORKERS} Django workers, --preload took the memory (PSS, all processes summed) "
+    text = f"With {WORKERS} workers, --preload took the memory (PSS, all processes summed) "
     text += " and ".join(saved)
     text += "".join(f"; {each}" for each in alone)
     text += f" (medians of {rounds} rounds)." if rounds > 1 else "."
@@ -149,12 +175,10 @@ def summary(servers, mib, rounds, failed):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    headway = shutil.which("headway", path=str(VENV_BIN)) or "headway"
+    headway = os.environ.get("HEADWAY") or shutil.which("headway", path=str(VENV_BIN)) or "headway"
     django = "django_site:application"
     serve = [headway, "serve", "-w", str(WORKERS), "-t", "1", "-b", "127.0.0.1:{port}"]
     gunicorn = [str(VENV_BIN / "gunicorn"), "-w", str(WORKERS), "-b", "127.0.0.1:{port}"]
-    puma = ["puma", "-w", str(WORKERS), "-t", "1:1", "--preload", "-b", "tcp://127.0.0.1:{port}",
-            str(REPO / "python/headway/twins/demo.ru")]
     servers = [
         Server("headway (Django)", [*serve, django], "/whoami", APPS, 1 + WORKERS),
         Server("headway --preload (Django)", [*serve, "--preload", django], "/whoami", APPS, 2 + WORKERS,
@@ -162,7 +186,7 @@ def main():
         Server("gunicorn (Django)", [*gunicorn, django], "/whoami", APPS, 1 + WORKERS),
         Server("gunicorn --preload (Django)", [*gunicorn, "--preload", django], "/whoami", APPS, 1 + WORKERS,
                "gunicorn (Django)"),
-        Server(f"Puma -w {WORKERS} --preload (Rack twin)", puma, "/hello", REPO, 1 + WORKERS),
+        *ruby_rows(serve),
     ]
     print("| server | processes | PSS, all processes (MiB) | vs without --preload | statuses |")
     print("|---|---|---|---|---|")
@@ -181,10 +205,12 @@ def main():
             failed.append(server.name)
         print(f"| {server.name} | {processes} | {mib[server.name]:.1f} | {ratio} | {statuses} |", flush=True)
 
+    ruby_app = RACK_APP.relative_to(REPO) if RACK_APP.is_relative_to(REPO) else RACK_APP
     versions = {"headway": version_of([headway, "--version"]),
                 "Django": importlib.metadata.version("Django"),
                 "gunicorn": importlib.metadata.version("gunicorn"),
                 "puma": version_of(["puma", "--version"]),
+                "ruby": version_of(["ruby", "--version"]).split(" ")[0],
                 "python": platform.python_version()}
     columns = ["server", "processes", "PSS MiB", *(["PSS MiB, each round"] if rounds > 1 else []),
                "vs without --preload", "statuses"]
@@ -195,9 +221,10 @@ def main():
         tables=[{"title": f"Median of {rounds} rounds" if rounds > 1 else "One round",
                  "columns": columns, "rows": rows}],
         notes=[f"Each server runs {WORKERS} workers of one thread of the one-module Django project of the tests "
-               "(`tests/apps/django_site.py`), warmed with 50 requests. Puma cannot run Django: it runs the Rack "
-               "twin of the demo app (`python/headway/twins/demo.ru`, a far smaller app) as clustered Puma with "
-               "`preload_app!`, for scale only.",
+               f"(`tests/apps/django_site.py`), warmed with 50 requests. The Ruby rows run `{ruby_app}`: headway's "
+               "Rack worker (without --preload, which it has not yet) and Puma clustered without and with "
+               "`preload_app!` (`puma --preload`). Puma cannot run Django: the Ruby rows compare with each other, "
+               "not with the Django rows.",
                "PSS (`/proc/PID/smaps_rollup`) counts a page shared by N processes 1/N to each, so the sum over "
                "the server's session (front or master, preloaded parent, workers) is what the server costs. "
                "Memory does not depend on CPU timing: one quiet round is enough."]))
