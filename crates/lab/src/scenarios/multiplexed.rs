@@ -1,10 +1,10 @@
 //! `multiplexed`: the mixed-tail workload of many clients (90 % of requests take 20 ms, 10 % take
 //! 500 ms) carried on one HTTP/2 connection, as a router or a sidecar sends them, 2 workers x 2
-//! slots, against the servers that serve HTTP/2 with prior knowledge: headway, granian and
-//! hypercorn. With one FIFO queue the streams of one connection wait no differently from the
-//! requests of many, so the fast requests' p99 stays near their ideal; a server that gives a
-//! connection's streams to the worker that holds the connection shows the slow requests' shadow
-//! on the fast ones.
+//! slots, against the servers that serve HTTP/2 with prior knowledge: headway (with its Python
+//! or its Rack worker), granian and hypercorn. With one FIFO queue the streams of one connection
+//! wait no differently from the requests of many, so the fast requests' p99 stays near their
+//! ideal; a server that gives a connection's streams to the worker that holds the connection
+//! shows the slow requests' shadow on the fast ones.
 
 use std::time::Duration;
 
@@ -25,8 +25,8 @@ pub const SCENARIO: Scenario = Scenario {
             2 workers x 2 slots: do a connection's streams wait as requests of many connections would?",
     sizes: "2 workers x 2 slots; one HTTP/2 connection (h2c) with 8 and 16 streams; GET /sleep/20 (weight 9) and \
             /sleep/500 (weight 1); 400 requests per case, the first after 3 s of the same load unmeasured (--quick: 8 \
-            streams, 40 requests after 1 s); headway, granian and hypercorn (the others serve no HTTP/2 with prior \
-            knowledge)",
+            streams, 40 requests after 1 s); headway, headway-rack, granian and hypercorn (the others serve no \
+            HTTP/2 with prior knowledge)",
     plan,
     tables,
     charts,

@@ -290,6 +290,14 @@ mod tests {
     }
 
     #[test]
+    fn the_rack_worker_is_headway_with_ruby_and_serves_h2c_as_headway_does() {
+        let rack = ServerKind::parse("headway-rack").expect("a server of its own");
+        assert!(rack.speaks_h2c() && rack.has_control());
+        assert!(!ServerKind::Puma.speaks_h2c());
+        assert!(matches!(rack.spec().find, Find::Headway { worker: Some("ruby") }));
+    }
+
+    #[test]
     fn names_round_trip() {
         for kind in ServerKind::all() {
             assert_eq!(ServerKind::parse(kind.name()), Some(kind));
