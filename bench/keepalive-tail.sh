@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seed 000, the keep-alive tail: 1 worker x 5 slots, a 200 ms endpoint, `hey -n 200 -c 10`
-# with keep-alive on and off, against headway, headway running Puma as its worker, Puma
-# alone, gunicorn gthread and granian WSGI, in one run on the same machine.
+# with keep-alive on and off, against headway, headway running Puma as its worker, headway's
+# own Rack worker, Puma alone, gunicorn gthread and granian WSGI, in one run on the same machine.
 #
 # Ten closed-loop clients on five 200 ms slots: a single FIFO queue gives every request
 # 0.40 s (S x C/B), so p99 should be 0.40 s. A server that pins a keep-alive connection to
@@ -14,7 +14,8 @@
 # round's p99, to bench/results/keepalive-tail.json for docs/benchmarks.md.
 #
 # Usage: bench/keepalive-tail.sh
-# Env:   ROUNDS=3  SERVERS="headway headway-puma puma gunicorn granian"  (a subset, in order)
+# Env:   ROUNDS=3  SERVERS="headway headway-puma headway-rack puma gunicorn granian"  (a subset, in
+#        order)  CLIENTS=10 (the seed's; 15 is three clients a slot)
 #        HEADWAY=path/to/headway  BENCH_VENV=bench/.venv (created with pip on first use)
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60: before each run, wait up to 60 s for the machine to
 #        be under 25% busy (it is shared); each run's "other CPU" says how busy it was anyway
@@ -23,11 +24,11 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-ALL_SERVERS="headway headway-puma puma gunicorn granian"
+ALL_SERVERS="headway headway-puma headway-rack puma gunicorn granian"
 ROUNDS="${ROUNDS:-3}"
 SERVERS="${SERVERS:-$ALL_SERVERS}"
 REQUESTS=200
-CLIENTS=10
+CLIENTS="${CLIENTS:-10}"
 SLOTS=5
 SERVICE_S=0.2
 ENDPOINT=/fixed
@@ -46,6 +47,7 @@ label() {
     case "$1" in
         headway) echo "headway -w 1 -t 5" ;;
         headway-puma) echo "headway --cmd puma -t 5:5" ;;
+        headway-rack) echo "headway -w 1 -t 5 demo.ru (Rack worker)" ;;
         puma) echo "puma -t 5:5 (single)" ;;
         gunicorn) echo "gunicorn gthread 1x5" ;;
         granian) echo "granian wsgi 1x5" ;;
@@ -57,6 +59,7 @@ label() {
 short_name() {
     case "$1" in
         headway-puma) echo "headway running Puma" ;;
+        headway-rack) echo "headway's Rack worker" ;;
         puma) echo "Puma alone" ;;
         *) echo "$1" ;;
     esac
@@ -70,6 +73,7 @@ start_server() {
         headway-puma)
             bench_start "r$round-$name" "$url" "$HEADWAY" serve -w 1 -t "$SLOTS" -b "127.0.0.1:$port" \
                 --cmd "puma -t $SLOTS:$SLOTS -b unix://{socket} $RACK_APP" ;;
+        headway-rack) bench_start "r$round-$name" "$url" "$HEADWAY" serve -w 1 -t "$SLOTS" -b "127.0.0.1:$port" "$RACK_APP" ;;
         puma) bench_start "r$round-$name" "$url" puma -t "$SLOTS:$SLOTS" -b "tcp://127.0.0.1:$port" "$RACK_APP" ;;
         gunicorn)
             bench_start "r$round-$name" "$url" gunicorn -w 1 -k gthread --threads "$SLOTS" \
@@ -209,10 +213,15 @@ tools="headway hey"
 for peer in gunicorn granian; do [[ " $SERVERS " != *" $peer "* ]] || tools+=" $peer"; done
 [[ " $SERVERS " != *" gunicorn "* && " $SERVERS " != *" granian "* ]] || tools+=" python"
 service_ms="$(ms "$SERVICE_S")"
-bench_result keepalive-tail "$tools" \
-    --title "Seed 000 with the public tools: the keep-alive tail" --order 10 \
-    --command "$(bench_command ROUNDS=3 "SERVERS=$ALL_SERVERS")" --summary "$summary" \
+# The seed's 10 clients are keepalive-tail; another count is a result of its own beside it.
+name=keepalive-tail title="Seed 000 with the public tools: the keep-alive tail"
+if ((CLIENTS != 10)); then
+    name+="-c$CLIENTS" title+=", $CLIENTS clients"
+fi
+bench_result "$name" "$tools" \
+    --title "$title" --order 10 \
+    --command "$(bench_command ROUNDS=3 "SERVERS=$ALL_SERVERS" CLIENTS=10)" --summary "$summary" \
     --table "Medians of $ROUNDS rounds, servers interleaved (ideal p99 $(ms "$IDEAL_P99") ms)" "$medians" \
     --note "1 worker x $SLOTS slots serving the demo app's \`$ENDPOINT\` (sleeps $service_ms ms; Puma serves its Rack twin, \`python/headway/twins/demo.ru\`), \`hey -n $REQUESTS -c $CLIENTS\` with keep-alive, then with \`-disable-keepalive\`. The ideal, one FIFO queue for the $CLIENTS closed-loop clients: every request answered in S x C/B = $ideal s, $(printf '%.0f' "$IDEAL_RPS") requests/s." \
-    --note "The servers, started fresh for each round: \`headway serve -w 1 -t $SLOTS\`; \`headway serve -w 1 -t $SLOTS --cmd 'puma -t $SLOTS:$SLOTS -b unix://{socket} demo.ru'\`; \`puma -t $SLOTS:$SLOTS\` (single mode); \`gunicorn -w 1 -k gthread --threads $SLOTS\`; \`granian --interface wsgi --workers 1 --blocking-threads $SLOTS\`." \
+    --note "The servers, started fresh for each round: \`headway serve -w 1 -t $SLOTS\`; \`headway serve -w 1 -t $SLOTS --cmd 'puma -t $SLOTS:$SLOTS -b unix://{socket} demo.ru'\`; \`headway serve -w 1 -t $SLOTS demo.ru\` (its Rack worker); \`puma -t $SLOTS:$SLOTS\` (single mode); \`gunicorn -w 1 -k gthread --threads $SLOTS\`; \`granian --interface wsgi --workers 1 --blocking-threads $SLOTS\`." \
     --note "Each figure is its column's median on its own. Non-200: responses that were not 200 plus errors, summed over the rounds. Other CPU: the share of the machine's CPU used by neither the server nor hey (other tenants, steal); a round with a high figure measured a busy machine."
