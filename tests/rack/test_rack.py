@@ -126,23 +126,36 @@ def test_head_gets_the_head_and_no_body(rack):
         assert read_response(stream)[0] == 200
 
 
-def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
-    server = rack("-w", "1", "-t", "2")
+def gated_response(server, path):
+    """The bytes of the response to GET `path`, whose app writes "first\n" and then "second\n"
+    only once /release was asked: checks that the first piece came out on its own."""
     with server.connect() as sock:
-        send_request(sock, "GET", "/stream", close=True)
+        send_request(sock, "GET", path, close=True)
         received = b""
         while b"first\n" not in received:  # the first piece is out while the second waits
             data = sock.recv(4096)
             assert data, received
             received += data
         assert b"second" not in received
-        assert get_json(server, "/release") == "released"
+        assert server.get("/release")[0] == 200
         while data := sock.recv(4096):
             received += data
+    return received
+
+
+def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
+    server = rack("-w", "1", "-t", "2")
+    received = gated_response(server, "/stream")
     head, _, body = received.partition(b"\r\n\r\n")
     assert b"transfer-encoding: chunked" in head.lower()
     assert b"first\n" in body and b"second\n" in body and body.endswith(b"0\r\n\r\n")
     assert get_json(server, "/closed") == ["stream"]
+
+
+def test_a_body_whose_to_ary_is_nil_goes_by_each(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/not-an-array")
+    assert (status, body) == (200, b"by each, not to_ary")
 
 
 def test_a_to_path_body_is_sent_whole(rack):
@@ -332,16 +345,22 @@ def test_max_requests_recycles_rack_workers_with_no_failed_request(rack):
     assert set(statuses) == {200}
 
 
-def test_sigterm_lets_a_running_rack_request_finish(rack):
-    server = rack("-w", "1", "-t", "1")
+def answer_across_sigterm(server, path):
+    """The response to GET `path`, a slow request, with SIGTERM sent to the server while it runs;
+    checks that the server then exits cleanly."""
     results = []
-    thread = threading.Thread(target=lambda: results.append(server.get("/sleep?1000")))
+    thread = threading.Thread(target=lambda: results.append(server.get(path)))
     thread.start()
     wait_until(lambda: server.stats()["workers"][0]["busy"] == 1, message="the request to run")
     server.signal(signal.SIGTERM)
     thread.join(timeout=60)
-    assert results[0][0] == 200
     assert server.wait(timeout=60) == 0
+    return results[0]
+
+
+def test_sigterm_lets_a_running_rack_request_finish(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert answer_across_sigterm(server, "/sleep?1000")[0] == 200
 
 
 def test_reload_picks_up_an_edit_of_a_ruby_file(serve, tmp_path):

@@ -49,8 +49,8 @@ module Headway
       fields = fields(headers)
       if body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
         exchange.send_file(Integer(status), fields, path)
-      elsif body.respond_to?(:to_ary)
-        exchange.respond(Integer(status), fields, body.to_ary.map(&:to_str))
+      elsif (array = array_of(body))
+        exchange.respond(Integer(status), fields, array.map(&:to_str))
       elsif body.respond_to?(:each)
         exchange.start(Integer(status), fields)
         body.each { |chunk| exchange.write(chunk.to_str) }
@@ -62,6 +62,12 @@ module Headway
       else
         raise TypeError, "a Rack body must respond to each or call, not #{body.class}"
       end
+    end
+
+    # The body as an Array, if it is one: a `to_ary` that gives nil says it is not (Ruby's
+    # conversion protocol; Rails' streamed bodies answer so), and then it goes by `each`.
+    def array_of(body)
+      body.to_ary if body.respond_to?(:to_ary)
     end
 
     # The header pairs to send: Rack 3's Array values and Rack 2's newline-joined ones each

@@ -1,7 +1,8 @@
 # The Rack worker's test app (tests/rack/): every route under Rack::Lint (with Rack::Head, which
-# empties HEAD responses as Rack asks), except two that Debian's Rack 2.2 Lint cannot pass: /native,
+# empties HEAD responses as Rack asks), except three that Debian's Rack 2.2 Lint cannot pass: /native,
 # which proves the worker's core sends a `to_path` body itself (that Lint hides to_path behind its
-# own `each`), and /callable, a Rack 3 streaming body (that Lint wants `each`).
+# own `each`), /not-an-array (whose to_ary that Lint would call as an Array's), and /callable, a
+# Rack 3 streaming body (that Lint wants `each`).
 require "json"
 require "tmpdir"
 
@@ -111,6 +112,21 @@ map "/native" do
     status = env["QUERY_STRING"].empty? ? 200 : env["QUERY_STRING"].to_i # /native?204: a bodiless status
     [status, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)]
   end)
+end
+
+# A body that responds to to_ary with nil, as Rails' streamed bodies do (Ruby's conversion
+# protocol: nil is "not an Array"); it must go by each.
+class NotAnArray
+  def to_ary; end
+
+  def each
+    yield "by each, "
+    yield "not to_ary"
+  end
+end
+
+map "/not-an-array" do
+  run(->(_env) { [200, { "Content-Type" => "text/plain" }, NotAnArray.new] })
 end
 
 map "/callable" do
