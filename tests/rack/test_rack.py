@@ -18,6 +18,7 @@ from conftest import (
     missing,
     parallel_gets,
     read_response,
+    ready_pids,
     request_bytes,
     send_request,
     wait_until,
@@ -390,3 +391,49 @@ def test_hooks_run_as_each_worker_boots_and_stops(serve, tmp_path):
     server.signal(signal.SIGTERM)
     assert server.wait(timeout=60) == 0
     assert sorted(said.read_text().splitlines()[2:]) == ["shutdown 1", "shutdown 2"]
+
+
+def parent_of(pid):
+    """The parent's pid of process `pid` (/proc/PID/stat's fourth field)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[1])
+
+
+def loaded_by(log):
+    """The pids that loaded the app, one a load, as the app wrote them to `log`."""
+    return [int(pid) for pid in log.read_text().split()] if log.exists() else []
+
+
+def test_preload_loads_config_ru_once_and_forks_every_worker_from_it(serve, tmp_path):
+    require_rack()
+    loaded, said = tmp_path / "loaded", tmp_path / "said"
+    hooks = tmp_path / "hooks.rb"
+    hooks.write_text(
+        f'before_fork {{ File.write("{said}", "before_fork #{{Process.pid}}\\n", mode: "a") }}\n'
+        f'on_worker_boot {{ |worker| File.write("{said}", "boot #{{worker.pid}}\\n", mode: "a") }}\n'
+    )
+    server = serve("-w", "2", "-t", "1", "--preload", "--hooks", str(hooks), "app.ru", cwd=RACK_APPS,
+                   env={"RACK_LOADED_LOG": str(loaded)})
+    pids = ready_pids(server, 2)
+    [parent] = loaded_by(loaded)
+    assert parent not in pids
+    assert [parent_of(pid) for pid in pids] == [parent, parent]
+    assert {get_json(server, "/sleep?0") for _ in range(6)} <= set(pids)
+    lines = said.read_text().splitlines()
+    assert lines[0] == f"before_fork {parent}"
+    assert sorted(lines[1:]) == sorted(f"boot {pid}" for pid in pids)
+    assert b"loaded app.ru; forking workers from it" in server.log()
+
+
+def test_sighup_with_preload_loads_the_app_again_and_forks_new_workers(serve, tmp_path):
+    require_rack()
+    loaded = tmp_path / "loaded"
+    server = serve("-w", "2", "-t", "1", "--preload", "app.ru", cwd=RACK_APPS, env={"RACK_LOADED_LOG": str(loaded)})
+    old = set(ready_pids(server, 2))
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"reload done" in server.log(), timeout=60, message="the reload")
+    pids = ready_pids(server, 2)
+    assert not set(pids) & old
+    first, second = loaded_by(loaded)
+    assert [parent_of(pid) for pid in pids] == [second, second]
+    assert get_json(server, "/sleep?0") in pids

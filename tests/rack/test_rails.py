@@ -9,9 +9,9 @@ import subprocess
 from urllib.parse import quote
 
 import pytest
-from test_rack import answer_across_sigterm, exchange, gated_response, require_rack
+from test_rack import answer_across_sigterm, exchange, gated_response, loaded_by, parent_of, require_rack
 
-from conftest import APPS, missing
+from conftest import APPS, missing, ready_pids
 
 RAILS_APP = APPS / "rails"
 
@@ -117,3 +117,14 @@ def test_sigterm_lets_a_slow_rails_request_finish(rails):
     server = rails()
     status, _, body = answer_across_sigterm(server, "/slow?ms=1500")
     assert (status, body) == (200, b"slept")
+
+
+def test_rails_preloaded_is_loaded_once_and_serves_from_forked_workers(rails, tmp_path):
+    loaded = tmp_path / "loaded"
+    server = rails("-w", "2", "-t", "2", "--preload", env={"RAILS_LOADED_LOG": str(loaded)})
+    pids = ready_pids(server, 2)
+    [parent] = loaded_by(loaded)
+    assert [parent_of(pid) for pid in pids] == [parent, parent]
+    status, _, body = server.get("/")
+    assert status == 200 and b"<h1>Hello from Rails 6.1" in body
+    assert {int(server.get("/pid")[2]) for _ in range(6)} <= set(pids)

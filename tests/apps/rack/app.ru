@@ -9,6 +9,8 @@ require "tmpdir"
 FILE = File.join(Dir.tmpdir, "headway-rack-test-#{Process.pid}.bin")
 File.binwrite(FILE, (0..255).map(&:chr).join * 1024) # 256 KiB, every byte value
 at_exit { File.delete(FILE) if File.exist?(FILE) }
+# Where and how often this file is loaded, for the --preload tests.
+File.write(ENV["RACK_LOADED_LOG"], "#{Process.pid}\n", mode: "a") if ENV["RACK_LOADED_LOG"]
 GATE = Queue.new # /stream's second piece waits for /release
 CLOSED = Queue.new # what the worker closed, as bodies' close calls tell
 AFTER = Queue.new # what the rack.after_reply callbacks saw

@@ -279,8 +279,9 @@ pub struct ServeArgs {
 
     /// Import the app once, in a parent process, and fork every worker from it: the workers
     /// share its memory until they write to it. Connections opened at import must be opened
-    /// again in each worker (--hooks). Bundled worker only. As gunicorn --preload, Puma
-    /// preload_app!, uvicorn and granian have none
+    /// again in each worker (--hooks). Bundled worker only (the Rack worker loads config.ru once
+    /// and runs GC.compact before forking). As gunicorn --preload, Puma preload_app!, uvicorn and
+    /// granian have none
     #[arg(long, conflicts_with = "cmd", help_heading = LIFECYCLE)]
     pub preload: bool,
 
