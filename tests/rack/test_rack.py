@@ -437,3 +437,29 @@ def test_sighup_with_preload_loads_the_app_again_and_forks_new_workers(serve, tm
     first, second = loaded_by(loaded)
     assert [parent_of(pid) for pid in pids] == [second, second]
     assert get_json(server, "/sleep?0") in pids
+
+
+def test_a_websocket_hijacked_by_the_app_holds_no_slot(serve):
+    """Rack's full hijack (tests/apps/ws_echo.ru, the way ActionCable and faye-websocket take a
+    socket): the app echoes on the connection it took while the one slot serves on."""
+    require_rack()
+    from websockets.sync.client import connect
+
+    server = serve("-w", "1", "-t", "1", "ws_echo.ru")
+    with connect(f"ws://127.0.0.1:{server.port}/echo", compression=None) as ws:
+        for message in ("hello", b"\0" * 70_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert server.stats()["websockets"]["open"] == 1
+        assert server.get("/hello")[2] == b"hello"
+    wait_until(lambda: server.stats()["websockets"]["open"] == 0, message="the socket to close")
+
+
+def test_a_handshake_the_app_does_not_hijack_gets_its_answer(rack):
+    server = rack("-w", "1", "-t", "1")
+    handshake = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    status, headers, body = server.get("/echo?ws", headers=handshake)
+    env = json.loads(body)
+    assert (status, headers["content-type"]) == (200, "application/json")
+    assert (env["rack.hijack?"], env["QUERY_STRING"], env["REMOTE_ADDR"]) == (True, "ws", "127.0.0.1")

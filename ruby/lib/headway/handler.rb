@@ -1,10 +1,12 @@
 # frozen_string_literal: true
 
+require "stringio"
 require "headway/input"
 
 module Headway
   # One request of the Rack worker, from the env the native core made to the response handed
-  # back through the exchange (crates/rack/src/exchange.rs): completes the env, calls the app,
+  # back through the exchange (crates/rack/src/exchange.rs), or a WebSocket handshake on a
+  # connection of its own (handshakes.rb), which the app may hijack: completes the env, calls the app,
   # walks the response the Rack way (Rack 2 and 3), always calls the body's `close`, then runs
   # `rack.after_reply` and `rack.response_finished` callbacks once the response is out.
   #
@@ -43,7 +45,36 @@ module Headway
       nil
     end
 
+    # Called by Handshakes with the env's CGI keys of a WebSocket handshake and its connection
+    # `io`: offers the app Rack's full hijack; true if it took the connection, else its answer is
+    # written to `io` (the front relays it as an ordinary response).
+    def handshake(env, io)
+      hijacked = false
+      env.merge!(@base)
+      env["rack.input"] = StringIO.new("".b)
+      env["rack.hijack?"] = true
+      env["rack.hijack"] = lambda do
+        hijacked = true
+        env["rack.hijack_io"] = io
+      end
+      status, headers, body = @app.call(env)
+      write_answer(io, Integer(status), fields(headers), body) unless hijacked
+      hijacked
+    ensure
+      close(body)
+    end
+
     private
+
+    # A whole response on a handshake's connection, which closes after it.
+    def write_answer(io, status, fields, body)
+      text = +""
+      body.each { |chunk| text << chunk.to_str }
+      reason = Rack::Utils::HTTP_STATUS_CODES.fetch(status, "Unknown")
+      head = fields.reject { |name, _| %w[content-length connection].include?(name.downcase) }
+                   .map { |name, value| "#{name}: #{value}\r\n" }.join
+      io.write("HTTP/1.1 #{status} #{reason}\r\n#{head}content-length: #{text.bytesize}\r\nconnection: close\r\n\r\n", text)
+    end
 
     def respond(exchange, status, headers, body)
       fields = fields(headers)

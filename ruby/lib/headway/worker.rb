@@ -19,6 +19,7 @@ require "rack"
 # requiring it.
 require "uri"
 require "headway/handler"
+require "headway/handshakes"
 require "headway/hooks"
 require "headway/preload"
 
@@ -97,9 +98,12 @@ module Headway
       stop_read, stop_write = IO.pipe
       %w[TERM INT].each { |signal| trap(signal) { stop_write.write_nonblock(".", exception: false) } }
       threads = Array.new(options.threads) { |number| Thread.new { slots.run_slot(number, handler) } }
-      slots.announce_ready
+      # WebSocket handshakes come on the worker's socket when the slots are the front's hop.
+      handshakes = Handshakes.new(options.socket, handler) if slots.hop?
+      slots.announce_ready(!handshakes.nil?)
       log("pid #{Process.pid} serving #{options.config} #{slots.place} with #{options.threads} threads")
       stop_read.read(1)
+      handshakes&.stop
       slots.stop
       threads.each(&:join)
       0
