@@ -1,7 +1,7 @@
 """A Rails 6.1 app (Debian's ruby-rails), unmodified, on the Rack worker: tests/apps/rails/ under
 `headway serve -w 1 -t 5 config.ru`, as a client sees it through the front: pages, a CSRF form,
 the session and cookies, an ActionController::Live stream, who the client is behind trusted and
-untrusted routers, and draining on SIGTERM."""
+untrusted routers, draining on SIGTERM, --preload, and an ActionCable echo over a WebSocket."""
 
 import json
 import re
@@ -128,3 +128,29 @@ def test_rails_preloaded_is_loaded_once_and_serves_from_forked_workers(rails, tm
     status, _, body = server.get("/")
     assert status == 200 and b"<h1>Hello from Rails 6.1" in body
     assert {int(server.get("/pid")[2]) for _ in range(6)} <= set(pids)
+
+
+def cable_message(ws):
+    """The next ActionCable message that is not a ping."""
+    for _ in range(20):  # a ping every 3 s: a few at most before what is awaited
+        message = json.loads(ws.recv(timeout=30))
+        if message.get("type") != "ping":
+            return message
+    raise AssertionError("only pings")
+
+
+def test_an_actioncable_channel_echoes_over_a_websocket(rails):
+    from websockets.sync.client import connect
+
+    server = rails("-w", "1", "-t", "1")
+    with connect(f"ws://127.0.0.1:{server.port}/cable", subprotocols=["actioncable-v1-json"], compression=None) as ws:
+        assert cable_message(ws) == {"type": "welcome"}
+        identifier = json.dumps({"channel": "EchoChannel"})
+        ws.send(json.dumps({"command": "subscribe", "identifier": identifier}))
+        assert cable_message(ws) == {"identifier": identifier, "type": "confirm_subscription"}
+        for text in ("hello", "again"):
+            ws.send(json.dumps({"command": "message", "identifier": identifier, "data": json.dumps({"text": text})}))
+            assert cable_message(ws) == {"identifier": identifier, "message": {"text": text}}
+        # The open socket holds no slot: the one slot serves pages meanwhile.
+        assert server.get("/")[0] == 200
+        assert server.stats()["websockets"]["open"] == 1

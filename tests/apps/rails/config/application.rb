@@ -1,10 +1,12 @@
-# A Rails app with no database: only the frameworks the tests use (controllers and views),
-# configured here rather than in config/environments/ so that the whole app is a few files.
+# A Rails app with no database: only the frameworks the tests use (controllers, views and
+# ActionCable with its in-process `async` adapter), configured here rather than in
+# config/environments/ so that the whole app is a few files.
 ENV["RAILS_ENV"] ||= "production"
 
 require "rails"
 require "action_controller/railtie"
 require "action_view/railtie"
+require "action_cable/engine"
 
 module HeadwayRails
   class Application < Rails::Application
@@ -19,5 +21,9 @@ module HeadwayRails
     config.log_level = :info
     # The tests' requests say `Host: test`.
     config.hosts.clear
+    config.action_cable.mount_path = "/cable"
+    config.action_cable.cable = { "adapter" => "async" }
+    # The tests' clients send no Origin.
+    config.action_cable.disable_request_forgery_protection = true
   end
 end
