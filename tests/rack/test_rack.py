@@ -10,6 +10,7 @@ import subprocess
 import threading
 
 import pytest
+from websockets.sync.client import connect
 
 from conftest import (
     APPS,
@@ -443,8 +444,6 @@ def test_a_websocket_hijacked_by_the_app_holds_no_slot(serve):
     """Rack's full hijack (tests/apps/ws_echo.ru, the way ActionCable and faye-websocket take a
     socket): the app echoes on the connection it took while the one slot serves on."""
     require_rack()
-    from websockets.sync.client import connect
-
     server = serve("-w", "1", "-t", "1", "ws_echo.ru")
     with connect(f"ws://127.0.0.1:{server.port}/echo", compression=None) as ws:
         for message in ("hello", b"\0" * 70_000):

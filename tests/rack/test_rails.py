@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pytest
 from test_rack import answer_across_sigterm, exchange, gated_response, loaded_by, parent_of, require_rack
+from websockets.sync.client import connect
 
 from conftest import APPS, missing, ready_pids
 
@@ -140,8 +141,6 @@ def cable_message(ws):
 
 
 def test_an_actioncable_channel_echoes_over_a_websocket(rails):
-    from websockets.sync.client import connect
-
     server = rails("-w", "1", "-t", "1")
     with connect(f"ws://127.0.0.1:{server.port}/cable", subprotocols=["actioncable-v1-json"], compression=None) as ws:
         assert cable_message(ws) == {"type": "welcome"}
