@@ -15,9 +15,11 @@ from websockets.sync.client import connect
 from conftest import (
     APPS,
     REPO,
+    ended,
     headway_binary,
     missing,
     parallel_gets,
+    parent_of,
     read_response,
     ready_pids,
     request_bytes,
@@ -394,12 +396,6 @@ def test_hooks_run_as_each_worker_boots_and_stops(serve, tmp_path):
     assert sorted(said.read_text().splitlines()[2:]) == ["shutdown 1", "shutdown 2"]
 
 
-def parent_of(pid):
-    """The parent's pid of process `pid` (/proc/PID/stat's fourth field)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rpartition(")")[2].split()[1])
-
-
 def loaded_by(log):
     """The pids that loaded the app, one a load, as the app wrote them to `log`."""
     return [int(pid) for pid in log.read_text().split()] if log.exists() else []
@@ -438,6 +434,17 @@ def test_sighup_with_preload_loads_the_app_again_and_forks_new_workers(serve, tm
     first, second = loaded_by(loaded)
     assert [parent_of(pid) for pid in pids] == [second, second]
     assert get_json(server, "/sleep?0") in pids
+
+
+def test_preloaded_rack_workers_end_when_the_front_is_killed(serve, tmp_path):
+    """Forked by the parent, not started by the front, each watches the front's pidfd."""
+    require_rack()
+    loaded = tmp_path / "loaded"
+    server = serve("-w", "2", "-t", "1", "--preload", "app.ru", cwd=RACK_APPS, env={"RACK_LOADED_LOG": str(loaded)})
+    processes = ready_pids(server, 2) + loaded_by(loaded)
+    server.signal(signal.SIGKILL)  # no chance to stop anything itself
+    server.wait()
+    wait_until(lambda: all(ended(pid) for pid in processes), message="every worker process to end")
 
 
 def test_a_websocket_hijacked_by_the_app_holds_no_slot(serve):

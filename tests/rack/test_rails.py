@@ -9,10 +9,10 @@ import subprocess
 from urllib.parse import quote
 
 import pytest
-from test_rack import answer_across_sigterm, exchange, gated_response, loaded_by, parent_of, require_rack
+from test_rack import answer_across_sigterm, exchange, gated_response, loaded_by, require_rack
 from websockets.sync.client import connect
 
-from conftest import APPS, missing, ready_pids
+from conftest import APPS, missing, parent_of, ready_pids
 
 RAILS_APP = APPS / "rails"
 
