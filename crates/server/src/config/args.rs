@@ -289,7 +289,8 @@ pub struct ServeArgs {
     /// before it serves (with --preload, right after the fork), and on_exit(worker) as it stops
     /// cleanly (worker.index, worker.pid). Bundled worker only. As gunicorn's post_fork and
     /// worker_exit, Puma's before_worker_boot. For the Rack worker, a Ruby file of
-    /// on_worker_boot { |worker| } and on_worker_shutdown { |worker| } blocks, as in Puma
+    /// on_worker_boot { |worker| } and on_worker_shutdown { |worker| } blocks (and, with --preload,
+    /// before_fork { }), as in Puma
     #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
     pub hooks: Option<String>,
 
