@@ -235,6 +235,21 @@ def ready_pids(server, workers):
     return wait_until(pids, message=f"{workers} ready workers")
 
 
+def parent_of(pid):
+    """The parent's pid of process `pid` (/proc/PID/stat's fourth field)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def ended(pid):
+    """Whether process `pid` has exited (a zombie its parent has not reaped counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 class Load:
     """`clients` keep-alive connections asking for `path`, one request after the other, until
     stopped; `answers` gets `record(status, body)` of each response, as it comes."""

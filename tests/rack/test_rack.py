@@ -10,14 +10,18 @@ import subprocess
 import threading
 
 import pytest
+from websockets.sync.client import connect
 
 from conftest import (
     APPS,
     REPO,
+    ended,
     headway_binary,
     missing,
     parallel_gets,
+    parent_of,
     read_response,
+    ready_pids,
     request_bytes,
     send_request,
     wait_until,
@@ -126,23 +130,36 @@ def test_head_gets_the_head_and_no_body(rack):
         assert read_response(stream)[0] == 200
 
 
-def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
-    server = rack("-w", "1", "-t", "2")
+def gated_response(server, path):
+    """The bytes of the response to GET `path`, whose app writes "first\n" and then "second\n"
+    only once /release was asked: checks that the first piece came out on its own."""
     with server.connect() as sock:
-        send_request(sock, "GET", "/stream", close=True)
+        send_request(sock, "GET", path, close=True)
         received = b""
         while b"first\n" not in received:  # the first piece is out while the second waits
             data = sock.recv(4096)
             assert data, received
             received += data
         assert b"second" not in received
-        assert get_json(server, "/release") == "released"
+        assert server.get("/release")[0] == 200
         while data := sock.recv(4096):
             received += data
+    return received
+
+
+def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
+    server = rack("-w", "1", "-t", "2")
+    received = gated_response(server, "/stream")
     head, _, body = received.partition(b"\r\n\r\n")
     assert b"transfer-encoding: chunked" in head.lower()
     assert b"first\n" in body and b"second\n" in body and body.endswith(b"0\r\n\r\n")
     assert get_json(server, "/closed") == ["stream"]
+
+
+def test_a_body_whose_to_ary_is_nil_goes_by_each(rack):
+    server = rack("-w", "1", "-t", "1")
+    status, _, body = server.get("/not-an-array")
+    assert (status, body) == (200, b"by each, not to_ary")
 
 
 def test_a_to_path_body_is_sent_whole(rack):
@@ -332,16 +349,22 @@ def test_max_requests_recycles_rack_workers_with_no_failed_request(rack):
     assert set(statuses) == {200}
 
 
-def test_sigterm_lets_a_running_rack_request_finish(rack):
-    server = rack("-w", "1", "-t", "1")
+def answer_across_sigterm(server, path):
+    """The response to GET `path`, a slow request, with SIGTERM sent to the server while it runs;
+    checks that the server then exits cleanly."""
     results = []
-    thread = threading.Thread(target=lambda: results.append(server.get("/sleep?1000")))
+    thread = threading.Thread(target=lambda: results.append(server.get(path)))
     thread.start()
     wait_until(lambda: server.stats()["workers"][0]["busy"] == 1, message="the request to run")
     server.signal(signal.SIGTERM)
     thread.join(timeout=60)
-    assert results[0][0] == 200
     assert server.wait(timeout=60) == 0
+    return results[0]
+
+
+def test_sigterm_lets_a_running_rack_request_finish(rack):
+    server = rack("-w", "1", "-t", "1")
+    assert answer_across_sigterm(server, "/sleep?1000")[0] == 200
 
 
 def test_reload_picks_up_an_edit_of_a_ruby_file(serve, tmp_path):
@@ -371,3 +394,78 @@ def test_hooks_run_as_each_worker_boots_and_stops(serve, tmp_path):
     server.signal(signal.SIGTERM)
     assert server.wait(timeout=60) == 0
     assert sorted(said.read_text().splitlines()[2:]) == ["shutdown 1", "shutdown 2"]
+
+
+def loaded_by(log):
+    """The pids that loaded the app, one a load, as the app wrote them to `log`."""
+    return [int(pid) for pid in log.read_text().split()] if log.exists() else []
+
+
+def test_preload_loads_config_ru_once_and_forks_every_worker_from_it(serve, tmp_path):
+    require_rack()
+    loaded, said = tmp_path / "loaded", tmp_path / "said"
+    hooks = tmp_path / "hooks.rb"
+    hooks.write_text(
+        f'before_fork {{ File.write("{said}", "before_fork #{{Process.pid}}\\n", mode: "a") }}\n'
+        f'on_worker_boot {{ |worker| File.write("{said}", "boot #{{worker.pid}}\\n", mode: "a") }}\n'
+    )
+    server = serve("-w", "2", "-t", "1", "--preload", "--hooks", str(hooks), "app.ru", cwd=RACK_APPS,
+                   env={"RACK_LOADED_LOG": str(loaded)})
+    pids = ready_pids(server, 2)
+    [parent] = loaded_by(loaded)
+    assert parent not in pids
+    assert [parent_of(pid) for pid in pids] == [parent, parent]
+    assert {get_json(server, "/sleep?0") for _ in range(6)} <= set(pids)
+    lines = said.read_text().splitlines()
+    assert lines[0] == f"before_fork {parent}"
+    assert sorted(lines[1:]) == sorted(f"boot {pid}" for pid in pids)
+    assert b"loaded app.ru; forking workers from it" in server.log()
+
+
+def test_sighup_with_preload_loads_the_app_again_and_forks_new_workers(serve, tmp_path):
+    require_rack()
+    loaded = tmp_path / "loaded"
+    server = serve("-w", "2", "-t", "1", "--preload", "app.ru", cwd=RACK_APPS, env={"RACK_LOADED_LOG": str(loaded)})
+    old = set(ready_pids(server, 2))
+    server.signal(signal.SIGHUP)
+    wait_until(lambda: b"reload done" in server.log(), timeout=60, message="the reload")
+    pids = ready_pids(server, 2)
+    assert not set(pids) & old
+    first, second = loaded_by(loaded)
+    assert [parent_of(pid) for pid in pids] == [second, second]
+    assert get_json(server, "/sleep?0") in pids
+
+
+def test_preloaded_rack_workers_end_when_the_front_is_killed(serve, tmp_path):
+    """Forked by the parent, not started by the front, each watches the front's pidfd."""
+    require_rack()
+    loaded = tmp_path / "loaded"
+    server = serve("-w", "2", "-t", "1", "--preload", "app.ru", cwd=RACK_APPS, env={"RACK_LOADED_LOG": str(loaded)})
+    processes = ready_pids(server, 2) + loaded_by(loaded)
+    server.signal(signal.SIGKILL)  # no chance to stop anything itself
+    server.wait()
+    wait_until(lambda: all(ended(pid) for pid in processes), message="every worker process to end")
+
+
+def test_a_websocket_hijacked_by_the_app_holds_no_slot(serve):
+    """Rack's full hijack (tests/apps/ws_echo.ru, the way ActionCable and faye-websocket take a
+    socket): the app echoes on the connection it took while the one slot serves on."""
+    require_rack()
+    server = serve("-w", "1", "-t", "1", "ws_echo.ru")
+    with connect(f"ws://127.0.0.1:{server.port}/echo", compression=None) as ws:
+        for message in ("hello", b"\0" * 70_000):
+            ws.send(message)
+            assert ws.recv(timeout=30) == message
+        assert server.stats()["websockets"]["open"] == 1
+        assert server.get("/hello")[2] == b"hello"
+    wait_until(lambda: server.stats()["websockets"]["open"] == 0, message="the socket to close")
+
+
+def test_a_handshake_the_app_does_not_hijack_gets_its_answer(rack):
+    server = rack("-w", "1", "-t", "1")
+    handshake = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    status, headers, body = server.get("/echo?ws", headers=handshake)
+    env = json.loads(body)
+    assert (status, headers["content-type"]) == (200, "application/json")
+    assert (env["rack.hijack?"], env["QUERY_STRING"], env["REMOTE_ADDR"]) == (True, "ws", "127.0.0.1")

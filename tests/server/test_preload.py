@@ -10,27 +10,13 @@ import subprocess
 
 import pytest
 
-from conftest import APPS, REPO, headway_binary, missing, ready_pids, require, wait_until
+from conftest import APPS, REPO, ended, headway_binary, missing, parent_of, ready_pids, require, wait_until
 
 MB = 1000 * 1000
 
 
 def imports(counter):
     return counter.read_text().split() if counter.exists() else []
-
-
-def parent_of(pid):
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
-
-
-def ended(pid):
-    """Whether process `pid` has exited (a zombie its parent has not reaped counts)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def memory(pid, field):

@@ -36,9 +36,16 @@ impl Slots {
         });
     }
 
-    /// Tells the front the slots are running.
-    pub fn announce_ready(&self) {
-        self.0.announce_ready(false);
+    /// Tells the front the slots are running, and whether WebSocket handshakes may go to the
+    /// worker's socket (`ruby/lib/headway/handshakes.rb` listens there).
+    pub fn announce_ready(&self, takes_websockets: bool) {
+        self.0.announce_ready(takes_websockets);
+    }
+
+    /// `slots.hop?`: whether the front started us (its shared memory), rather than a socket of
+    /// our own.
+    pub fn over_hop(&self) -> bool {
+        self.0.hop().is_some()
     }
 
     /// `over shared memory` or `on PATH`, for the startup line.

@@ -1,10 +1,12 @@
 # frozen_string_literal: true
 
+require "stringio"
 require "headway/input"
 
 module Headway
   # One request of the Rack worker, from the env the native core made to the response handed
-  # back through the exchange (crates/rack/src/exchange.rs): completes the env, calls the app,
+  # back through the exchange (crates/rack/src/exchange.rs), or a WebSocket handshake on a
+  # connection of its own (handshakes.rb), which the app may hijack: completes the env, calls the app,
   # walks the response the Rack way (Rack 2 and 3), always calls the body's `close`, then runs
   # `rack.after_reply` and `rack.response_finished` callbacks once the response is out.
   #
@@ -43,14 +45,43 @@ module Headway
       nil
     end
 
+    # Called by Handshakes with the env's CGI keys of a WebSocket handshake and its connection
+    # `io`: offers the app Rack's full hijack; true if it took the connection, else its answer is
+    # written to `io` (the front relays it as an ordinary response).
+    def handshake(env, io)
+      hijacked = false
+      env.merge!(@base)
+      env["rack.input"] = StringIO.new("".b)
+      env["rack.hijack?"] = true
+      env["rack.hijack"] = lambda do
+        hijacked = true
+        env["rack.hijack_io"] = io
+      end
+      status, headers, body = @app.call(env)
+      write_answer(io, Integer(status), fields(headers), body) unless hijacked
+      hijacked
+    ensure
+      close(body)
+    end
+
     private
+
+    # A whole response on a handshake's connection, which closes after it.
+    def write_answer(io, status, fields, body)
+      text = +""
+      body.each { |chunk| text << chunk.to_str }
+      reason = Rack::Utils::HTTP_STATUS_CODES.fetch(status, "Unknown")
+      head = fields.reject { |name, _| %w[content-length connection].include?(name.downcase) }
+                   .map { |name, value| "#{name}: #{value}\r\n" }.join
+      io.write("HTTP/1.1 #{status} #{reason}\r\n#{head}content-length: #{text.bytesize}\r\nconnection: close\r\n\r\n", text)
+    end
 
     def respond(exchange, status, headers, body)
       fields = fields(headers)
       if body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
         exchange.send_file(Integer(status), fields, path)
-      elsif body.respond_to?(:to_ary)
-        exchange.respond(Integer(status), fields, body.to_ary.map(&:to_str))
+      elsif (array = array_of(body))
+        exchange.respond(Integer(status), fields, array.map(&:to_str))
       elsif body.respond_to?(:each)
         exchange.start(Integer(status), fields)
         body.each { |chunk| exchange.write(chunk.to_str) }
@@ -62,6 +93,12 @@ module Headway
       else
         raise TypeError, "a Rack body must respond to each or call, not #{body.class}"
       end
+    end
+
+    # The body as an Array, if it is one: a `to_ary` that gives nil says it is not (Ruby's
+    # conversion protocol; Rails' streamed bodies answer so), and then it goes by `each`.
+    def array_of(body)
+      body.to_ary if body.respond_to?(:to_ary)
     end
 
     # The header pairs to send: Rack 3's Array values and Rack 2's newline-joined ones each

@@ -7,9 +7,11 @@ module Headway
   #   on_worker_boot { |worker| ActiveRecord::Base.establish_connection }
   #   on_worker_shutdown { |worker| Metrics.flush }
   #
-  # `on_worker_boot` blocks run in each worker once config.ru is loaded, before it serves;
-  # `on_worker_shutdown` blocks as it stops cleanly. `worker.index` is its number (1..W),
-  # `worker.pid` its pid. Puma's `before_fork` has no place until the worker preloads.
+  # `on_worker_boot` blocks run in each worker once config.ru is loaded (with --preload, right
+  # after the fork), before it serves; `on_worker_shutdown` blocks as it stops cleanly.
+  # `worker.index` is its number (1..W), `worker.pid` its pid. With --preload, `before_fork { }`
+  # blocks run once in the preloaded parent, after loading and before the first fork (to close
+  # what the workers must not share); without it they have no place and do not run.
   class Hooks
     Worker = Struct.new(:index, :pid)
 
@@ -21,8 +23,13 @@ module Headway
     end
 
     def initialize
+      @before_fork = []
       @boot = []
       @shutdown = []
+    end
+
+    def before_fork(&block)
+      @before_fork << block
     end
 
     def on_worker_boot(&block)
@@ -31,6 +38,10 @@ module Headway
 
     def on_worker_shutdown(&block)
       @shutdown << block
+    end
+
+    def forking
+      @before_fork.each(&:call)
     end
 
     def booted(worker)

@@ -5,6 +5,9 @@
 #   ruby -I LIB -r headway/worker -e 'exit Headway::Worker.main(ARGV)' -- \
 #     --socket PATH --threads T --workers W [--hooks FILE.rb] config.ru
 #
+# (with --preload instead of --socket, it is the preloaded parent the workers are forked from:
+# headway/preload.rb).
+#
 # It loads config.ru with Rack::Builder, attaches to the slots the front passed down (or, run on
 # its own, binds the unix socket PATH), makes T Ruby threads that each serve one slot through the
 # native core (headway/headway_rack, crates/rack), and stops cleanly on SIGTERM or SIGINT: the
@@ -16,11 +19,13 @@ require "rack"
 # requiring it.
 require "uri"
 require "headway/handler"
+require "headway/handshakes"
 require "headway/hooks"
+require "headway/preload"
 
 module Headway
   module Worker
-    Options = Struct.new(:socket, :threads, :workers, :hooks, :config)
+    Options = Struct.new(:socket, :threads, :workers, :hooks, :config, :preload)
 
     # Runs the worker as `argv` says; returns the exit status.
     def self.main(argv)
@@ -36,7 +41,14 @@ module Headway
       app = load_app(options.config)
       hooks = app && load_hooks(options.hooks)
       return 1 unless hooks
+      return Preload.main(app, hooks, options) if options.preload
 
+      run(app, hooks, options)
+    end
+
+    # A worker's life once the app is loaded, whether started by the front or forked: the boot
+    # hooks, serving until a stop signal, the shutdown hooks; returns the exit status.
+    def self.run(app, hooks, options)
       worker = Hooks::Worker.new(Integer(ENV.fetch("HEADWAY_WORKER", "1")), Process.pid)
       hooks.booted(worker)
       status = serve(app, options)
@@ -45,16 +57,17 @@ module Headway
     end
 
     def self.parse(argv)
-      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, nil, "config.ru")
+      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, nil, "config.ru", false)
       OptionParser.new do |parser|
-        parser.banner = "usage: headway/worker [--socket PATH] [--threads T] [--workers W] [config.ru]"
+        parser.banner = "usage: headway/worker [--socket PATH | --preload] [--threads T] [--workers W] [config.ru]"
         parser.on("--socket PATH") { |path| options.socket = path }
         parser.on("--threads T", Integer) { |count| options.threads = count }
         parser.on("--workers W", Integer) { |count| options.workers = count }
         parser.on("--hooks FILE") { |path| options.hooks = path }
+        parser.on("--preload") { options.preload = true }
       end.parse!(argv)
       options.config = argv.first if argv.first
-      abort("headway worker: --socket PATH is required (or set HEADWAY_SOCKET)") unless options.socket
+      abort("headway worker: --socket PATH is required (or set HEADWAY_SOCKET)") unless options.socket || options.preload
       abort("headway worker: --threads must be at least 1") if options.threads < 1
       options
     end
@@ -85,9 +98,12 @@ module Headway
       stop_read, stop_write = IO.pipe
       %w[TERM INT].each { |signal| trap(signal) { stop_write.write_nonblock(".", exception: false) } }
       threads = Array.new(options.threads) { |number| Thread.new { slots.run_slot(number, handler) } }
-      slots.announce_ready
+      # WebSocket handshakes come on the worker's socket when the slots are the front's hop.
+      handshakes = Handshakes.new(options.socket, handler) if slots.hop?
+      slots.announce_ready(!handshakes.nil?)
       log("pid #{Process.pid} serving #{options.config} #{slots.place} with #{options.threads} threads")
       stop_read.read(1)
+      handshakes&.stop
       slots.stop
       threads.each(&:join)
       0

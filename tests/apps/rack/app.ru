@@ -1,13 +1,16 @@
 # The Rack worker's test app (tests/rack/): every route under Rack::Lint (with Rack::Head, which
-# empties HEAD responses as Rack asks), except two that Debian's Rack 2.2 Lint cannot pass: /native,
+# empties HEAD responses as Rack asks), except three that Debian's Rack 2.2 Lint cannot pass: /native,
 # which proves the worker's core sends a `to_path` body itself (that Lint hides to_path behind its
-# own `each`), and /callable, a Rack 3 streaming body (that Lint wants `each`).
+# own `each`), /not-an-array (whose to_ary that Lint would call as an Array's), and /callable, a
+# Rack 3 streaming body (that Lint wants `each`).
 require "json"
 require "tmpdir"
 
 FILE = File.join(Dir.tmpdir, "headway-rack-test-#{Process.pid}.bin")
 File.binwrite(FILE, (0..255).map(&:chr).join * 1024) # 256 KiB, every byte value
 at_exit { File.delete(FILE) if File.exist?(FILE) }
+# Where and how often this file is loaded, for the --preload tests.
+File.write(ENV["RACK_LOADED_LOG"], "#{Process.pid}\n", mode: "a") if ENV["RACK_LOADED_LOG"]
 GATE = Queue.new # /stream's second piece waits for /release
 CLOSED = Queue.new # what the worker closed, as bodies' close calls tell
 AFTER = Queue.new # what the rack.after_reply callbacks saw
@@ -111,6 +114,21 @@ map "/native" do
     status = env["QUERY_STRING"].empty? ? 200 : env["QUERY_STRING"].to_i # /native?204: a bodiless status
     [status, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)]
   end)
+end
+
+# A body that responds to to_ary with nil, as Rails' streamed bodies do (Ruby's conversion
+# protocol: nil is "not an Array"); it must go by each.
+class NotAnArray
+  def to_ary; end
+
+  def each
+    yield "by each, "
+    yield "not to_ary"
+  end
+end
+
+map "/not-an-array" do
+  run(->(_env) { [200, { "Content-Type" => "text/plain" }, NotAnArray.new] })
 end
 
 map "/callable" do

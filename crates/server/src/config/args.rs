@@ -279,8 +279,9 @@ pub struct ServeArgs {
 
     /// Import the app once, in a parent process, and fork every worker from it: the workers
     /// share its memory until they write to it. Connections opened at import must be opened
-    /// again in each worker (--hooks). Bundled worker only. As gunicorn --preload, Puma
-    /// preload_app!, uvicorn and granian have none
+    /// again in each worker (--hooks). Bundled worker only (the Rack worker loads config.ru once
+    /// and runs GC.compact before forking). As gunicorn --preload, Puma preload_app!, uvicorn and
+    /// granian have none
     #[arg(long, conflicts_with = "cmd", help_heading = LIFECYCLE)]
     pub preload: bool,
 
@@ -288,7 +289,8 @@ pub struct ServeArgs {
     /// before it serves (with --preload, right after the fork), and on_exit(worker) as it stops
     /// cleanly (worker.index, worker.pid). Bundled worker only. As gunicorn's post_fork and
     /// worker_exit, Puma's before_worker_boot. For the Rack worker, a Ruby file of
-    /// on_worker_boot { |worker| } and on_worker_shutdown { |worker| } blocks, as in Puma
+    /// on_worker_boot { |worker| } and on_worker_shutdown { |worker| } blocks (and, with --preload,
+    /// before_fork { }), as in Puma
     #[arg(long, value_name = "MODULE", help_heading = LIFECYCLE)]
     pub hooks: Option<String>,
 

@@ -93,12 +93,7 @@ impl Config {
         let bundled = matches!(launch, Launch::Python { .. } | Launch::Ruby { .. });
         let cpus = WorkerCpus::choose(args.cpu_affinity, scaling.most(), bundled).context("--cpu-affinity")?;
         let Addresses { binds, control, agent_check } = addresses(&args)?;
-        let preload = match (&launch, args.preload) {
-            (Launch::Python { python, app }, true) => {
-                Some(ZygoteConfig { python: python.clone(), app: app.clone(), slots, workers })
-            }
-            _ => None,
-        };
+        let preload = (bundled && args.preload).then(|| ZygoteConfig { launch: launch.clone(), slots, workers });
         let takes_websockets = TakesWebSockets::new(launch.takes_websockets());
         Ok(Config {
             front_threads,

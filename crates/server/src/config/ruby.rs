@@ -1,8 +1,8 @@
 //! The bundled Rack worker's launch: when it is the one (an APP ending in `.ru`, or `--interface
 //! rack`), the Ruby that runs it (`--ruby`, `$HEADWAY_RUBY`, else `ruby` on PATH), and where its
 //! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, else the `ruby/lib` of the checkout this
-//! program was built from; a gem's lib folder later). The flags of the Python worker it does not
-//! have yet (`--preload`, `--root-path`) are refused here, with the line the user gets.
+//! program was built from; a gem's lib folder later). The flag of the Python worker it does not
+//! have yet (`--root-path`) is refused here, with the line the user gets.
 
 use std::path::PathBuf;
 
@@ -28,9 +28,8 @@ pub fn rack_launch(args: &ServeArgs) -> anyhow::Result<Option<Launch>> {
     if !serves_rack(args) {
         return Ok(None);
     }
-    let refused = [(args.preload, "--preload"), (args.root_path.is_some(), "--root-path")];
-    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
-        bail!("{flag} is not supported by the Rack worker yet");
+    if args.root_path.is_some() {
+        bail!("--root-path is not supported by the Rack worker yet");
     }
     let config = args.app.clone().unwrap_or_else(|| "config.ru".to_owned());
     let app = RackApp { config, hooks: args.hooks.clone(), lib: lib() };
@@ -88,8 +87,8 @@ mod tests {
 
     #[test]
     fn what_the_rack_worker_lacks_yet_is_refused() {
-        let refused = launch(&["--preload", "app.ru"]).unwrap_err().to_string();
-        assert_eq!(refused, "--preload is not supported by the Rack worker yet");
+        let refused = launch(&["--root-path", "/app", "app.ru"]).unwrap_err().to_string();
+        assert_eq!(refused, "--root-path is not supported by the Rack worker yet");
         let wrong = Command::try_parse_from(["headway", "--ruby", "/no/such/ruby", "app.ru"]).unwrap();
         let wrong = rack_launch(&wrong.serve).unwrap_err().to_string();
         assert!(wrong.starts_with("--ruby /no/such/ruby (or $HEADWAY_RUBY): no such file"), "{wrong}");

@@ -66,6 +66,19 @@ pub struct RackApp {
     pub lib: PathBuf,
 }
 
+impl RackApp {
+    /// The Ruby worker's command line, but for where its slots come from: `--socket PATH` for a
+    /// worker, `--preload` for the preloaded parent (the option parser takes them after the app).
+    fn command(&self, ruby: &Path, slots: SlotsPerWorker, workers: usize) -> Command {
+        let mut command = Command::new(ruby);
+        command.arg("-I").arg(&self.lib);
+        command.args(["-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)", "--"]);
+        command.args(["--threads", &slots.threads.to_string(), "--workers", &workers.to_string()]);
+        command.args(self.hooks.iter().flat_map(|hooks| ["--hooks", hooks])).arg(&self.config);
+        command
+    }
+}
+
 /// How the bundled worker calls the app (`--interface`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interface {
@@ -129,6 +142,25 @@ impl Launch {
         }
     }
 
+    /// The command of the preloaded parent (`--preload`, see `super::zygote`): the bundled
+    /// worker's, loading the app once to fork workers from it; `None` for `--cmd`.
+    pub fn preload_command(&self, slots: SlotsPerWorker, workers: usize) -> Option<Command> {
+        match self {
+            Launch::Python { python, app } => {
+                let mut command = Command::new(python);
+                command.args(["-m", "headway.worker.preload"]).args(slots.worker_args());
+                command.args(["--workers", &workers.to_string()]).args(app.args());
+                Some(command)
+            }
+            Launch::Ruby { ruby, app } => {
+                let mut command = app.command(ruby, slots, workers);
+                command.arg("--preload");
+                Some(command)
+            }
+            Launch::Command(_) => None,
+        }
+    }
+
     /// The command that starts worker `index` on `socket`, in a process group of its own so
     /// that stopping it also stops whatever it forked.
     pub fn command(&self, socket: &Path, index: usize, slots: SlotsPerWorker, workers: usize) -> Command {
@@ -141,11 +173,8 @@ impl Launch {
                 command
             }
             Launch::Ruby { ruby, app } => {
-                let mut command = Command::new(ruby);
-                command.arg("-I").arg(&app.lib);
-                command.args(["-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)", "--", "--socket"]);
-                command.arg(socket).args(["--threads", &slots.threads.to_string(), "--workers", &workers.to_string()]);
-                command.args(app.hooks.iter().flat_map(|hooks| ["--hooks", hooks])).arg(&app.config);
+                let mut command = app.command(ruby, slots, workers);
+                command.arg("--socket").arg(socket);
                 command
             }
             Launch::Command(line) => {

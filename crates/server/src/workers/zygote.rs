@@ -22,13 +22,14 @@
 //! the Python side), and keep serving. The next worker that needs forking finds the zygote gone
 //! and has a new one started first, importing the app again ([`Preloaded::fork`]).
 //!
-//! The Python side is `python -m headway.worker.preload`.
+//! The Python side is `python -m headway.worker.preload`; the Ruby side, the Rack worker run with
+//! `--preload` (`ruby/lib/headway/preload.rb`).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,17 +38,16 @@ use headway_hop::files::send_with_fds;
 use headway_hop::front::FrontEnd;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use crate::workers::launch::{BootError, PythonApp};
+use crate::workers::launch::{BootError, Launch};
 use crate::workers::output::Output;
 use crate::workers::slots_per_worker::SlotsPerWorker;
 
-/// What the zygote runs.
+/// What the zygote runs: the bundled worker's launch (Python or Ruby).
 #[derive(Debug, Clone)]
 pub struct ZygoteConfig {
-    pub python: PathBuf,
-    pub app: PythonApp,
+    pub launch: Launch,
     pub slots: SlotsPerWorker,
     pub workers: usize,
 }
@@ -67,10 +67,10 @@ impl Zygote {
     /// traceback on stderr and [`BootError::Exited`].
     pub async fn start(config: &ZygoteConfig, timeout: Duration) -> Result<Arc<Zygote>, BootError> {
         let (front, zygote) = seqpacket_pair().map_err(BootError::Spawn)?;
-        let mut command = Command::new(&config.python);
-        command.args(["-m", "headway.worker.preload"]).args(config.slots.worker_args());
-        command.args(["--workers", &config.workers.to_string()]);
-        command.args(config.app.args());
+        let Some(mut command) = config.launch.preload_command(config.slots, config.workers) else {
+            let unsupported = io::Error::new(io::ErrorKind::Unsupported, "only the bundled workers preload");
+            return Err(BootError::Spawn(unsupported));
+        };
         let fd = zygote.as_raw_fd();
         command.env("HEADWAY_ZYGOTE", fd.to_string()).stdin(Stdio::null()).process_group(0).kill_on_drop(true);
         // SAFETY: fcntl and prctl are async-signal-safe and touch only the child's own state.
