@@ -147,6 +147,15 @@ def preload_memory(result):
     theirs = servers["gunicorn --preload (Django)"]
     yield row("memory of 4 Django workers, --preload", theirs["server"],
               f"{mine['PSS MiB'] / theirs['PSS MiB']:.2f}x its PSS ({both(mine['PSS MiB'], theirs['PSS MiB'], 'MiB')})")
+    # A Rack app's: headway's Rack worker with --preload against Puma's preload_app!.
+    for name, mine in servers.items():
+        app = name.removeprefix("headway --preload ")
+        puma = next((server for other, server in servers.items()
+                     if other.startswith("Puma") and other.endswith(f"--preload {app}")), None)
+        if app != name and app != "(Django)" and puma:
+            yield row(f"memory of 4 workers of {app.strip('()')}, --preload", puma["server"],
+                      f"{mine['PSS MiB'] / puma['PSS MiB']:.2f}x its PSS "
+                      f"({both(mine['PSS MiB'], puma['PSS MiB'], 'MiB')})")
 
 
 def soak(result):

@@ -1,18 +1,15 @@
 #!/usr/bin/env python3
 """Memory of 4 workers with and without preloading: headway, headway --preload, gunicorn
---preload (Django, tests/apps/django_site.py); and for Ruby, on the Rack hello world
-(python/headway/twins/hello.ru), headway's Rack worker and Puma clustered without and with
-preload_app! (Puma's --preload).
+--preload (Django, tests/apps/django_site.py); and for Ruby, on a Rails 6.1 app
+(tests/apps/rails), headway's Rack worker and Puma clustered, each without and with preloading
+(Puma's --preload is its preload_app!).
 
     .venv/bin/python bench/preload-memory.py [ROUNDS]
     HEADWAY=target/release/headway .venv/bin/python bench/preload-memory.py (another headway than .venv's)
 
-The Ruby rows are the Puma side and the Rack hello side of the comparison the Rack worker is to
-pass (4 Rails workers with headway's --preload against Puma's preload_app!): headway's Rack worker
-runs without --preload until it has one (ruby_rows: add the row with it then), and the Rails app
-takes the hello world's place once it exists (RACK_APP: that app's config.ru, run from its folder).
-The Rack worker's extension is found as headway finds it ($HEADWAY_RUBY_LIB, else the ruby/lib of
-the checkout headway was built from).
+RACK_APP names another Rack app's config.ru (run from its folder; RACK_PATH the path asked for,
+`/`), such as python/headway/twins/hello.ru. The Rack worker's extension is found as headway finds
+it ($HEADWAY_RUBY_LIB, else the ruby/lib of the checkout headway was built from).
 
 Each server is started alone, bound to 127.0.0.1, warmed with 50 requests, then the
 proportional set size (PSS, /proc/PID/smaps_rollup: a shared page counts 1/N to each of its N
@@ -42,7 +39,7 @@ APPS = REPO / "tests" / "apps"
 VENV_BIN = Path(sys.executable).parent
 WORKERS = 4
 # The Rack app of the Ruby rows, and the path they are warmed on.
-RACK_APP = Path(os.environ.get("RACK_APP") or REPO / "python/headway/twins/hello.ru").resolve()
+RACK_APP = Path(os.environ.get("RACK_APP") or REPO / "tests/apps/rails/config.ru").resolve()
 RACK_PATH = os.environ.get("RACK_PATH", "/")
 
 
@@ -142,13 +139,16 @@ def version_of(command):
 
 
 def ruby_rows(serve):
-    """The Ruby servers on RACK_APP: headway's Rack worker (without --preload, which it has not
-    yet), and Puma clustered without and with preload_app!, one thread a worker as the others."""
+    """The Ruby servers on RACK_APP: headway's Rack worker and Puma clustered, each without and
+    with preloading, one thread a worker as the others."""
     puma = ["puma", "-w", str(WORKERS), "-t", "1:1", "-b", "tcp://127.0.0.1:{port}", str(RACK_APP)]
     app = RACK_APP.parent.name if RACK_APP.name == "config.ru" else f"Rack {RACK_APP.stem}"
     without = f"Puma -w {WORKERS} ({app})"
+    mine = f"headway ({app})"
     return [
-        Server(f"headway ({app})", [*serve, str(RACK_APP)], RACK_PATH, RACK_APP.parent, 1 + WORKERS),
+        Server(mine, [*serve, str(RACK_APP)], RACK_PATH, RACK_APP.parent, 1 + WORKERS),
+        Server(f"headway --preload ({app})", [*serve, "--preload", str(RACK_APP)], RACK_PATH, RACK_APP.parent,
+               2 + WORKERS, mine),
         Server(without, puma, RACK_PATH, RACK_APP.parent, 1 + WORKERS),
         Server(f"Puma -w {WORKERS} --preload ({app})", [*puma[:-1], "--preload", puma[-1]], RACK_PATH,
                RACK_APP.parent, 1 + WORKERS, without),

@@ -113,11 +113,12 @@ def test_versus_rack_part_compares_headways_rack_worker_with_puma_cluster_and_pu
         ("headway --cmd puma (-t 5:5 in each)", "0.47x CPU/req, 2.00x req/s")]
 
 
-def test_preload_memory_measures_puma_without_and_with_preload_app_beside_headways_rack_worker():
+def test_preload_memory_measures_the_rack_worker_and_puma_each_without_and_with_preloading():
     rows = bench_module("preload-memory").ruby_rows(["headway", "serve", "-w", "4"])
-    hello = str(REPO / "python" / "headway" / "twins" / "hello.ru")
+    rails = str(REPO / "tests" / "apps" / "rails" / "config.ru")
     assert [(row.name, row.without_preload, row.processes) for row in rows] == [
-        ("headway (Rack hello)", "", 5), ("Puma -w 4 (Rack hello)", "", 5),
-        ("Puma -w 4 --preload (Rack hello)", "Puma -w 4 (Rack hello)", 5)]
-    assert rows[0].command == ["headway", "serve", "-w", "4", hello]
-    assert rows[2].command[-2:] == ["--preload", hello] and rows[1].command[-1] == hello
+        ("headway (rails)", "", 5), ("headway --preload (rails)", "headway (rails)", 6),
+        ("Puma -w 4 (rails)", "", 5), ("Puma -w 4 --preload (rails)", "Puma -w 4 (rails)", 5)]
+    assert rows[0].command == ["headway", "serve", "-w", "4", rails]
+    assert rows[1].command[-2:] == ["--preload", rails]
+    assert rows[3].command[-2:] == ["--preload", rails] and rows[2].command[-1] == rails
