@@ -1,7 +1,7 @@
 //! The bundled Rack worker's launch: when it is the one (an APP ending in `.ru`, or `--interface
 //! rack`), the Ruby that runs it (`--ruby`, `$HEADWAY_RUBY`, else `ruby` on PATH), and where its
-//! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, else the `ruby/lib` of the checkout this
-//! program was built from; a gem's lib folder later). The flags of the Python worker it does not
+//! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, which the gem's `headway` sets to the gem's
+//! lib folder, else the `ruby/lib` of the checkout this program was built from). The flags of the Python worker it does not
 //! have yet (`--preload`, `--root-path`) are refused here, with the line the user gets.
 
 use std::path::PathBuf;
