@@ -30,14 +30,7 @@ module Headway
     # Runs the worker as `argv` says; returns the exit status.
     def self.main(argv)
       options = parse(argv)
-      begin
-        require "headway/headway_rack"
-      rescue LoadError => error
-        log("the native extension is missing (#{error.message}): build it with scripts/setup --test " \
-            "or `cargo build --release -p headway-rack` and copy it to ruby/lib/headway/headway_rack.so, " \
-            "or set HEADWAY_RUBY_LIB to a folder that has it")
-        return 1
-      end
+      return 1 unless require_extension
       app = load_app(options.config)
       hooks = app && load_hooks(options.hooks)
       return 1 unless hooks
@@ -54,6 +47,30 @@ module Headway
       status = serve(app, options)
       hooks.shutting_down(worker) if status.zero?
       status
+    end
+
+    # Loads the native extension: in the gem, the one built for this Ruby's ABI
+    # (headway/MAJOR.MINOR/headway_rack.so); in a checkout, the one its build put beside this file.
+    # Says what is wrong and returns false when there is none for this Ruby.
+    def self.require_extension
+      abi = RUBY_VERSION[/\A\d+\.\d+/]
+      carried = Dir[File.join(__dir__, "*", "headway_rack.so")].map { |path| File.basename(File.dirname(path)) }
+      if carried.include?(abi)
+        require "headway/#{abi}/headway_rack"
+      elsif carried.any?
+        log("this headway gem carries the Rack worker's extension for Ruby #{carried.sort.join(", ")}, not for " \
+            "#{RUBY_VERSION} (#{RbConfig.ruby}): run it under one of those (--ruby or $HEADWAY_RUBY), or run " \
+            "the app in a server of its own with --cmd (--cmd 'puma -b unix://{socket} config.ru')")
+        return false
+      else
+        require "headway/headway_rack"
+      end
+      true
+    rescue LoadError => error
+      log("the native extension is missing (#{error.message}): build it with scripts/setup --test " \
+          "or `cargo build --release -p headway-rack` and copy it to ruby/lib/headway/headway_rack.so, " \
+          "or set HEADWAY_RUBY_LIB to a folder that has it")
+      false
     end
 
     def self.parse(argv)

@@ -1,8 +1,8 @@
 //! The bundled Rack worker's launch: when it is the one (an APP ending in `.ru`, or `--interface
 //! rack`), the Ruby that runs it (`--ruby`, `$HEADWAY_RUBY`, else `ruby` on PATH), and where its
-//! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, else the `ruby/lib` of the checkout this
-//! program was built from; a gem's lib folder later). The flag of the Python worker it does not
-//! have yet (`--root-path`) is refused here, with the line the user gets.
+//! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, which the gem's `headway` sets to the gem's
+//! lib folder, else the `ruby/lib` of the checkout this program was built from). The flag of the
+//! Python worker it does not have yet (`--root-path`) is refused here, with the line the user gets.
 
 use std::path::PathBuf;
 
