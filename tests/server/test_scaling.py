@@ -159,8 +159,9 @@ def test_a_worker_that_fails_to_start_does_not_stop_the_others(serve):
     wait_until(lambda: b"a worker added did not start" in server.log(), message="the add failed")
     assert server.get("/")[0] == 200
     assert [w["index"] for w in server.stats()["workers"]] == [1]
-    # Under a queue that waits the pool tries again, with pauses, and serves on meanwhile.
-    load = Load(server, "/", clients=4)
+    # Under a queue that waits the pool tries again, with pauses, and serves on meanwhile: four
+    # clients of 50 ms requests on one slot always have three waiting.
+    load = Load(server, "/?ms=50", clients=4)
     try:
         wait_until(lambda: server.log().count(b"a worker added did not start") >= 2, message="another try")
     finally:

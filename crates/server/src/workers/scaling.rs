@@ -14,7 +14,9 @@
 //!   the capacity is met in one add, not in one add an interval.
 //! - **No flapping**: a worker still starting is no capacity, and no other is added meanwhile;
 //!   a worker added is given a whole interval of serving before the next add is judged; a worker
-//!   that fails to start holds adds back for growing pauses.
+//!   that fails to start holds adds back for growing pauses; a worker removed by hand is not
+//!   put back by the next interval's decision: automatic adds wait `--worker-idle-timeout` after
+//!   it, as automatic removals wait that long after any add.
 //! - **Remove** one when a whole worker's slots stood idle (the fewest idle at any moment of each
 //!   interval) for `--worker-idle-timeout`, never below MIN. The front spreads requests over
 //!   every worker, so no single worker goes idle while the pool is merely too big: the spare
@@ -218,6 +220,8 @@ pub struct Scaler {
     capped: bool,
     /// No add before this, after one failed to start; and the pause to the next.
     failed: Option<(Instant, Duration)>,
+    /// No automatic add before this, after a removal by hand.
+    removed_by_hand: Option<Instant>,
 }
 
 impl ScalingPolicy {
@@ -233,7 +237,7 @@ impl ScalingPolicy {
 
 impl Scaler {
     pub fn new(policy: ScalingPolicy) -> Scaler {
-        Scaler { policy, serving_since: None, spare_since: None, capped: false, failed: None }
+        Scaler { policy, serving_since: None, spare_since: None, capped: false, failed: None, removed_by_hand: None }
     }
 
     /// The decision for the interval that ended at `now`.
@@ -260,7 +264,8 @@ impl Scaler {
         }
         // A worker added has had a whole interval of serving, or is still starting.
         let settled = self.serving_since.is_some_and(|since| now.duration_since(since) >= INTERVAL);
-        let paused = self.failed.is_some_and(|(until, _)| now < until);
+        let paused =
+            self.failed.is_some_and(|(until, _)| now < until) || self.removed_by_hand.is_some_and(|until| now < until);
         if short && count < self.policy.max && settled && !paused {
             let fitting = m.fitting(self.policy.max_memory);
             if fitting == 0 {
@@ -281,21 +286,23 @@ impl Scaler {
         Decision::Hold
     }
 
-    /// A request by hand (a signal, the control address): within MIN:MAX when a range was given
-    /// (else 1 to MAX), and within the memory budget.
-    pub fn by_hand(&mut self, direction: Direction, cause: Cause, m: &Measurements) -> Decision {
+    /// A request by hand (a signal, the control address) at `now`: within MIN:MAX when a range
+    /// was given (else 1 to MAX), and within the memory budget.
+    pub fn by_hand(&mut self, now: Instant, direction: Direction, cause: Cause, m: &Measurements) -> Decision {
         let count = m.workers.len();
         match direction {
             Direction::Up if count >= self.policy.max => Decision::Refuse(Refusal::AtMax),
             Direction::Up if m.fitting(self.policy.max_memory) == 0 => Decision::Refuse(Refusal::Memory),
             Direction::Up => {
                 self.added();
+                self.removed_by_hand = None;
                 Decision::Add(1, cause)
             }
             Direction::Down if count <= self.policy.min => Decision::Refuse(Refusal::AtMin),
             Direction::Down => match m.least_busy() {
                 Some(index) => {
                     self.spare_since = None;
+                    self.removed_by_hand = Some(now + self.policy.idle_timeout);
                     Decision::Remove(index, cause)
                 }
                 None => Decision::Refuse(Refusal::AtMin),

@@ -253,19 +253,44 @@ fn by_hand_stays_within_the_range_and_the_budget() {
     let mut scaler = Scaler::new(range);
     let view = |index| WorkerView { index, ready: true, busy: 0, rss: 100 * MIB };
     let mut m = Measurements { workers: vec![view(1), view(2)], ..Measurements::default() };
-    assert_eq!(scaler.by_hand(Direction::Down, Cause::Signal, &m), Decision::Refuse(Refusal::AtMin));
-    assert_eq!(scaler.by_hand(Direction::Up, Cause::Control, &m), Decision::Refuse(Refusal::Memory));
+    assert_eq!(scaler.by_hand(Instant::now(), Direction::Down, Cause::Signal, &m), Decision::Refuse(Refusal::AtMin));
+    assert_eq!(scaler.by_hand(Instant::now(), Direction::Up, Cause::Control, &m), Decision::Refuse(Refusal::Memory));
     m.workers[0].rss = 10 * MIB;
-    assert_eq!(scaler.by_hand(Direction::Up, Cause::Control, &m), Decision::Add(1, Cause::Control));
+    assert_eq!(scaler.by_hand(Instant::now(), Direction::Up, Cause::Control, &m), Decision::Add(1, Cause::Control));
     m.workers.push(view(3));
     m.workers[2].busy = 1;
-    assert_eq!(scaler.by_hand(Direction::Up, Cause::Signal, &m), Decision::Refuse(Refusal::AtMax));
+    assert_eq!(scaler.by_hand(Instant::now(), Direction::Up, Cause::Signal, &m), Decision::Refuse(Refusal::AtMax));
     m.workers[0].busy = 2;
     assert_eq!(
-        scaler.by_hand(Direction::Down, Cause::Signal, &m),
+        scaler.by_hand(Instant::now(), Direction::Down, Cause::Signal, &m),
         Decision::Remove(2, Cause::Signal),
         "the least busy"
     );
+}
+
+#[test]
+fn a_worker_removed_by_hand_is_not_put_back_by_the_next_interval() {
+    let mut scaler = Scaler::new(policy(1, 3));
+    let start = Instant::now();
+    let view = |index| WorkerView { index, ready: true, busy: 5, rss: 0 };
+    let m = Measurements {
+        workers: vec![view(1), view(2)],
+        wait: Duration::from_secs(1),
+        backlog_grew: true,
+        ..Measurements::default()
+    };
+    assert_eq!(scaler.decide(start, &m), Decision::Hold, "the first interval of serving");
+    assert!(matches!(scaler.decide(start + INTERVAL * 2, &m), Decision::Add(..)), "a queue that waits adds");
+    let m = Measurements { workers: vec![view(1), view(2)], ..m };
+    assert_eq!(
+        scaler.by_hand(start + INTERVAL * 3, Direction::Down, Cause::Signal, &m),
+        Decision::Remove(2, Cause::Signal)
+    );
+    let m = Measurements { workers: vec![view(1)], ..m };
+    let later = |seconds| start + INTERVAL * 3 + Duration::from_secs(seconds);
+    assert_eq!(scaler.decide(later(1), &m), Decision::Hold);
+    assert_eq!(scaler.decide(later(5), &m), Decision::Hold, "within --worker-idle-timeout of the removal");
+    assert!(matches!(scaler.decide(later(11), &m), Decision::Add(..)), "then the queue decides again");
 }
 
 #[test]

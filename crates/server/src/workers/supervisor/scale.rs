@@ -173,7 +173,7 @@ impl Task {
     /// A request by hand: decided within the bounds and the budget, and done.
     async fn by_hand(&mut self, direction: Direction, cause: Cause) -> Result<String, String> {
         let m = self.measure().await;
-        let decision = self.scaler.by_hand(direction, cause, &m);
+        let decision = self.scaler.by_hand(Instant::now(), direction, cause, &m);
         self.act(decision, &m, None)
     }
 
