@@ -275,6 +275,20 @@ class Load:
             thread.join(timeout=60)
 
 
+def kill_worker_1_midway(server, slow_path):
+    """With 2 workers of 2 slots, four requests of `slow_path` at once (two on each worker: the
+    queue spreads work over the least busy), then SIGKILL to worker 1. Returns the workers' pids
+    before, by index, and the four (status, headers, body) once answered."""
+    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, [slow_path] * 4)))
+    thread.start()
+    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
+    os.kill(before[1], signal.SIGKILL)
+    thread.join(timeout=90)
+    return before, results
+
+
 def parallel_gets(server, paths):
     """Sends each path on its own connection at once; returns [(status, headers, body)] in order."""
     results = [None] * len(paths)

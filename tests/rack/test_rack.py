@@ -17,8 +17,8 @@ from conftest import (
     REPO,
     ended,
     headway_binary,
+    kill_worker_1_midway,
     missing,
-    parallel_gets,
     parent_of,
     read_response,
     ready_pids,
@@ -295,13 +295,7 @@ def test_the_rack_worker_takes_the_unix_socket_too(tmp_path):
 
 def test_killing_a_rack_worker_fails_only_its_requests_and_it_comes_back(rack):
     server = rack("-w", "2", "-t", "2")
-    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
-    results = []
-    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, ["/sleep?3000"] * 4)))
-    thread.start()
-    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
-    os.kill(before[1], signal.SIGKILL)
-    thread.join(timeout=90)
+    before, results = kill_worker_1_midway(server, "/sleep?3000")
     statuses = sorted(status for status, _, _ in results)
     assert statuses == [200, 200, 502, 502]
     assert {json.loads(body) for status, _, body in results if status == 200} == {before[2]}

@@ -9,27 +9,29 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
-from conftest import REPO, Load, Server, headway_binary, parallel_gets, read_response, require, send_request, wait_until
+from conftest import (
+    REPO,
+    Load,
+    Server,
+    headway_binary,
+    kill_worker_1_midway,
+    parallel_gets,
+    read_response,
+    require,
+    send_request,
+    wait_until,
+)
 
 TWINS = REPO / "python" / "headway" / "twins"
 
 
 def test_killing_a_worker_fails_only_its_requests_and_it_comes_back(serve):
     server = serve("-w", "2", "-t", "2")
-    before = {w["index"]: w["pid"] for w in server.stats()["workers"]}
-    results = []
-    thread = threading.Thread(target=lambda: results.extend(parallel_gets(server, ["/sleep/3000"] * 4)))
-    thread.start()
-    # The queue spreads work over the least busy worker: two requests on each.
-    wait_until(lambda: [w["busy"] for w in server.stats()["workers"]] == [2, 2], message="2 requests per worker")
-    os.kill(before[1], signal.SIGKILL)
-    thread.join(timeout=90)
-
+    before, results = kill_worker_1_midway(server, "/sleep/3000")
     statuses = sorted(status for status, _, _ in results)
     assert statuses == [200, 200, 502, 502]
     assert {headers["x-worker-pid"] for status, headers, _ in results if status == 200} == {str(before[2])}
