@@ -4,36 +4,44 @@
 //! [`Scaler::by_hand`] for a signal or the control address) and does what it says, so every rule
 //! is here, and tested on a simulated day without a process or a clock.
 //!
+//! The aim: at most [`WAIT_SHARE`] of the requests wait longer than `--scale-up-wait` for a slot.
 //! The rules:
 //! - **Add** when requests waited for a slot longer than `--scale-up-wait` over the interval (the
-//!   median of those a slot started; the oldest still waiting when none started) and the backlog
-//!   did not drain (it grew, or the door refused some): every slot was busy all along. A
-//!   backlog that drains by itself needs no worker, only time. As many are added at once as the
-//!   requests that arrived over the interval keep busy at [`BUSY_SHARE`] of their slots (arrivals
-//!   x mean service time = busy slots, Little's law), at least one: a step from 15 % to 150 % of
-//!   the capacity is met in one add, not in one add an interval.
+//!   99th percentile of those a slot started, or the oldest still waiting). As many are added at
+//!   once as the pool needs for the interval's arrivals to meet the aim ([`erlang`]: the slots as
+//!   an M/M/c queue): a step from 15 % to 150 % of the capacity is met in one add, not in one add
+//!   an interval. Where the model says the pool suffices but the backlog did not drain (it grew,
+//!   or the door refused some), the queue's evidence wins: one more. A long wait in a backlog
+//!   that drains by itself (a burst into an idle pool) needs no worker, only time.
 //! - **No flapping**: a worker still starting is no capacity, and no other is added meanwhile;
 //!   a worker added is given a whole interval of serving before the next add is judged; a worker
 //!   that fails to start holds adds back for growing pauses; a worker removed by hand is not
 //!   put back by the next interval's decision: automatic adds wait `--worker-idle-timeout` after
 //!   it, as automatic removals wait that long after any add.
 //! - **Remove** one when a whole worker's slots stood idle (the fewest idle at any moment of each
-//!   interval) for `--worker-idle-timeout`, never below MIN. The front spreads requests over
-//!   every worker, so no single worker goes idle while the pool is merely too big: the spare
-//!   slots of the pool are the measure. The worker removed is the least busy one; it drains.
+//!   interval) for `--worker-idle-timeout` and one worker fewer still meets the aim for the
+//!   arrivals, never below MIN. The front spreads requests over every worker, so no single worker
+//!   goes idle while the pool is merely too big: the spare slots of the pool are the measure. The
+//!   worker removed is the least busy one; it drains.
 //! - **Within memory**: never add when the workers' resident memory plus one more worker's (the
 //!   mean of the live ones) would pass `--max-memory`; that refusal is an event of its own,
 //!   counted once while it lasts.
 
+mod erlang;
+
 use std::time::{Duration, Instant};
 
-/// What the scaling task measures and decides on each interval.
-pub const INTERVAL: Duration = Duration::from_millis(500);
+/// What the scaling task measures and decides on each interval: short enough that a step in load
+/// is met before a hundredth of a busy second's requests have waited, long enough for its
+/// arrivals to be a rate.
+pub const INTERVAL: Duration = Duration::from_millis(200);
 /// The longest pause after adds that failed to start, doubling from one interval.
 const MOST_PAUSE: Duration = Duration::from_secs(30);
-/// The share of its slots an add sizes the pool to keep busy: a pool kept full queues again at
-/// the next burst.
-pub const BUSY_SHARE: f64 = 0.8;
+/// The share of requests the pool is sized to let wait longer than `--scale-up-wait`: the same
+/// percentile the trigger reads.
+pub const WAIT_SHARE: f64 = 0.01;
+/// `--scale-up-wait auto` in mean service times.
+const AUTO_WAIT_SERVICES: u32 = 10;
 /// `--scale-up-wait auto` before the service time is known and with controlled delay off.
 const AUTO_WAIT_UNKNOWN: Duration = Duration::from_millis(10);
 const AUTO_WAIT_LEAST: Duration = Duration::from_millis(1);
@@ -41,22 +49,23 @@ const AUTO_WAIT_LEAST: Duration = Duration::from_millis(1);
 /// `--scale-up-wait`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleUpWait {
-    /// One mean service time, and below half the controlled delay's target (see [`ScaleUpWait::of`]).
+    /// A tenth of the mean service time, and below half the controlled delay's target (see
+    /// [`ScaleUpWait::of`]).
     Auto,
     Fixed(Duration),
 }
 
 impl ScaleUpWait {
-    /// The wait above which capacity is short. `auto`: one mean service time (a median request
-    /// that waits a whole service time found the slots a round behind: at a load the slots keep
-    /// up with, most requests do not wait at all), and below half the controlled delay's target
-    /// when it is on, because an overload held to the target keeps served waits about there:
-    /// a trigger above it would never fire.
+    /// The wait above which capacity is short. `auto`: a tenth of the mean service time (a wait
+    /// that short is lost in the service's own spread, so a pool that keeps the 99th percentile
+    /// of waits below it keeps the tail within a tenth of what enough workers give), and below
+    /// half the controlled delay's target when it is on, because an overload held to the target
+    /// keeps served waits about there: a trigger above it would never fire.
     pub fn of(self, mean_service: Option<Duration>, target: Option<Duration>) -> Duration {
         match self {
             ScaleUpWait::Fixed(wait) => wait,
             ScaleUpWait::Auto => {
-                let service = mean_service.unwrap_or(AUTO_WAIT_UNKNOWN);
+                let service = mean_service.map_or(AUTO_WAIT_UNKNOWN, |service| service / AUTO_WAIT_SERVICES);
                 let below_target = target.map_or(service, |target| service.min(target / 2));
                 below_target.max(AUTO_WAIT_LEAST)
             }
@@ -125,7 +134,8 @@ pub struct WorkerView {
 /// What was measured over the last interval.
 #[derive(Debug, Clone, Default)]
 pub struct Measurements {
-    /// How long requests waited for a slot (see the module comment).
+    /// How long requests waited for a slot: the 99th percentile of those a slot started, or the
+    /// oldest still waiting when longer.
     pub wait: Duration,
     /// The backlog grew, or the door refused requests.
     pub backlog_grew: bool,
@@ -162,12 +172,16 @@ impl Measurements {
         usize::try_from(room / mean).unwrap_or(usize::MAX)
     }
 
-    /// The workers more that the arrivals keep busy at [`BUSY_SHARE`] of their slots; at least 1.
-    fn shortfall(&self) -> usize {
-        let (Some(service), true) = (self.mean_service, self.worker_slots > 0) else { return 1 };
+    /// The workers the interval's arrivals need for at most [`WAIT_SHARE`] of them to wait longer
+    /// than `wait`, up to `most`; `None` before the service time is known.
+    fn needed(&self, wait: Duration, most: usize) -> Option<usize> {
+        let service = self.mean_service.filter(|service| !service.is_zero())?;
+        if self.worker_slots == 0 {
+            return None;
+        }
         let busy = self.arrivals * service.as_secs_f64();
-        let wanted = (busy / (self.worker_slots as f64 * BUSY_SHARE)).ceil() as usize;
-        wanted.saturating_sub(self.workers.len()).max(1)
+        let wait = wait.as_secs_f64() / service.as_secs_f64();
+        Some(erlang::workers_needed(busy, self.worker_slots, wait, WAIT_SHARE, most))
     }
 
     /// The serving worker to remove: the least busy, the newest among equals.
@@ -258,7 +272,14 @@ impl Scaler {
             return Decision::Hold;
         }
 
-        let short = m.wait > self.policy.scale_up_wait.of(m.mean_service, m.target) && m.backlog_grew;
+        let wait = self.policy.scale_up_wait.of(m.mean_service, m.target);
+        let needed = m.needed(wait, self.policy.max);
+        // The model's shortfall, or one when it says enough but the backlog did not drain.
+        let shortfall = match needed {
+            Some(needed) if needed > count => needed - count,
+            _ => usize::from(m.backlog_grew),
+        };
+        let short = m.wait > wait && shortfall > 0;
         if !short {
             self.capped = false;
         }
@@ -272,11 +293,13 @@ impl Scaler {
                 return self.refuse_memory();
             }
             self.added();
-            return Decision::Add(m.shortfall().min(self.policy.max - count).min(fitting), Cause::QueueWait);
+            return Decision::Add(shortfall.min(self.policy.max - count).min(fitting), Cause::QueueWait);
         }
 
         let idle_long = self.spare_since.is_some_and(|since| now.duration_since(since) >= self.policy.idle_timeout);
-        if idle_long && !short && count > self.policy.min {
+        // One fewer must still meet the aim, or the next interval's waits would put it back.
+        let fewer_suffice = needed.is_none_or(|needed| needed < count);
+        if idle_long && !short && fewer_suffice && count > self.policy.min {
             if let Some(index) = m.least_busy() {
                 // The next removal needs a whole timeout of its own.
                 self.spare_since = None;

@@ -128,9 +128,10 @@ fn a_day_grows_under_a_queue_that_waits_and_shrinks_back_to_min_when_idle() {
     let boot = Duration::from_millis(20); // --preload: a fork
     let day = simulate(policy(2, 8), daily, Duration::from_secs(240), boot, 0);
     let peak = *day.counts.iter().max().unwrap();
-    // 150 a second keeps 15 slots busy: four workers at 80 % of theirs, added at once.
-    assert_eq!(peak, 4, "{:?}", day.changes);
-    assert_eq!(day.changes[0].1, 2, "the step met in one add: {:?}", day.changes);
+    // 150 a second keeps 15 slots busy: five workers (25 slots) leave under 1 % of the requests
+    // waiting over 10 ms, added at once.
+    assert_eq!(peak, 5, "{:?}", day.changes);
+    assert_eq!(day.changes[0].1, 3, "the step met in one add: {:?}", day.changes);
     let at = |secs: u32| day.counts[(Duration::from_secs(secs.into()).as_millis() / INTERVAL.as_millis()) as usize - 1];
     assert_eq!(at(59), 2, "still at MIN in the quiet morning");
     assert_eq!(*day.counts.last().unwrap(), 2, "back to MIN: {:?}", day.changes);
@@ -166,7 +167,7 @@ fn an_add_is_sized_to_the_arrivals_within_max_and_the_budget() {
     let mut scaler = Scaler::new(policy(1, 8));
     let start = Instant::now();
     let view = |index| WorkerView { index, ready: true, busy: SLOTS, rss: 100 * MIB };
-    // 200 a second x 100 ms keep 20 slots busy: five workers at 80 % of theirs, four more.
+    // 200 a second x 100 ms keep 20 slots busy: six workers leave under 1 % waiting, five more.
     let mut m = Measurements {
         wait: Duration::from_secs(1),
         backlog_grew: true,
@@ -177,7 +178,7 @@ fn an_add_is_sized_to_the_arrivals_within_max_and_the_budget() {
         ..Measurements::default()
     };
     scaler.decide(start, &m);
-    assert_eq!(scaler.decide(start + INTERVAL, &m), Decision::Add(4, Cause::QueueWait));
+    assert_eq!(scaler.decide(start + INTERVAL, &m), Decision::Add(5, Cause::QueueWait));
     let mut capped = Scaler::new(ScalingPolicy { max_memory: Some(350 * MIB), ..policy(1, 8) });
     capped.decide(start, &m);
     assert_eq!(capped.decide(start + INTERVAL, &m), Decision::Add(2, Cause::QueueWait), "two more fit");
@@ -294,12 +295,36 @@ fn a_worker_removed_by_hand_is_not_put_back_by_the_next_interval() {
 }
 
 #[test]
-fn auto_scale_up_wait_is_a_service_time_below_half_the_target() {
+fn auto_scale_up_wait_is_a_tenth_of_a_service_time_below_half_the_target() {
     let ms = Duration::from_millis;
-    assert_eq!(ScaleUpWait::Auto.of(Some(ms(10)), Some(ms(30))), ms(10));
-    assert_eq!(ScaleUpWait::Auto.of(Some(ms(100)), Some(ms(50))), ms(25));
-    assert_eq!(ScaleUpWait::Auto.of(Some(ms(100)), None), ms(100));
+    assert_eq!(ScaleUpWait::Auto.of(Some(ms(10)), Some(ms(30))), ms(1));
+    assert_eq!(ScaleUpWait::Auto.of(Some(ms(300)), Some(ms(50))), ms(25));
+    assert_eq!(ScaleUpWait::Auto.of(Some(ms(100)), None), ms(10));
     assert_eq!(ScaleUpWait::Auto.of(None, None), AUTO_WAIT_UNKNOWN);
     assert_eq!(ScaleUpWait::Auto.of(Some(Duration::from_micros(30)), Some(ms(5))), AUTO_WAIT_LEAST);
     assert_eq!(ScaleUpWait::Fixed(ms(7)).of(Some(ms(100)), Some(ms(50))), ms(7));
+}
+
+#[test]
+fn a_worker_the_arrivals_still_need_is_not_removed_for_idle_slots() {
+    // Five workers for 150 a second: a worker's slots stood idle at every sample, yet four would
+    // let more than 1 % wait, and the next interval would add the worker back.
+    let mut scaler = Scaler::new(policy(2, 8));
+    let start = Instant::now();
+    let view = |index| WorkerView { index, ready: true, busy: 3, rss: 0 };
+    let mut m = Measurements {
+        spare_slots: SLOTS,
+        worker_slots: SLOTS,
+        arrivals: 150.0,
+        mean_service: Some(SERVICE),
+        workers: (1..=5).map(view).collect(),
+        ..Measurements::default()
+    };
+    let idle_for = |ticks: u32| start + INTERVAL * ticks;
+    let timeout = (Duration::from_secs(10).as_millis() / INTERVAL.as_millis()) as u32;
+    for tick in 0..=timeout + 1 {
+        assert_eq!(scaler.decide(idle_for(tick), &m), Decision::Hold);
+    }
+    m.arrivals = 100.0;
+    assert!(matches!(scaler.decide(idle_for(timeout + 2), &m), Decision::Remove(_, Cause::Idle)));
 }

@@ -151,7 +151,7 @@ impl Task {
         self.scaling.worker_micros.fetch_add(alive * elapsed.as_micros() as u64, Ordering::Relaxed);
         let recent = self.queue.recent(Reader::Scaling);
         let mut m = self.measure().await;
-        m.wait = if recent.started > 0 { recent.wait_p50 } else { recent.oldest_waiting };
+        m.wait = recent.wait_p99.max(recent.oldest_waiting);
         m.backlog_grew =
             (recent.depth > 0 && recent.depth >= self.depth_before) || recent.refused > self.refused_before;
         // Every request that arrived was started, refused, or is waiting still.
@@ -199,7 +199,7 @@ impl Task {
         let policy = &self.scaling.policy;
         let why = |cause: Cause| match (cause, recent) {
             (Cause::QueueWait, Some(recent)) => format!(
-                "requests waited {:?} for a slot, above --scale-up-wait {:?}, and the backlog did not drain",
+                "requests waited {:?} for a slot (99th percentile), above --scale-up-wait {:?}",
                 m.wait,
                 policy.scale_up_wait.of(recent.mean_service, recent.target)
             ),
