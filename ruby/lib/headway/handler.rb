@@ -29,12 +29,12 @@ module Headway
     # Called by the native core with the env's CGI keys and the request's exchange.
     def call(env, exchange)
       env.merge!(@base)
-      env["rack.input"] = Input.new(exchange)
+      input = env["rack.input"] = Input.new(exchange)
       after_reply = env["rack.after_reply"] = []
       finished = env["rack.response_finished"] = []
       begin
         status, headers, body = @app.call(env)
-        respond(exchange, status, headers, body)
+        respond(exchange, input, status, headers, body)
       rescue Exception => error # rubocop:disable Lint/RescueException -- a slot survives every exception
         report(error, exchange)
       ensure
@@ -76,7 +76,7 @@ module Headway
       io.write("HTTP/1.1 #{status} #{reason}\r\n#{head}content-length: #{text.bytesize}\r\nconnection: close\r\n\r\n", text)
     end
 
-    def respond(exchange, status, headers, body)
+    def respond(exchange, input, status, headers, body)
       fields = fields(headers)
       if body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
         exchange.send_file(Integer(status), fields, path)
@@ -88,8 +88,9 @@ module Headway
         exchange.finish
       elsif body.respond_to?(:call)
         exchange.start(Integer(status), fields)
-        body.call(Stream.new(exchange))
-        exchange.finish
+        stream = Stream.new(exchange, input)
+        body.call(stream)
+        stream.close_write
       else
         raise TypeError, "a Rack body must respond to each or call, not #{body.class}"
       end
@@ -132,13 +133,25 @@ module Headway
       $stderr.puts("headway worker: #{what} raised:", error.full_message(highlight: false))
     end
 
-    # What a Rack 3 streaming body (`call`-able) writes to: its pieces go out as they come.
+    # What a Rack 3 streaming body (`call`-able) is given: its pieces go out as they come, `read`
+    # reads the request body, and closing its write side ends the response.
     class Stream
-      def initialize(exchange)
+      def initialize(exchange, input)
         @exchange = exchange
+        @input = input
+        @read_closed = false
+        @write_closed = false
+      end
+
+      def read(length = nil, outbuf = nil)
+        raise IOError, "not opened for reading" if @read_closed
+
+        @input.read(length, outbuf)
       end
 
       def write(data)
+        raise IOError, "not opened for writing" if @write_closed
+
         @exchange.write(data.to_str)
         data.to_str.bytesize
       end
@@ -152,12 +165,26 @@ module Headway
         self
       end
 
-      def close; end
+      def close_read
+        @read_closed = true
+        nil
+      end
 
-      def close_write; end
+      # Ends the response; the first call only.
+      def close_write
+        return if @write_closed
+
+        @write_closed = true
+        @exchange.finish
+      end
+
+      def close
+        close_read
+        close_write
+      end
 
       def closed?
-        false
+        @read_closed && @write_closed
       end
     end
   end

@@ -1,8 +1,9 @@
-# The Rack worker's test app (tests/rack/): every route under Rack::Lint (with Rack::Head, which
-# empties HEAD responses as Rack asks), except three that Debian's Rack 2.2 Lint cannot pass: /native,
-# which proves the worker's core sends a `to_path` body itself (that Lint hides to_path behind its
-# own `each`), /not-an-array (whose to_ary that Lint would call as an Array's), and /callable, a
-# Rack 3 streaming body (that Lint wants `each`).
+# The Rack worker's test app (tests/rack/), run under Debian's Rack 2.2 and trixie's Rack 3
+# (scripts/rack3): every route under Rack::Lint (with Rack::Head, which empties HEAD responses as
+# Rack asks), except what Rack 2.2's Lint cannot pass: /native, which proves the worker's core
+# sends a `to_path` body itself (that Lint hides to_path behind its own `each`), and /callable, a
+# Rack 3 streaming body (that Lint wants `each`), both under Rack 3's Lint; and /not-an-array
+# (whose to_ary either Lint would call as an Array's).
 require "json"
 require "tmpdir"
 
@@ -11,6 +12,7 @@ File.binwrite(FILE, (0..255).map(&:chr).join * 1024) # 256 KiB, every byte value
 at_exit { File.delete(FILE) if File.exist?(FILE) }
 # Where and how often this file is loaded, for the --preload tests.
 File.write(ENV["RACK_LOADED_LOG"], "#{Process.pid}\n", mode: "a") if ENV["RACK_LOADED_LOG"]
+RACK3 = Rack.release >= "3"
 GATE = Queue.new # /stream's second piece waits for /release
 CLOSED = Queue.new # what the worker closed, as bodies' close calls tell
 AFTER = Queue.new # what the rack.after_reply callbacks saw
@@ -62,7 +64,7 @@ class FileBody
 end
 
 def json(value)
-  [200, { "Content-Type" => "application/json" }, [JSON.generate(value)]]
+  [200, { "content-type" => "application/json" }, [JSON.generate(value)]]
 end
 
 def drain(queue)
@@ -80,18 +82,18 @@ APP = lambda do |env|
     body = input.read
     input.rewind
     json(ECHO_KEYS.to_h { |key| [key, env[key]] }.merge("body" => body, "again" => input.read,
-                                                        "version" => env["rack.version"]))
+                                                        "release" => Rack.release))
   when "/lines"
     lines = []
     env["rack.input"].each { |line| lines << line }
     json(lines)
-  when "/stream" then [200, { "Content-Type" => "text/plain" }, Gated.new]
+  when "/stream" then [200, { "content-type" => "text/plain" }, Gated.new]
   when "/release"
     GATE << true
     json("released")
-  when "/file" then [200, { "Content-Type" => "application/octet-stream" }, FileBody.new]
+  when "/file" then [200, { "content-type" => "application/octet-stream" }, FileBody.new]
   when "/raise" then raise "boom from the app"
-  when "/midstream" then [200, { "Content-Type" => "text/plain" }, Failing.new]
+  when "/midstream" then [200, { "content-type" => "text/plain" }, Failing.new]
   when "/closed" then json(drain(CLOSED))
   when "/after"
     env["rack.after_reply"] << -> { AFTER << "after #{env['QUERY_STRING']}" }
@@ -104,15 +106,18 @@ APP = lambda do |env|
     sleep(env["QUERY_STRING"].to_i / 1000.0)
     json(Process.pid)
   when "/cookies"
-    [200, { "Content-Type" => "text/plain", "Set-Cookie" => "a=1\nb=2" }, ["two cookies"]]
-  else [404, { "Content-Type" => "text/plain" }, ["not found"]]
+    # A field of several values: Rack 3 gives them as an Array, Rack 2 joined by newlines.
+    [200, { "content-type" => "text/plain", "set-cookie" => RACK3 ? %w[a=1 b=2] : "a=1\nb=2" }, ["two cookies"]]
+  else [404, { "content-type" => "text/plain" }, ["not found"]]
   end
 end
 
 map "/native" do
+  use Rack::Lint if RACK3
   run(lambda do |env|
     status = env["QUERY_STRING"].empty? ? 200 : env["QUERY_STRING"].to_i # /native?204: a bodiless status
-    [status, { "Content-Type" => "application/octet-stream" }, FileBody.new(refuse_each: true)]
+    headers = status == 204 ? {} : { "content-type" => "application/octet-stream" }
+    [status, headers, FileBody.new(refuse_each: true)]
   end)
 end
 
@@ -128,10 +133,11 @@ class NotAnArray
 end
 
 map "/not-an-array" do
-  run(->(_env) { [200, { "Content-Type" => "text/plain" }, NotAnArray.new] })
+  run(->(_env) { [200, { "content-type" => "text/plain" }, NotAnArray.new] })
 end
 
 map "/callable" do
+  use Rack::Lint if RACK3
   run(lambda do |_env|
     body = lambda do |stream|
       stream.write("streamed ")
@@ -144,6 +150,8 @@ end
 
 map "/" do
   use Rack::Lint
+  # Rack 3 asks no server for a rewindable input: an app that rewinds says so.
+  use Rack::RewindableInput::Middleware if RACK3
   use Rack::Head
   run APP
 end
