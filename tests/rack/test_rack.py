@@ -262,6 +262,24 @@ def test_a_rack_3_streaming_body_is_called_with_a_stream(any_rack):
     assert (status, headers["content-type"], body) == (200, "text/plain", b"streamed by call")
 
 
+def test_a_response_hijack_writes_the_head_then_the_apps_stream_until_it_closes_it(rack):
+    """Rack 2's `rack.hijack` response header: the app's proc gets the stream after the head, the
+    body is ignored (yet closed), and the slot serves on once the app closed the stream."""
+    server = rack("-w", "1", "-t", "2")
+    head, _, body = gated_response(server, "/hijack").partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"content-type: text/plain" in head.lower()
+    assert b"rack.hijack" not in head
+    assert body == b"6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"
+    assert get_json(server, "/closed") == ["ignored"]
+
+
+def test_a_streaming_body_may_hand_its_stream_on_and_write_until_it_closes_it(any_rack):
+    server = any_rack("-w", "1", "-t", "2")
+    body = gated_response(server, "/handoff").partition(b"\r\n\r\n")[2]
+    assert body == b"6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"
+    assert get_json(server, "/echo")["PATH_INFO"] == "/echo"
+
+
 def test_a_ruby_side_without_the_extension_says_what_to_build(tmp_path):
     require_rack()
     lib = tmp_path / "lib" / "headway"

@@ -148,6 +148,43 @@ map "/callable" do
   end)
 end
 
+# Writes "first\n", then "second\n" once /release was asked, then closes `stream`: from a thread of
+# its own, as an app that took the stream keeps it past the call that gave it.
+GATED_WRITER = lambda do |stream|
+  Thread.new do
+    stream.write("first\n")
+    GATE.pop
+    stream << "second\n"
+  ensure
+    stream.close
+  end
+end
+
+# The body of a hijacked response, which the server must close but not send.
+class Ignored
+  def each
+    yield "the body of a hijacked response"
+  end
+
+  def close
+    CLOSED << "ignored"
+  end
+end
+
+# Rack 2's response (partial) hijack: the head as the app gave it, then the stream is the app's.
+# Not under Lint, which allows the header only where full hijack is offered too.
+map "/hijack" do
+  run(lambda do |_env|
+    [200, { "content-type" => "text/plain", "rack.hijack" => GATED_WRITER }, Ignored.new]
+  end)
+end
+
+# Rack 3's streaming body, which hands its stream on and returns before it is done.
+map "/handoff" do
+  use Rack::Lint if RACK3
+  run(->(_env) { [200, { "content-type" => "text/plain" }, GATED_WRITER] })
+end
+
 map "/" do
   use Rack::Lint
   # Rack 3 asks no server for a rewindable input: an app that rewinds says so.
