@@ -2,6 +2,7 @@
 Rack env, bodies of each kind, errors and the lifecycle, with the apps in tests/apps/rack/ under
 Rack::Lint."""
 
+import hashlib
 import json
 import os
 import signal
@@ -130,6 +131,35 @@ def test_a_post_body_is_rack_input_and_rewinds(any_rack):
     assert (env["body"], env["again"]) == ("hello rack", "hello rack")
     assert (env["CONTENT_TYPE"], env["CONTENT_LENGTH"]) == ("text/plain", "10")
     assert env["rack.multiprocess"] is True
+
+
+def test_a_large_upload_read_twice_is_kept_in_a_file_not_in_memory(rack):
+    """20 MiB read, rewound and read again by a Rack 2 app: the same bytes both times, and the
+    worker's resident memory, taken while the request still holds its input, not grown by them."""
+    server = rack("-w", "1", "-t", "2")
+    upload = os.urandom(20 << 20)
+    assert get_json(server, "/held") == []
+    before = server.stats()["workers"][0]["rss_bytes"]
+    results = []
+    headers = {"Content-Type": "application/octet-stream"}
+    thread = threading.Thread(target=lambda: results.append(exchange(server, "POST", "/digest", headers, upload)))
+    thread.start()
+    held = []
+    wait_until(lambda: held.extend(get_json(server, "/held")) or held, timeout=60, message="the app to read twice")
+    grown = server.stats()["workers"][0]["rss_bytes"] - before
+    assert server.get("/release")[0] == 200
+    thread.join(timeout=60)
+    status, _, body = results[0]
+    assert status == 200
+    assert json.loads(body) == [hashlib.sha256(upload).hexdigest()] * 2
+    assert grown < len(upload) // 2, f"the worker grew by {grown >> 20} MiB"
+
+
+def test_the_lines_of_a_body_kept_in_a_file_are_whole(rack):
+    lines = [b"line %d " % number + b"x" * (number % 100) + b"\n" for number in range(4000)]  # 300 KB
+    status, _, body = exchange(rack("-w", "1", "-t", "1"), "POST", "/lines", body=b"".join(lines) + b"end")
+    assert status == 200
+    assert json.loads(body) == [line.decode() for line in lines] + ["end"]
 
 
 def test_a_chunked_upload_reaches_rack_input_whole(any_rack):

@@ -42,6 +42,7 @@ module Headway
       end
       after_reply.each { |callback| guarded("rack.after_reply") { callback.call } }
       finished.each { |callback| guarded("rack.response_finished") { callback.call(env, status, headers, error) } }
+      input.release
       nil
     end
 

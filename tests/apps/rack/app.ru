@@ -4,6 +4,7 @@
 # sends a `to_path` body itself (that Lint hides to_path behind its own `each`), and /callable, a
 # Rack 3 streaming body (that Lint wants `each`), both under Rack 3's Lint; and /not-an-array
 # (whose to_ary either Lint would call as an Array's).
+require "digest"
 require "json"
 require "tmpdir"
 
@@ -16,6 +17,7 @@ RACK3 = Rack.release >= "3"
 GATE = Queue.new # /stream's second piece waits for /release
 CLOSED = Queue.new # what the worker closed, as bodies' close calls tell
 AFTER = Queue.new # what the rack.after_reply callbacks saw
+HELD = Queue.new # the requests waiting for /release
 
 # A body sent piece by piece: its second piece comes only once /release was asked.
 class Gated
@@ -83,6 +85,19 @@ APP = lambda do |env|
     input.rewind
     json(ECHO_KEYS.to_h { |key| [key, env[key]] }.merge("body" => body, "again" => input.read,
                                                         "release" => Rack.release))
+  when "/digest" # the body's SHA-256, read twice piece by piece; the answer waits for /release
+    input = env["rack.input"]
+    digests = Array.new(2) do
+      input.rewind
+      digest = Digest::SHA256.new
+      buffer = String.new
+      digest << buffer while input.read(65_536, buffer)
+      digest.hexdigest
+    end
+    HELD << "digest"
+    GATE.pop
+    json(digests)
+  when "/held" then json(drain(HELD))
   when "/lines"
     lines = []
     env["rack.input"].each { |line| lines << line }
