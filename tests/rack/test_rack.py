@@ -117,6 +117,16 @@ def test_the_rack_found_first_on_the_load_path_is_the_one_the_app_gets(any_rack,
     assert release.startswith(request.node.callspec.params["any_rack"] + ".")
 
 
+def test_root_path_is_script_name_and_rack_urlmap_mounts_below_it(any_rack):
+    server = any_rack("-w", "1", "-t", "1", "--root-path", "/shop")
+    env = get_json(server, "/shop/echo?x=1")
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"], env["REQUEST_URI"]) == ("/shop", "/echo", "/shop/echo?x=1")
+    env = get_json(server, "/echo")  # a router that took the prefix off
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"]) == ("/shop", "/echo")
+    assert get_json(server, "/shop/mounted/deeper") == ["/shop/mounted", "/deeper"]
+    assert get_json(server, "/mounted/x") == ["/shop/mounted", "/x"]
+
+
 def test_the_scheme_is_https_when_a_trusted_router_says_so(rack):
     server = rack("-w", "1", "-t", "1")
     env = json.loads(server.get("/echo", headers={"X-Forwarded-Proto": "https"})[2])

@@ -200,6 +200,14 @@ map "/handoff" do
   run(->(_env) { [200, { "content-type" => "text/plain" }, GATED_WRITER] })
 end
 
+# Where Rack::URLMap mounted this app, as it sees it: with --root-path under that prefix too.
+MOUNTED = ->(env) { json([env["SCRIPT_NAME"], env["PATH_INFO"]]) }
+
+map "/mounted" do
+  use Rack::Lint
+  run MOUNTED
+end
+
 map "/" do
   use Rack::Lint
   # Rack 3 asks no server for a rewindable input: an app that rewinds says so.
