@@ -2,6 +2,7 @@
 Rack env, bodies of each kind, errors and the lifecycle, with the apps in tests/apps/rack/ under
 Rack::Lint."""
 
+import hashlib
 import json
 import os
 import signal
@@ -36,10 +37,29 @@ def rack(serve):
     """Starts the Rack worker on tests/apps/rack/APP (app.ru unless told)."""
     require_rack()
 
-    def start(*args, app="app.ru"):
-        return serve(*args, app, cwd=RACK_APPS)
+    def start(*args, app="app.ru", env=None):
+        return serve(*args, app, cwd=RACK_APPS, env=env)
 
     return start
+
+
+@pytest.fixture(scope="session")
+def rack3_lib():
+    """The folder of trixie's Rack 3 (scripts/rack3 fetches it the first time)."""
+    fetched = subprocess.run([REPO / "scripts" / "rack3"], capture_output=True, text=True, timeout=300)
+    if fetched.returncode != 0:
+        missing(f"Rack 3 could not be fetched (scripts/rack3): {fetched.stderr.strip()}")
+    return fetched.stdout.strip()
+
+
+@pytest.fixture(params=["2.2", "3"])
+def any_rack(request, rack):
+    """As `rack`, once under the machine's Rack 2.2 and once under Rack 3, which the worker's
+    Ruby finds first on its load path: the routes of app.ru under Rack::Lint pass both Lints."""
+    if request.param == "2.2":
+        return rack
+    env = {"RUBYLIB": request.getfixturevalue("rack3_lib")}
+    return lambda *args, app="app.ru": rack(*args, app=app, env=env)
 
 
 def require_rack():
@@ -73,8 +93,8 @@ def get_json(server, path):
     return json.loads(body)
 
 
-def test_get_gives_the_app_every_cgi_key_and_the_rack_ones(rack):
-    server = rack("-w", "1", "-t", "2")
+def test_get_gives_the_app_every_cgi_key_and_the_rack_ones(any_rack):
+    server = any_rack("-w", "1", "-t", "2")
     status, headers, body = server.get("/echo?x=1&y=%20", headers={"X-Custom": "yes"})
     env = json.loads(body)
     assert status == 200
@@ -91,14 +111,30 @@ def test_get_gives_the_app_every_cgi_key_and_the_rack_ones(rack):
     assert env["body"] == "" and env["CONTENT_LENGTH"] is None
 
 
+def test_the_rack_found_first_on_the_load_path_is_the_one_the_app_gets(any_rack, request):
+    server = any_rack("-w", "1", "-t", "1")
+    release = get_json(server, "/echo")["release"]
+    assert release.startswith(request.node.callspec.params["any_rack"] + ".")
+
+
+def test_root_path_is_script_name_and_rack_urlmap_mounts_below_it(any_rack):
+    server = any_rack("-w", "1", "-t", "1", "--root-path", "/shop")
+    env = get_json(server, "/shop/echo?x=1")
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"], env["REQUEST_URI"]) == ("/shop", "/echo", "/shop/echo?x=1")
+    env = get_json(server, "/echo")  # a router that took the prefix off
+    assert (env["SCRIPT_NAME"], env["PATH_INFO"]) == ("/shop", "/echo")
+    assert get_json(server, "/shop/mounted/deeper") == ["/shop/mounted", "/deeper"]
+    assert get_json(server, "/mounted/x") == ["/shop/mounted", "/x"]
+
+
 def test_the_scheme_is_https_when_a_trusted_router_says_so(rack):
     server = rack("-w", "1", "-t", "1")
     env = json.loads(server.get("/echo", headers={"X-Forwarded-Proto": "https"})[2])
     assert env["rack.url_scheme"] == "https"
 
 
-def test_a_post_body_is_rack_input_and_rewinds(rack):
-    server = rack("-w", "2", "-t", "2")
+def test_a_post_body_is_rack_input_and_rewinds(any_rack):
+    server = any_rack("-w", "2", "-t", "2")
     status, _, body = exchange(server, "POST", "/echo", headers={"Content-Type": "text/plain"}, body=b"hello rack")
     env = json.loads(body)
     assert status == 200
@@ -107,8 +143,37 @@ def test_a_post_body_is_rack_input_and_rewinds(rack):
     assert env["rack.multiprocess"] is True
 
 
-def test_a_chunked_upload_reaches_rack_input_whole(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_a_large_upload_read_twice_is_kept_in_a_file_not_in_memory(rack):
+    """20 MiB read, rewound and read again by a Rack 2 app: the same bytes both times, and the
+    worker's resident memory, taken while the request still holds its input, not grown by them."""
+    server = rack("-w", "1", "-t", "2")
+    upload = os.urandom(20 << 20)
+    assert get_json(server, "/held") == []
+    before = server.stats()["workers"][0]["rss_bytes"]
+    results = []
+    headers = {"Content-Type": "application/octet-stream"}
+    thread = threading.Thread(target=lambda: results.append(exchange(server, "POST", "/digest", headers, upload)))
+    thread.start()
+    held = []
+    wait_until(lambda: held.extend(get_json(server, "/held")) or held, timeout=60, message="the app to read twice")
+    grown = server.stats()["workers"][0]["rss_bytes"] - before
+    assert server.get("/release")[0] == 200
+    thread.join(timeout=60)
+    status, _, body = results[0]
+    assert status == 200
+    assert json.loads(body) == [hashlib.sha256(upload).hexdigest()] * 2
+    assert grown < len(upload) // 2, f"the worker grew by {grown >> 20} MiB"
+
+
+def test_the_lines_of_a_body_kept_in_a_file_are_whole(rack):
+    lines = [b"line %d " % number + b"x" * (number % 100) + b"\n" for number in range(4000)]  # 300 KB
+    status, _, body = exchange(rack("-w", "1", "-t", "1"), "POST", "/lines", body=b"".join(lines) + b"end")
+    assert status == 200
+    assert json.loads(body) == [line.decode() for line in lines] + ["end"]
+
+
+def test_a_chunked_upload_reaches_rack_input_whole(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     lines = [b"line one\n", b"line two\n", b"last"]
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines) + b"0\r\n\r\n"
     status, _, body = exchange(server, "POST", "/lines", headers={"Transfer-Encoding": "chunked"}, body=chunked)
@@ -116,8 +181,8 @@ def test_a_chunked_upload_reaches_rack_input_whole(rack):
     assert json.loads(body) == ["line one\n", "line two\n", "last"]
 
 
-def test_head_gets_the_head_and_no_body(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_head_gets_the_head_and_no_body(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     status, headers, body = exchange(server, "HEAD", "/echo")
     assert status == 200
     assert headers["content-type"] == "application/json"
@@ -147,8 +212,8 @@ def gated_response(server, path):
     return received
 
 
-def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(rack):
-    server = rack("-w", "1", "-t", "2")
+def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(any_rack):
+    server = any_rack("-w", "1", "-t", "2")
     received = gated_response(server, "/stream")
     head, _, body = received.partition(b"\r\n\r\n")
     assert b"transfer-encoding: chunked" in head.lower()
@@ -162,17 +227,17 @@ def test_a_body_whose_to_ary_is_nil_goes_by_each(rack):
     assert (status, body) == (200, b"by each, not to_ary")
 
 
-def test_a_to_path_body_is_sent_whole(rack):
-    """Under Rack 2.2's Lint, which hides to_path, the body goes by each."""
-    server = rack("-w", "1", "-t", "1")
+def test_a_to_path_body_is_sent_whole(any_rack):
+    """Under Rack 2.2's Lint, which hides to_path, the body goes by each; under Rack 3's, by the core."""
+    server = any_rack("-w", "1", "-t", "1")
     status, _, body = server.get("/file")
     assert status == 200
     assert body == PAYLOAD
     assert get_json(server, "/closed") == ["file"]
 
 
-def test_a_to_path_body_is_sent_by_the_core_without_each(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_a_to_path_body_is_sent_by_the_core_without_each(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     status, headers, body = server.get("/native")
     assert status == 200
     assert headers["content-length"] == str(len(PAYLOAD))
@@ -180,21 +245,22 @@ def test_a_to_path_body_is_sent_by_the_core_without_each(rack):
     assert b"each called" not in server.log()
 
 
-def test_a_to_path_body_of_a_bodiless_status_gets_no_length(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_a_to_path_body_of_a_bodiless_status_gets_no_length(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     status, headers, body = server.get("/native?204")
     assert (status, body) == (204, b"")
     assert "content-length" not in headers
 
 
-def test_header_values_joined_by_newlines_are_separate_fields(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_a_header_of_several_values_is_several_fields(any_rack):
+    """Rack 2 joins the values by newlines, Rack 3 gives an Array."""
+    server = any_rack("-w", "1", "-t", "1")
     raw = raw_response(server, "/cookies")
     assert b"set-cookie: a=1\r\n" in raw.lower() and b"set-cookie: b=2\r\n" in raw.lower()
 
 
-def test_an_app_exception_is_a_500_with_its_backtrace_in_the_log(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_an_app_exception_is_a_500_with_its_backtrace_in_the_log(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     status, _, body = server.get("/raise")
     assert status == 500
     assert b"boom from the app" not in body  # the client learns nothing of the app's insides
@@ -218,22 +284,40 @@ def test_a_body_that_raises_mid_stream_ends_that_response_and_the_worker_serves_
     assert get_json(server, "/closed") == ["failing"]
 
 
-def test_after_reply_callbacks_run_once_the_response_is_out(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_after_reply_callbacks_run_once_the_response_is_out(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     assert get_json(server, "/after?one") == "registered"
     assert get_json(server, "/after-seen") == ["after one"]
 
 
-def test_response_finished_callbacks_get_the_status(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_response_finished_callbacks_get_the_status(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     assert get_json(server, "/finished") == "registered"
     assert get_json(server, "/after-seen") == ["finished 200 nil"]
 
 
-def test_a_rack_3_streaming_body_is_called_with_a_stream(rack):
-    server = rack("-w", "1", "-t", "1")
+def test_a_rack_3_streaming_body_is_called_with_a_stream(any_rack):
+    server = any_rack("-w", "1", "-t", "1")
     status, headers, body = server.get("/callable")
     assert (status, headers["content-type"], body) == (200, "text/plain", b"streamed by call")
+
+
+def test_a_response_hijack_writes_the_head_then_the_apps_stream_until_it_closes_it(rack):
+    """Rack 2's `rack.hijack` response header: the app's proc gets the stream after the head, the
+    body is ignored (yet closed), and the slot serves on once the app closed the stream."""
+    server = rack("-w", "1", "-t", "2")
+    head, _, body = gated_response(server, "/hijack").partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"content-type: text/plain" in head.lower()
+    assert b"rack.hijack" not in head
+    assert body == b"6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"
+    assert get_json(server, "/closed") == ["ignored"]
+
+
+def test_a_streaming_body_may_hand_its_stream_on_and_write_until_it_closes_it(any_rack):
+    server = any_rack("-w", "1", "-t", "2")
+    body = gated_response(server, "/handoff").partition(b"\r\n\r\n")[2]
+    assert body == b"6\r\nfirst\n\r\n7\r\nsecond\n\r\n0\r\n\r\n"
+    assert get_json(server, "/echo")["PATH_INFO"] == "/echo"
 
 
 def test_a_ruby_side_without_the_extension_says_what_to_build(tmp_path):

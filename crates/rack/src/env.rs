@@ -7,21 +7,26 @@
 //!
 //! Values are binary strings of the bytes as sent: PATH_INFO stays percent-encoded, as Rack
 //! servers have it (unlike WSGI's).
+//!
+//! With `--root-path` (the app mounted under a prefix) SCRIPT_NAME is the prefix and PATH_INFO
+//! the rest of the path when the path starts with it, as for WSGI; a path without it (a router
+//! that took it off) is PATH_INFO whole. The prefix is plain URL characters, so the raw path is
+//! compared with it as it came.
 
-use headway_worker_core::http::cgi::{bytes_of_latin1, server_of_host};
+use headway_worker_core::http::cgi::{below, bytes_of_latin1, server_of_host};
 use headway_worker_core::http::request::Request;
 use magnus::{Error, RHash, Ruby};
 
-/// The env keys of `request`, in a new Hash.
-pub fn build(ruby: &Ruby, request: &Request) -> Result<RHash, Error> {
+/// The env keys of `request`, in a new Hash; `root_path` is `--root-path`, "" for none.
+pub fn build(ruby: &Ruby, request: &Request, root_path: &str) -> Result<RHash, Error> {
     let env = ruby.hash_new();
     let text = |value: &str| ruby.str_from_slice(&bytes_of_latin1(value));
     for (key, value) in &request.headers {
         env.aset(ruby.str_new(key), text(value))?;
     }
     env.aset("REQUEST_METHOD", text(&request.method))?;
-    env.aset("SCRIPT_NAME", "")?;
-    env.aset("PATH_INFO", text(&request.path))?;
+    env.aset("SCRIPT_NAME", root_path)?;
+    env.aset("PATH_INFO", text(below(&request.path, root_path)))?;
     env.aset("QUERY_STRING", text(&request.query))?;
     let uri =
         if request.query.is_empty() { request.path.clone() } else { format!("{}?{}", request.path, request.query) };

@@ -10,15 +10,15 @@ use magnus::{Error, RHash, RString, Ruby};
 
 use crate::env;
 
-/// The env of the request whose whole head is `head`; an ArgumentError saying why if it is not
-/// one complete, valid request head.
-pub fn handshake_env(ruby: &Ruby, head: RString) -> Result<RHash, Error> {
+/// The env of the request whose whole head is `head`, the app mounted under `root_path` ("" for
+/// none); an ArgumentError saying why if it is not one complete, valid request head.
+pub fn handshake_env(ruby: &Ruby, head: RString, root_path: String) -> Result<RHash, Error> {
     // SAFETY: the bytes are copied out before any Ruby call could move or free the string.
     let bytes = unsafe { head.as_slice() }.to_vec();
     let limits = Limits { max_head: bytes.len(), max_body: 0 };
     let refused = |why: String| Error::new(ruby.exception_arg_error(), format!("not a handshake: {why}"));
     match parse_head(&bytes, &limits) {
-        Ok(Some((head, _))) => env::build(ruby, &from_head(head)),
+        Ok(Some((head, _))) => env::build(ruby, &from_head(head), &root_path),
         Ok(None) => Err(refused("an incomplete head".to_owned())),
         Err(error) => Err(refused(error.reason.to_owned())),
     }

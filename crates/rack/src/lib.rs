@@ -24,9 +24,9 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let native = ruby.define_module("Headway")?.define_module("Native")?;
     native.define_module_function("pidfd_open", function!(process::pidfd_open, 1))?;
     native.define_module_function("pin_to_cpu", function!(process::pin_to_cpu, 1))?;
-    native.define_module_function("handshake_env", function!(handshake::handshake_env, 1))?;
+    native.define_module_function("handshake_env", function!(handshake::handshake_env, 2))?;
     let slots = native.define_class("Slots", ruby.class_object())?;
-    slots.define_singleton_method("attach", function!(slots::Slots::attach, 2))?;
+    slots.define_singleton_method("attach", function!(slots::Slots::attach, 3))?;
     slots.define_method("run_slot", method!(slots::Slots::run_slot, 2))?;
     slots.define_method("announce_ready", method!(slots::Slots::announce_ready, 1))?;
     slots.define_method("hop?", method!(slots::Slots::over_hop, 0))?;

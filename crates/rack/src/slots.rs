@@ -17,45 +17,52 @@ use crate::exchange::Exchange;
 use crate::gvl::Gvl;
 
 #[magnus::wrap(class = "Headway::Native::Slots", free_immediately, size)]
-pub struct Slots(slots::Slots);
+pub struct Slots {
+    slots: slots::Slots,
+    /// `--root-path`, "" for none: the prefix each request's env takes off PATH_INFO.
+    root_path: String,
+}
 
 impl Slots {
-    /// `Slots.attach(path, threads)`: the front's shared memory when it started us, else a unix
-    /// socket at `path`; a RuntimeError with the line for the user if neither can be had.
-    pub fn attach(ruby: &Ruby, path: String, threads: usize) -> Result<Slots, Error> {
+    /// `Slots.attach(path, threads, root_path)`: the front's shared memory when it started us,
+    /// else a unix socket at `path`; a RuntimeError with the line for the user if neither can be
+    /// had.
+    pub fn attach(ruby: &Ruby, path: String, threads: usize, root_path: String) -> Result<Slots, Error> {
         slots::Slots::attach(&path, threads)
-            .map(Slots)
+            .map(|slots| Slots { slots, root_path })
             .map_err(|error| Error::new(ruby.exception_runtime_error(), error))
     }
 
     /// `slots.run_slot(number, handler)`: serves slot `number` on the calling Ruby thread until
     /// the slots stop; each request is `handler.call(env, exchange)`.
     pub fn run_slot(ruby: &Ruby, rb_self: &Self, number: usize, handler: Value) {
-        rb_self.0.run_slot(&Gvl, number, &mut |transport| {
-            serve_each(&Gvl, transport, &mut |transport, request| handle(ruby, handler, transport, request))
+        rb_self.slots.run_slot(&Gvl, number, &mut |transport| {
+            serve_each(&Gvl, transport, &mut |transport, request| {
+                handle(ruby, handler, &rb_self.root_path, transport, request)
+            })
         });
     }
 
     /// Tells the front the slots are running, and whether WebSocket handshakes may go to the
     /// worker's socket (`ruby/lib/headway/handshakes.rb` listens there).
     pub fn announce_ready(&self, takes_websockets: bool) {
-        self.0.announce_ready(takes_websockets);
+        self.slots.announce_ready(takes_websockets);
     }
 
     /// `slots.hop?`: whether the front started us (its shared memory), rather than a socket of
     /// our own.
     pub fn over_hop(&self) -> bool {
-        self.0.hop().is_some()
+        self.slots.hop().is_some()
     }
 
     /// `over shared memory` or `on PATH`, for the startup line.
     pub fn place(&self) -> String {
-        self.0.place()
+        self.slots.place()
     }
 
     /// Stops taking work; `run_slot` returns once what its slot has is served.
     pub fn stop(&self) {
-        self.0.stop();
+        self.slots.stop();
     }
 }
 
@@ -65,11 +72,12 @@ impl Slots {
 fn handle(
     ruby: &Ruby,
     handler: Value,
+    root_path: &str,
     mut transport: Box<dyn Transport>,
     request: Request,
 ) -> Option<(Box<dyn Transport>, bool)> {
     let is_head = request.is_head();
-    let env = match env::build(ruby, &request) {
+    let env = match env::build(ruby, &request, root_path) {
         Ok(env) => env,
         Err(error) => {
             Gvl.log(&format!("cannot make the request's env: {error}"));

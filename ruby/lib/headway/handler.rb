@@ -29,12 +29,12 @@ module Headway
     # Called by the native core with the env's CGI keys and the request's exchange.
     def call(env, exchange)
       env.merge!(@base)
-      env["rack.input"] = Input.new(exchange)
+      input = env["rack.input"] = Input.new(exchange)
       after_reply = env["rack.after_reply"] = []
       finished = env["rack.response_finished"] = []
       begin
         status, headers, body = @app.call(env)
-        respond(exchange, status, headers, body)
+        respond(exchange, input, status, headers, body)
       rescue Exception => error # rubocop:disable Lint/RescueException -- a slot survives every exception
         report(error, exchange)
       ensure
@@ -42,6 +42,7 @@ module Headway
       end
       after_reply.each { |callback| guarded("rack.after_reply") { callback.call } }
       finished.each { |callback| guarded("rack.response_finished") { callback.call(env, status, headers, error) } }
+      input.release
       nil
     end
 
@@ -76,9 +77,11 @@ module Headway
       io.write("HTTP/1.1 #{status} #{reason}\r\n#{head}content-length: #{text.bytesize}\r\nconnection: close\r\n\r\n", text)
     end
 
-    def respond(exchange, status, headers, body)
+    def respond(exchange, input, status, headers, body)
       fields = fields(headers)
-      if body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
+      if headers.is_a?(Hash) && (hijack = headers["rack.hijack"])
+        stream(exchange, input, status, fields) { |stream| hijack.call(stream) }
+      elsif body.respond_to?(:to_path) && File.file?(path = body.to_path.to_s)
         exchange.send_file(Integer(status), fields, path)
       elsif (array = array_of(body))
         exchange.respond(Integer(status), fields, array.map(&:to_str))
@@ -87,12 +90,21 @@ module Headway
         body.each { |chunk| exchange.write(chunk.to_str) }
         exchange.finish
       elsif body.respond_to?(:call)
-        exchange.start(Integer(status), fields)
-        body.call(Stream.new(exchange))
-        exchange.finish
+        stream(exchange, input, status, fields) { |stream| body.call(stream) }
       else
         raise TypeError, "a Rack body must respond to each or call, not #{body.class}"
       end
+    end
+
+    # A response whose body the app writes to a Stream (Rack 3's streaming body, Rack 2's
+    # `rack.hijack` response header): the head, then whatever the app writes, from this thread
+    # or another it handed the stream to, until it closes the stream. The slot is the response's
+    # until then, as for a body sent piece by piece.
+    def stream(exchange, input, status, fields)
+      exchange.start(Integer(status), fields)
+      stream = Stream.new(exchange, input)
+      yield stream
+      stream.wait_closed
     end
 
     # The body as an Array, if it is one: a `to_ary` that gives nil says it is not (Ruby's
@@ -132,15 +144,42 @@ module Headway
       $stderr.puts("headway worker: #{what} raised:", error.full_message(highlight: false))
     end
 
-    # What a Rack 3 streaming body (`call`-able) writes to: its pieces go out as they come.
+    # What a Rack 3 streaming body (`call`-able) or Rack 2's response hijack is given: its pieces
+    # go out as they come, `read` reads the request body, and closing its write side ends the
+    # response. The app may write from any one thread at a time.
     class Stream
-      def initialize(exchange)
+      def initialize(exchange, input)
         @exchange = exchange
+        @input = input
+        @read_closed = false
+        @write_closed = false
+        @lock = Mutex.new
+        @ended = Queue.new
+      end
+
+      def read(length = nil, outbuf = nil)
+        raise IOError, "not opened for reading" if @read_closed
+
+        @input.read(length, outbuf)
+      end
+
+      # IO's, for Rack 2's hijack: the input is read as it comes, so this may wait for it.
+      def read_nonblock(length, outbuf = nil, exception: true)
+        data = read(length, outbuf)
+        raise EOFError, "end of file reached" if data.nil? && exception
+
+        data
       end
 
       def write(data)
+        raise IOError, "not opened for writing" if @write_closed
+
         @exchange.write(data.to_str)
         data.to_str.bytesize
+      end
+
+      def write_nonblock(data, exception: true) # rubocop:disable Lint/UnusedMethodArgument -- IO's signature
+        write(data)
       end
 
       def <<(data)
@@ -152,12 +191,35 @@ module Headway
         self
       end
 
-      def close; end
+      def close_read
+        @read_closed = true
+        nil
+      end
 
-      def close_write; end
+      # Ends the response; the first call only.
+      def close_write
+        return if @lock.synchronize { @write_closed.tap { @write_closed = true } }
+
+        begin
+          @exchange.finish
+        ensure
+          @ended << true
+        end
+      end
+
+      def close
+        close_read
+        close_write
+      end
 
       def closed?
-        false
+        @read_closed && @write_closed
+      end
+
+      # Returns once the response is ended (by the app's close, from whichever thread).
+      def wait_closed
+        @ended.pop
+        nil
       end
     end
   end

@@ -16,11 +16,13 @@ module Headway
     MAX_HEAD = 65_536
     HEAD_END = "\r\n\r\n"
 
-    # Listens on `path` (replacing a stale socket file) and serves what comes with `handler`.
-    def initialize(path, handler)
+    # Listens on `path` (replacing a stale socket file) and serves what comes with `handler`, the
+    # app mounted under `root_path` ("" for none).
+    def initialize(path, root_path, handler)
       File.unlink(path) if File.socket?(path)
       @server = UNIXServer.new(path)
       @handler = handler
+      @root_path = root_path
       @accepting = Thread.new { accept_each }
     end
 
@@ -42,7 +44,7 @@ module Headway
       head = read_head(io)
       return io.close unless head
 
-      io.close unless @handler.handshake(Native.handshake_env(head), io)
+      io.close unless @handler.handshake(Native.handshake_env(head, @root_path), io)
     rescue StandardError => error
       $stderr.puts("headway worker: a WebSocket handshake failed:", error.full_message(highlight: false))
       io.close unless io.closed?

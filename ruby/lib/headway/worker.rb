@@ -3,7 +3,7 @@
 # The entry of headway's Rack worker: the headway front starts it as
 #
 #   ruby -I LIB -r headway/worker -e 'exit Headway::Worker.main(ARGV)' -- \
-#     --socket PATH --threads T --workers W [--hooks FILE.rb] config.ru
+#     --socket PATH --threads T --workers W [--hooks FILE.rb] [--root-path PATH] config.ru
 #
 # (with --preload instead of --socket, it is the preloaded parent the workers are forked from:
 # headway/preload.rb).
@@ -25,7 +25,7 @@ require "headway/preload"
 
 module Headway
   module Worker
-    Options = Struct.new(:socket, :threads, :workers, :hooks, :config, :preload)
+    Options = Struct.new(:socket, :threads, :workers, :hooks, :config, :preload, :root_path)
 
     # Runs the worker as `argv` says; returns the exit status.
     def self.main(argv)
@@ -74,14 +74,15 @@ module Headway
     end
 
     def self.parse(argv)
-      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, nil, "config.ru", false)
+      options = Options.new(ENV["HEADWAY_SOCKET"], 1, 1, nil, "config.ru", false, "")
       OptionParser.new do |parser|
-        parser.banner = "usage: headway/worker [--socket PATH | --preload] [--threads T] [--workers W] [config.ru]"
+        parser.banner = "usage: headway/worker [--socket PATH | --preload] [--threads T] [--workers W] [--root-path PATH] [config.ru]"
         parser.on("--socket PATH") { |path| options.socket = path }
         parser.on("--threads T", Integer) { |count| options.threads = count }
         parser.on("--workers W", Integer) { |count| options.workers = count }
         parser.on("--hooks FILE") { |path| options.hooks = path }
         parser.on("--preload") { options.preload = true }
+        parser.on("--root-path PATH") { |path| options.root_path = path }
       end.parse!(argv)
       options.config = argv.first if argv.first
       abort("headway worker: --socket PATH is required (or set HEADWAY_SOCKET)") unless options.socket || options.preload
@@ -110,13 +111,13 @@ module Headway
     end
 
     def self.serve(app, options)
-      slots = Native::Slots.attach(options.socket, options.threads)
+      slots = Native::Slots.attach(options.socket, options.threads, options.root_path)
       handler = Handler.new(app, threads: options.threads, workers: options.workers)
       stop_read, stop_write = IO.pipe
       %w[TERM INT].each { |signal| trap(signal) { stop_write.write_nonblock(".", exception: false) } }
       threads = Array.new(options.threads) { |number| Thread.new { slots.run_slot(number, handler) } }
       # WebSocket handshakes come on the worker's socket when the slots are the front's hop.
-      handshakes = Handshakes.new(options.socket, handler) if slots.hop?
+      handshakes = Handshakes.new(options.socket, options.root_path, handler) if slots.hop?
       slots.announce_ready(!handshakes.nil?)
       log("pid #{Process.pid} serving #{options.config} #{slots.place} with #{options.threads} threads")
       stop_read.read(1)

@@ -76,10 +76,10 @@ pub struct ServeArgs {
     pub cmd: Option<String>,
 
     /// The path prefix the app is mounted under, when a router sends it a sub-path such as /api:
-    /// WSGI's SCRIPT_NAME and ASGI's root_path. A request path that starts with it is taken to
-    /// include it (WSGI's PATH_INFO is the rest); one that does not, to have had it removed by
-    /// the router (ASGI's path gets it back). Bundled worker only. As uvicorn --root-path,
-    /// gunicorn's SCRIPT_NAME
+    /// WSGI's and Rack's SCRIPT_NAME and ASGI's root_path. A request path that starts with it is
+    /// taken to include it (WSGI's and Rack's PATH_INFO is the rest); one that does not, to have
+    /// had it removed by the router (ASGI's path gets it back). Bundled workers only. As uvicorn
+    /// --root-path, gunicorn's SCRIPT_NAME
     #[arg(long, value_name = "PATH", value_parser = parse_root_path)]
     pub root_path: Option<String>,
 

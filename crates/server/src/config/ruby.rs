@@ -1,8 +1,7 @@
 //! The bundled Rack worker's launch: when it is the one (an APP ending in `.ru`, or `--interface
 //! rack`), the Ruby that runs it (`--ruby`, `$HEADWAY_RUBY`, else `ruby` on PATH), and where its
 //! Ruby side and extension are (`$HEADWAY_RUBY_LIB`, which the gem's `headway` sets to the gem's
-//! lib folder, else the `ruby/lib` of the checkout this program was built from). The flag of the
-//! Python worker it does not have yet (`--root-path`) is refused here, with the line the user gets.
+//! lib folder, else the `ruby/lib` of the checkout this program was built from).
 
 use std::path::PathBuf;
 
@@ -28,11 +27,9 @@ pub fn rack_launch(args: &ServeArgs) -> anyhow::Result<Option<Launch>> {
     if !serves_rack(args) {
         return Ok(None);
     }
-    if args.root_path.is_some() {
-        bail!("--root-path is not supported by the Rack worker yet");
-    }
     let config = args.app.clone().unwrap_or_else(|| "config.ru".to_owned());
-    let app = RackApp { config, hooks: args.hooks.clone(), lib: lib() };
+    let root_path = args.root_path.clone().filter(|root| !root.is_empty());
+    let app = RackApp { config, hooks: args.hooks.clone(), lib: lib(), root_path };
     Ok(Some(Launch::Ruby { ruby: ruby(args.ruby.clone())?, app }))
 }
 
@@ -86,9 +83,19 @@ mod tests {
     }
 
     #[test]
-    fn what_the_rack_worker_lacks_yet_is_refused() {
-        let refused = launch(&["--root-path", "/app", "app.ru"]).unwrap_err().to_string();
-        assert_eq!(refused, "--root-path is not supported by the Rack worker yet");
+    fn the_root_path_goes_to_the_rack_worker() {
+        let Some(Launch::Ruby { app, .. }) = launch(&["--root-path", "/shop/", "app.ru"]).unwrap() else {
+            panic!("not the Ruby worker")
+        };
+        assert_eq!(app.root_path.as_deref(), Some("/shop"));
+        let Some(Launch::Ruby { app, .. }) = launch(&["--root-path", "/", "app.ru"]).unwrap() else {
+            panic!("not Ruby")
+        };
+        assert_eq!(app.root_path, None);
+    }
+
+    #[test]
+    fn a_wrong_ruby_is_refused() {
         let wrong = Command::try_parse_from(["headway", "--ruby", "/no/such/ruby", "app.ru"]).unwrap();
         let wrong = rack_launch(&wrong.serve).unwrap_err().to_string();
         assert!(wrong.starts_with("--ruby /no/such/ruby (or $HEADWAY_RUBY): no such file"), "{wrong}");

@@ -64,6 +64,8 @@ pub struct RackApp {
     /// The folder with `headway/worker.rb` and the extension `headway/headway_rack.so`, given to
     /// Ruby as `-I` (`$HEADWAY_RUBY_LIB`, else the checkout's `ruby/lib`).
     pub lib: PathBuf,
+    /// `--root-path`: the path prefix the app is mounted under.
+    pub root_path: Option<String>,
 }
 
 impl RackApp {
@@ -74,7 +76,8 @@ impl RackApp {
         command.arg("-I").arg(&self.lib);
         command.args(["-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)", "--"]);
         command.args(["--threads", &slots.threads.to_string(), "--workers", &workers.to_string()]);
-        command.args(self.hooks.iter().flat_map(|hooks| ["--hooks", hooks])).arg(&self.config);
+        command.args(self.hooks.iter().flat_map(|hooks| ["--hooks", hooks]));
+        command.args(self.root_path.iter().flat_map(|root| ["--root-path", root])).arg(&self.config);
         command
     }
 }
