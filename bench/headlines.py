@@ -45,10 +45,10 @@ def row(what, against, headway, cpu="-", p99="-"):
 CPU_RATIO, SHARED_RATIO = "headway's CPU/req vs it", "headway vs it, sharing wrk's session"
 
 
-def versus(result):
+def versus(result, p99_ratio=False):
     """bench/versus.sh's throughput parts, and bench/static.sh: wrk against each server, a table per
     endpoint; CPU a request first, then requests/s with the servers in sessions of their own and
-    sharing wrk's."""
+    sharing wrk's; with `p99_ratio`, how much lower headway's p99 was too."""
     # "2 workers each, wrk -t1 -c64 -d5s", and what else the run had ("beside a busy neighbour").
     how = ", ".join(result["summary"].split(", ")[:2])
     beside = result["title"].partition(", beside ")[2]
@@ -64,9 +64,17 @@ def versus(result):
             figures = ([f"{cpu} CPU/req"] if cpu != "-" else []) + [f"{theirs['headway vs it']} req/s"]
             if shared != "-":
                 figures[-1] += f" ({shared} sharing wrk's session)"
+            if p99_ratio:
+                figures.append(lower(mine["p99 ms"], theirs["p99 ms"], "p99"))
             yield row(f"{short_title(result)} {endpoint}; {how}", theirs["server"], ", ".join(figures),
                       both(mine["CPU us/req"], theirs["CPU us/req"], "µs"),
                       both(mine["p99 ms"], theirs["p99 ms"], "ms"))
+
+
+def rails_page(result):
+    """bench/versus.sh's rails part: as the other parts, and the p99 against each server, which
+    issue 55 asks to be lower on a Rails page along with the requests/s."""
+    return versus(result, p99_ratio=True)
 
 
 def bodies(result):
@@ -176,6 +184,7 @@ def fuzz(result):
 
 RULES = [
     ("versus-bodies", bodies),
+    ("versus-rails", rails_page),
     ("versus", versus),
     ("static", versus),
     ("keepalive-tail", keepalive_tail),

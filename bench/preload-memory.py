@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Memory of 4 workers with and without preloading: headway, headway --preload, gunicorn
 --preload (Django, tests/apps/django_site.py); and for Ruby, on a Rails 6.1 app
-(tests/apps/rails), headway's Rack worker and Puma clustered, each without and with preloading
-(Puma's --preload is its preload_app!).
+(tests/apps/rails, in production as bench/rails.ru sets it up, as bench/versus.sh runs it too),
+headway's Rack worker and Puma clustered, each without and with preloading (Puma's --preload is
+its preload_app!).
 
     .venv/bin/python bench/preload-memory.py [ROUNDS]
     HEADWAY=target/release/headway .venv/bin/python bench/preload-memory.py (another headway than .venv's)
@@ -22,6 +23,7 @@ printed and written to bench/results/preload-memory.json for docs/benchmarks.md.
 import importlib.metadata
 import os
 import platform
+import secrets
 import shutil
 import signal
 import socket
@@ -39,8 +41,12 @@ APPS = REPO / "tests" / "apps"
 VENV_BIN = Path(sys.executable).parent
 WORKERS = 4
 # The Rack app of the Ruby rows, and the path they are warmed on.
-RACK_APP = Path(os.environ.get("RACK_APP") or REPO / "tests/apps/rails/config.ru").resolve()
+RAILS_APP = REPO / "bench" / "rails.ru"
+RACK_APP = Path(os.environ.get("RACK_APP") or RAILS_APP).resolve()
 RACK_PATH = os.environ.get("RACK_PATH", "/")
+# What bench/rails.ru reads: one secret for every worker, and where Rails logs.
+RAILS_ENV = {"SECRET_KEY_BASE": secrets.token_hex(64),
+             "RAILS_LOG_FILE": str(REPO / "bench" / "out" / "preload-memory-rails.log")}
 
 
 class Server(NamedTuple):
@@ -100,7 +106,7 @@ def measure(server):
     processes summed), how many processes it had and the statuses it answered."""
     port = free_port()
     command = [part.format(port=port) for part in server.command]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(APPS), str(REPO / "python")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(APPS), str(REPO / "python")]), **RAILS_ENV)
     process = subprocess.Popen(command, cwd=server.cwd, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -142,7 +148,8 @@ def ruby_rows(serve):
     """The Ruby servers on RACK_APP: headway's Rack worker and Puma clustered, each without and
     with preloading, one thread a worker as the others."""
     puma = ["puma", "-w", str(WORKERS), "-t", "1:1", "-b", "tcp://127.0.0.1:{port}", str(RACK_APP)]
-    app = RACK_APP.parent.name if RACK_APP.name == "config.ru" else f"Rack {RACK_APP.stem}"
+    app = ("rails" if RACK_APP == RAILS_APP
+           else RACK_APP.parent.name if RACK_APP.name == "config.ru" else f"Rack {RACK_APP.stem}")
     without = f"Puma -w {WORKERS} ({app})"
     mine = f"headway ({app})"
     return [
@@ -174,6 +181,7 @@ def summary(servers, mib, rounds, failed):
 
 
 def main():
+    Path(RAILS_ENV["RAILS_LOG_FILE"]).parent.mkdir(parents=True, exist_ok=True)
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     headway = os.environ.get("HEADWAY") or shutil.which("headway", path=str(VENV_BIN)) or "headway"
     django = "django_site:application"

@@ -20,13 +20,16 @@
 #   rack     the smallest Rack hello world (python/headway/twins/hello.ru, /): headway's own Rack
 #            worker (`headway serve -w 2 -t 5 hello.ru`), Puma in cluster mode with the same W x T
 #            (`puma -w 2 -t 5:5`), and Puma inside headway (`headway serve -w 2 -t 5 --cmd 'puma
-#            -t 5:5 ...'`), every Puma with `-e production` and the Rack worker with that RACK_ENV.
-#            A Rails page is to join it (RAILS_APP, below) once the Rails test app exists
+#            -t 5:5 ...'`), every Puma with `-e production` and the Rack worker with that RACK_ENV
+#   rails    a Rails 6.1 page, a template with ten rows in the app's layout (the Rails test app,
+#            tests/apps/rails, /items), by the same three servers as rack; the app in production
+#            as bench/rails.ru sets it up: eager loading on, a secret key base this script makes
+#            for the run, Rails' log in $BENCH_OUT/rails-production.log
 #   bodies   large bodies (headway.twins.bodies:app), 1 worker each, curl one at a time: COUNT
 #            uploads and COUNT downloads of BODY_MIB MiB and ECHOES echoes of 5 MB; MB/s, CPU a
 #            transfer, and headway's front's peak RSS (VmHWM) while it all passes: headway,
 #            granian WSGI, gunicorn
-#   fastapi-busy, wsgi-busy, flask-busy, rack-busy
+#   fastapi-busy, wsgi-busy, flask-busy, rack-busy, rails-busy
 #            the same beside a CPU-bound neighbour process (one shell loop, started before the
 #            part and stopped after it): the busy-machine case
 #
@@ -34,14 +37,10 @@
 # bench/results/versus-PART.json (bench/results.py; docs/benchmarks.md is built from those).
 # Tails are the lab's business: `headway lab run keepalive-tail mixed-tail overload`.
 #
-# Usage: bench/versus.sh;  PARTS=rack bench/versus.sh (Ruby alone: no Python peers needed)
+# Usage: bench/versus.sh;  PARTS="rack rails" bench/versus.sh (Ruby alone: no Python peers needed)
 # Env:   PARTS="fastapi wsgi flask bodies fastapi-busy"  ROUNDS=5  DURATION=5s  WARMUP=2s
 #        SESSIONS="own shared" (the throughput parts measure each server in each)  CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
 #        BENCH_VENV=bench/.venv (the peers, FastAPI and Flask, from PyPI on first use)
-#        RAILS_APP: not read yet. The rack part is to measure a Rails page too (the issue asks
-#        requests/s and p99 of headway's Rack worker against Puma's there), from the Rails test
-#        app's directory: add its config.ru and page to app_of / endpoints_of as a `rails` part
-#        served by the same three servers, once tests/apps/rails exists
 #        BENCH_QUIET=25 BENCH_QUIET_WAIT=60 (bench/lib.sh; not waited for in a -busy part)
 #        RESULTS=0: no bench/results/ files (a trial run)
 set -euo pipefail
@@ -79,7 +78,7 @@ if [[ " ${PARTS//-busy/} " =~ \ (fastapi|wsgi|flask|bodies)\  ]]; then
     "$BENCH_VENV/bin/python" -c 'import fastapi, flask' 2>/dev/null ||
         bench_die "$BENCH_VENV has no FastAPI or Flask: $BENCH_VENV/bin/pip install fastapi flask"
 fi
-if [[ " ${PARTS//-busy/} " == *" rack "* ]]; then
+if [[ " ${PARTS//-busy/} " =~ \ (rack|rails)\  ]]; then
     bench_need puma ruby
 fi
 BENCH_OUT="$BENCH_OUT/versus"
@@ -88,6 +87,12 @@ results="$BENCH_OUT/results.tsv"
 bodies="$BENCH_OUT/bodies.tsv"
 : >"$results"
 : >"$bodies"
+# What bench/rails.ru reads: one secret for every worker of the run, and where Rails logs (this
+# run's lines alone).
+SECRET_KEY_BASE="$(python3 -c 'import secrets; print(secrets.token_hex(64))')"
+RAILS_LOG_FILE="$BENCH_OUT/rails-production.log"
+export SECRET_KEY_BASE RAILS_LOG_FILE
+: >"$RAILS_LOG_FILE"
 
 # The servers of a part, headway first; the app and the endpoints measured.
 servers_of() {
@@ -96,8 +101,8 @@ servers_of() {
         wsgi) echo "headway granian-wsgi granian-wsgi-threads gunicorn-gthread headway-no-lanes" ;;
         flask) echo "headway granian-wsgi granian-wsgi-threads" ;;
         bodies) echo "headway granian-wsgi gunicorn" ;;
-        rack) echo "headway puma-cluster headway-puma" ;;
-        *) bench_die "unknown part $1 (known: fastapi wsgi flask rack bodies, and each but bodies with -busy)" ;;
+        rack | rails) echo "headway puma-cluster headway-puma" ;;
+        *) bench_die "unknown part $1 (known: fastapi wsgi flask rack rails bodies, and each but bodies with -busy)" ;;
     esac
 }
 app_of() {
@@ -107,12 +112,14 @@ app_of() {
         flask) echo headway.twins.flask_bench:app ;;
         bodies) echo headway.twins.bodies:app ;;
         rack) echo "$BENCH_REPO/python/headway/twins/hello.ru" ;;
+        rails) echo "$BENCH_REPO/bench/rails.ru" ;;
     esac
 }
 endpoints_of() {
     case "${1%-busy}" in
         fastapi | flask) [[ "${1%-busy}" == flask ]] && echo "/json /fortunes" || echo "/json" ;;
         wsgi | rack) echo "/" ;;
+        rails) echo "/items" ;;
         bodies) echo "/download?size=1" ;;
     esac
 }

@@ -35,10 +35,11 @@ TITLES = {
     "wsgi": "WSGI hello world: headway, granian WSGI, gunicorn gthread, and headway with its lanes off",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "rack": "Rack hello world: headway's Rack worker, Puma in cluster mode, and Puma inside headway",
+    "rails": "A Rails page: headway's Rack worker, Puma in cluster mode, and Puma inside headway",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
     "static": "Static files: headway's front, nginx, granian's static mount and WhiteNoise",
 }
-ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6, "rack": 6}
+ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6, "rack": 6, "rails": 6}
 # The result each part is written as, where it is not versus-PART, and its notes.
 NAMES = {"static": "static"}
 NOTES = {
@@ -117,16 +118,26 @@ def rps(row):
     return row["rps"]
 
 
-def rack_notes(settings):
-    """What the rack part ran, for its result's notes."""
+# The Ruby parts' apps: what each serves, and the rackup file the servers are given.
+RACK_APPS = {
+    "rack": ("python/headway/twins/hello.ru (13 bytes, no router)", "hello.ru"),
+    "rails": ("The Rails test app's /items (tests/apps/rails, Rails 6.1: a template of ten rows in the app's layout) "
+              "in production as bench/rails.ru sets it up (eager loading on, a secret key base made for the run, "
+              "Rails' log in a file)", "bench/rails.ru"),
+}
+
+
+def rack_notes(part, settings):
+    """What a Ruby part ran, for its result's notes."""
     t, w = settings["RACK_THREADS"], settings["WORKERS"]
-    return [f"python/headway/twins/hello.ru (13 bytes, no router) served by headway's own Rack worker, `headway serve "
-            f"-w {w} -t {t} hello.ru` (the row named headway: Ruby threads in headway's worker processes, no Puma); by "
-            f"`puma -e production -w {w} -t {t}:{t}` (cluster mode, no preload); and by `headway serve -w {w} -t {t} "
-            f"--cmd 'puma -e production -t {t}:{t} -b unix://{{socket}} hello.ru'`. The Rack worker runs with "
-            "RACK_ENV=production, as Puma's -e sets it. CPU us/req is the CPU time of all the server's processes over "
-            "the requests wrk counted, headway's front apart in its own column. Requests/s with each server in a "
-            "session of its own and sharing the session of wrk, as in the other parts."]
+    what, app = RACK_APPS[part]
+    return [f"{what} served by headway's own Rack worker, `headway serve -w {w} -t {t} {app}` (the row named "
+            f"headway: Ruby threads in headway's worker processes, no Puma); by `puma -e production -w {w} -t {t}:{t}` "
+            f"(cluster mode, no preload); and by `headway serve -w {w} -t {t} --cmd 'puma -e production -t {t}:{t} -b "
+            f"unix://{{socket}} {app}'`. The Rack worker runs with RACK_ENV=production, as Puma's -e sets it. CPU "
+            "us/req is the CPU time of all the server's processes over the requests wrk counted, headway's front apart "
+            "in its own column. Requests/s with each server in a session of its own and sharing the session of wrk, as "
+            "in the other parts."]
 
 
 def throughput_part(part, rows, settings):
@@ -265,7 +276,7 @@ def main():
         if os.environ.get("RESULTS", "1") != "0":
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
             base = part.removesuffix("-busy")
-            notes = rack_notes(settings) if base == "rack" else NOTES.get(base, [
+            notes = rack_notes(base, settings) if base in RACK_APPS else NOTES.get(base, [
                 "headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app); each "
                 "peer with its defaults and, where its users tune it, as they do (WSGI threads: "
                 f"{settings['WSGI_THREADS']}, headway's slots); uvicorn without its access log. CPU us/req is the "

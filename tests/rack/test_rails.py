@@ -55,6 +55,16 @@ def test_a_page_is_rendered(rails):
     assert b"Rendered by pages#show." in body
 
 
+def test_a_list_page_renders_its_items_escaped(rails):
+    server = rails()
+    status, headers, body = server.get("/items")
+    assert status == 200
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    rows = re.findall(rb"<tr><td>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", body)
+    assert [int(row[0]) for row in rows] == list(range(1, 11))
+    assert (b"7", b"Tea &amp; biscuits &lt;for two&gt;", b"$5.00") in rows
+
+
 def test_a_form_post_is_accepted_with_its_csrf_token_and_refused_without(rails):
     server = rails()
     status, headers, page = server.get("/form")

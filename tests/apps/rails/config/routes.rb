@@ -1,5 +1,6 @@
 Rails.application.routes.draw do
   root "pages#show"
+  get "items", to: "pages#items"
   get "form", to: "pages#form"
   post "form", to: "pages#submit"
   get "counter", to: "pages#counter"

@@ -1,7 +1,19 @@
 # Pages, a CSRF-protected form, the session and cookies, who the client is, a slow request.
 class PagesController < ApplicationController
+  Item = Struct.new(:id, :name, :price)
+  # The list page's data, as a small query would give it; one name needs escaping.
+  ITEMS = [
+    "Coffee", "Croissant", "Orange juice", "Bagel", "Muffin", "Scone", "Tea & biscuits <for two>", "Porridge",
+    "Toast", "Granola"
+  ].each_with_index.map { |name, index| Item.new(index + 1, name, 2 + (index * 0.5)) }.freeze
+
   def show
     @greeting = "Hello from Rails #{Rails.version}"
+  end
+
+  # A template with a little data: a table of ten items (bench/versus.sh's Rails page).
+  def items
+    @items = ITEMS
   end
 
   def form; end
