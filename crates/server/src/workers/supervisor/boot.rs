@@ -83,9 +83,10 @@ pub(super) fn put_in_service(
     config: &SupervisorConfig,
 ) -> (Process, Option<Arc<HopLink>>) {
     let Started { process, link, slots, asgi } = started;
+    // The Rack worker says it takes WebSockets the way an ASGI one does: its launch names it.
     let kind = match asgi {
+        Some(_) if matches!(config.launch, Launch::Ruby { .. }) => " of a Rack app",
         Some(true) => " of an ASGI app",
-        Some(false) if matches!(config.launch, Launch::Ruby { .. }) => " of a Rack app",
         Some(false) => " of a WSGI app",
         None => "",
     };
