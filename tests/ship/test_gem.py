@@ -4,10 +4,10 @@
 links to the Ruby, its `gem` and `bundle` alone), under Debian bookworm's Ruby 3.1 and trixie's
 3.3 (scripts/rubies); then `headway serve config.ru` serves a Rack app and the Rails test app
 (tests/rails_app.py: Debian's Rails 6.1 under 3.1, trixie's 7.2 under 3.3) on the extension built
-for that Ruby's ABI, and so does `bundle exec headway serve config.ru` with a Gemfile naming the
-unpacked gem by `path:`. The gem's executable runs a `--cmd` Node worker with no Ruby on PATH, and
-names its version, commit, target and the Rubies it carries. A Ruby it has no extension for is
-told which it has.
+for that Ruby's ABI, and so does `bundle exec headway serve config.ru` (that Ruby's own Bundler,
+`bundle install --local`: no gem server) with a Gemfile naming the unpacked gem by `path:`. The
+gem's executable runs a `--cmd` Node worker with no Ruby on PATH, and names its version, commit,
+target and the Rubies it carries. A Ruby it has no extension for is told which it has.
 
 The gem comes from dist/ (scripts/dist), Ruby 3.3 and its Rails from .rubies/ (scripts/rubies).
 Where they are missing the tests are skipped, except under CI, where they fail.
@@ -115,10 +115,11 @@ def installed(request, gem, tmp_path_factory):
         tools = {"ruby": ruby, "ruby3.1": "/usr/bin/ruby3.1", "gem": "/usr/bin/gem", "bundle": "/usr/bin/bundle"}
         options = []
     else:
-        # trixie's Ruby runs only through its own loader (.rubies/3.3/ruby): its gem and the gem's
-        # executable run through that script, found on PATH.
+        # trixie's Ruby runs only through its own loader (.rubies/3.3/ruby): its gem and bundle,
+        # and the gem's executable, run through that script, found on PATH.
         commands = ruby.parent / "debian" / "usr" / "bin"
-        tools = {"ruby": ruby, "ruby3.3": ruby, "gem": run_by(ruby, commands / "gem3.3", where / "gem-3.3")}
+        tools = {"ruby": ruby, "ruby3.3": ruby, "gem": run_by(ruby, commands / "gem3.3", where / "gem-3.3"),
+                 "bundle": run_by(ruby, commands / "bundle3.3", where / "bundle-3.3")}
         # --env-shebang names ruby3.3, its ruby_install_name.
         options = ["--env-shebang"]
     path = only_on_path(where / "bin", tools)
@@ -207,8 +208,6 @@ def test_the_installed_gem_serves_the_rails_app(installed, monkeypatch, tmp_path
 
 
 def test_bundle_exec_serves_with_the_gem_vendored_by_path(installed, gem, monkeypatch, tmp_path):
-    if installed.abi != "3.1":
-        pytest.skip("Bundler is Debian bookworm's, for its Ruby 3.1")
     app = rack_app(tmp_path / "app")
     subprocess.run(["gem", "unpack", gem, "--target", app / "vendor"], env=installed.env, check=True, timeout=120,
                    capture_output=True)
@@ -216,9 +215,9 @@ def test_bundle_exec_serves_with_the_gem_vendored_by_path(installed, gem, monkey
     (app / "Gemfile").write_text(f'gem "headway", path: "vendor/{vendored.name}"\n')
     # A GEM_HOME of the bundle's own: Bundler writes its binstubs there, not over gem install's.
     home = tmp_path / "bundle"
-    path = installed.env["PATH"].replace(str(installed.home), str(home))
-    env = {**installed.env, "GEM_HOME": str(home), "PATH": path,
-           "GEM_PATH": installed.env["GEM_PATH"].replace(str(installed.home), str(home))}
+    env = {**installed.env, **{name: installed.env[name].replace(str(installed.home), str(home))
+                               for name in ("GEM_HOME", "GEM_PATH", "PATH")}}
+    # No gem server: what the Gemfile asks is on this machine.
     installed_bundle = subprocess.run(["bundle", "install", "--local"], cwd=app, env=env,
                                       capture_output=True, text=True, timeout=300)
     assert installed_bundle.returncode == 0, installed_bundle.stdout + installed_bundle.stderr
