@@ -123,6 +123,19 @@ def lab(result):
                       p99=both(mine[column], theirs[column], unit))
 
 
+def daily(result):
+    """The lab's daily scenario: the adaptive pool against fixed -w 8 (and -w 2) over the day."""
+    servers = table_rows(result["tables"][-1])
+    mine = next(server for server in servers if "-w 2:8" in server["server"])
+    for theirs in servers:
+        if theirs is not mine:
+            ratio = 1 / float(theirs["worker-s / -w 8"]) * float(mine["worker-s / -w 8"])
+            yield row("lab daily: -w 2:8 against a fixed pool", theirs["server"],
+                      f"{ratio:.2f}x its worker-seconds, {lower(mine['2xx p99 ms'], theirs['2xx p99 ms'], 'p99')}, "
+                      f"goodput {mine['goodput %']} % / {theirs['goodput %']} %",
+                      p99=both(mine["2xx p99 ms"], theirs["2xx p99 ms"], "ms"))
+
+
 def h2load(result):
     """HTTP/2 over TLS with h2load: requests/s against granian."""
     mine, theirs = table_rows(result["tables"][0])
@@ -188,6 +201,7 @@ RULES = [
     ("versus", versus),
     ("static", versus),
     ("keepalive-tail", keepalive_tail),
+    ("lab-daily", daily),
     ("lab", lab),
     ("h2load", h2load),
     ("front-ceiling", front_ceiling),

@@ -15,7 +15,7 @@ ROUNDS="${ROUNDS:-3}"
 SERVERS="${SERVERS:-}"
 SCENARIOS=("$@")
 # Their places on the benchmark page, whichever of them a run measures.
-PAGE_ORDER=(keepalive-tail mixed-tail multiplexed concurrency-sweep long-tail-sweep overload pipelining scale-out)
+PAGE_ORDER=(keepalive-tail mixed-tail multiplexed concurrency-sweep long-tail-sweep overload pipelining scale-out daily)
 ((${#SCENARIOS[@]})) || SCENARIOS=(keepalive-tail mixed-tail concurrency-sweep long-tail-sweep overload pipelining scale-out)
 
 bench_find_headway

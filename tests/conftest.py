@@ -215,6 +215,30 @@ def read_response(stream, method="GET"):
     return status, headers, stream.read()
 
 
+def exchange(server, method, path, headers=None, body=b""):
+    """One request on a new connection: (status, headers, body)."""
+    with server.connect() as sock:
+        send_request(sock, method, path, headers=headers, body=body, close=True)
+        return read_response(sock.makefile("rb"), method=method)
+
+
+def gated_response(server, path):
+    """The bytes of the response to GET `path`, whose app writes "first\n" and then "second\n"
+    only once /release was asked: checks that the first piece came out on its own."""
+    with server.connect() as sock:
+        send_request(sock, "GET", path, close=True)
+        received = b""
+        while b"first\n" not in received:  # the first piece is out while the second waits
+            data = sock.recv(4096)
+            assert data, received
+            received += data
+        assert b"second" not in received
+        assert server.get("/release")[0] == 200
+        while data := sock.recv(4096):
+            received += data
+    return received
+
+
 def wait_until(predicate, timeout=30, interval=0.02, message="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

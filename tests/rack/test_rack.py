@@ -17,6 +17,8 @@ from conftest import (
     APPS,
     REPO,
     ended,
+    exchange,
+    gated_response,
     headway_binary,
     kill_worker_1_midway,
     missing,
@@ -69,12 +71,6 @@ def require_rack():
         missing("ruby with rack is not installed (apt-get install ruby-rack)")
     if not list((REPO / "ruby" / "lib" / "headway").glob("headway_rack.so")):
         missing("the Rack worker's extension is not built (scripts/setup --test builds it)")
-
-
-def exchange(server, method, path, headers=None, body=b""):
-    with server.connect() as sock:
-        send_request(sock, method, path, headers=headers, body=body, close=True)
-        return read_response(sock.makefile("rb"), method=method)
 
 
 def raw_response(server, path):
@@ -193,23 +189,6 @@ def test_head_gets_the_head_and_no_body(any_rack):
         stream = sock.makefile("rb")
         assert read_response(stream, method="HEAD")[0] == 200
         assert read_response(stream)[0] == 200
-
-
-def gated_response(server, path):
-    """The bytes of the response to GET `path`, whose app writes "first\n" and then "second\n"
-    only once /release was asked: checks that the first piece came out on its own."""
-    with server.connect() as sock:
-        send_request(sock, "GET", path, close=True)
-        received = b""
-        while b"first\n" not in received:  # the first piece is out while the second waits
-            data = sock.recv(4096)
-            assert data, received
-            received += data
-        assert b"second" not in received
-        assert server.get("/release")[0] == 200
-        while data := sock.recv(4096):
-            received += data
-    return received
 
 
 def test_a_streamed_body_goes_out_piece_by_piece_and_is_closed(any_rack):

@@ -2,14 +2,15 @@
 
 `gem install --local` puts it into a fresh GEM_HOME with no cargo, rustc or cc on PATH (a PATH of
 links to the Ruby, its `gem` and `bundle` alone), under Debian bookworm's Ruby 3.1 and trixie's
-3.3 (scripts/rubies); then `headway serve config.ru` serves a Rack app on the extension built
-for that Ruby's ABI, and so does `bundle exec headway serve config.ru` with a Gemfile naming the
-unpacked gem by `path:`. The gem's executable runs a `--cmd` Node worker with no Ruby on PATH, and
-names its version, commit, target and the Rubies it carries. A Ruby it has no extension for is
-told which it has.
+3.3 (scripts/rubies); then `headway serve config.ru` serves a Rack app and the Rails test app
+(tests/rails_app.py: Debian's Rails 6.1 under 3.1, trixie's 7.2 under 3.3) on the extension built
+for that Ruby's ABI, and so does `bundle exec headway serve config.ru` (that Ruby's own Bundler,
+`bundle install --local`: no gem server) with a Gemfile naming the unpacked gem by `path:`. The
+gem's executable runs a `--cmd` Node worker with no Ruby on PATH, and names its version, commit,
+target and the Rubies it carries. A Ruby it has no extension for is told which it has.
 
-The gem comes from dist/ (scripts/dist), Ruby 3.3 from .rubies/ (scripts/rubies). Where they are
-missing the tests are skipped, except under CI, where they fail.
+The gem comes from dist/ (scripts/dist), Ruby 3.3 and its Rails from .rubies/ (scripts/rubies).
+Where they are missing the tests are skipped, except under CI, where they fail.
 """
 
 import gzip
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from rails_app import RAILS_APP, assert_serves_the_rails_app, rails_version
 from test_dist import (
     ARCH,
     GLIBC_FLOOR,
@@ -113,22 +115,18 @@ def installed(request, gem, tmp_path_factory):
         tools = {"ruby": ruby, "ruby3.1": "/usr/bin/ruby3.1", "gem": "/usr/bin/gem", "bundle": "/usr/bin/bundle"}
         options = []
     else:
-        # trixie's Ruby runs only through its own loader (.rubies/3.3/ruby): its gem and the gem's
-        # executable run through that script, found on PATH.
-        gem_command = where / "gem-3.3"
-        gem_command.write_text(f'#!/bin/sh\nexec {ruby} {ruby.parent / "debian/usr/bin/gem3.3"} "$@"\n')
-        gem_command.chmod(0o755)
+        # trixie's Ruby runs only through its own loader (.rubies/3.3/ruby): its gem and bundle,
+        # and the gem's executable, run through that script, found on PATH.
+        commands = ruby.parent / "debian" / "usr" / "bin"
+        tools = {"ruby": ruby, "ruby3.3": ruby, "gem": run_by(ruby, commands / "gem3.3", where / "gem-3.3"),
+                 "bundle": run_by(ruby, commands / "bundle3.3", where / "bundle-3.3")}
         # --env-shebang names ruby3.3, its ruby_install_name.
-        tools = {"ruby": ruby, "ruby3.3": ruby, "gem": gem_command}
         options = ["--env-shebang"]
     path = only_on_path(where / "bin", tools)
-    if abi == "3.1":
-        default_path = subprocess.run([ruby, "-e", 'print Gem.default_path.join(":")'], env={"PATH": path},
-                                      capture_output=True, text=True, check=True, timeout=60).stdout
-    else:
-        # Its compiled-in default is this machine's /usr, the 3.1 gems; these are its own (Rack 3.1).
-        debian = ruby.parent / "debian" / "usr"
-        default_path = f"{debian}/share/rubygems-integration/all:{debian}/lib/ruby/gems/3.3.0"
+    # The gems it came with (Rack, and Rails where it has it): trixie's are where its loader's
+    # GEM_PATH says, as its compiled-in default is this machine's /usr, the 3.1 gems.
+    default_path = subprocess.run([ruby, "-e", 'print ENV["GEM_PATH"] || Gem.default_path.join(":")'],
+                                  env={"PATH": path}, capture_output=True, text=True, check=True, timeout=60).stdout
     env = {"PATH": f"{home / 'bin'}:{path}", "HOME": str(where), "GEM_HOME": str(home),
            "GEM_PATH": f"{home}:{default_path}", "RUBYLIB": "", "RUBYOPT": "", "HEADWAY_RUBY": ""}
     if abi != "3.1":
@@ -136,6 +134,13 @@ def installed(request, gem, tmp_path_factory):
     started = time.monotonic()
     subprocess.run(["gem", "install", "--local", "--no-document", *options, gem], env=env, check=True, timeout=300)
     return Installed(abi, ruby, home, env, started)
+
+
+def run_by(ruby, script, command):
+    """COMMAND, written: runs Ruby SCRIPT with RUBY."""
+    command.write_text(f'#!/bin/sh\nexec {ruby} {script} "$@"\n')
+    command.chmod(0o755)
+    return command
 
 
 def rack_app(where):
@@ -150,35 +155,59 @@ def worker_pids(server):
     return [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
 
 
-def assert_serves_on_the_gems_extension(server, installed, gem_dir):
+def assert_serves_app_ru(server):
     """app.ru's routes that both Debian's Rack 2.2 and trixie's Rack 3.1 pass (the others are under
-    Rack::Lint, and 3.1's asks what app.ru's 2.2-era routes do not give), on the worker's native core
-    built for the Ruby's ABI, from the installed gem."""
+    Rack::Lint, and 3.1's asks what app.ru's 2.2-era routes do not give)."""
     status, _, body = server.get("/callable")
     assert (status, body) == (200, b"streamed by call"), server.log().decode()
     status, _, body = server.get("/native")
     assert (status, body) == (200, bytes(range(256)) * 1024), server.log().decode()
+
+
+def assert_runs_the_gems_extension(server, installed, gem_dir):
+    """The worker runs the native core built for its Ruby's ABI, from the installed gem."""
     (worker,) = worker_pids(server)
     maps = Path(f"/proc/{worker}/maps").read_text()
     assert f"{gem_dir}/lib/headway/{installed.abi}/headway_rack.so" in maps, "the extension for its Ruby's ABI"
     assert f"libruby-{installed.abi}.so" in maps, f"under Ruby {installed.abi}"
 
 
+def installed_gem(installed):
+    (gem_dir,) = (installed.home / "gems").glob("headway-*")
+    return gem_dir
+
+
 def test_the_installed_gem_serves_a_rack_app(installed, monkeypatch, tmp_path):
     monkeypatch.setenv("HEADWAY_BIN", str(installed.home / "bin" / "headway"))
     server = Server(["-w", "1", "-t", "2", "config.ru"], cwd=rack_app(tmp_path / "app"), env=installed.env)
     try:
-        (gem_dir,) = (installed.home / "gems").glob("headway-*")
-        assert_serves_on_the_gems_extension(server, installed, gem_dir)
+        assert server.get("/callable")[0] == 200, server.log().decode()
+        # Quoted by the issue's closing note: run with -s to see it.
         took = time.monotonic() - installed.installed_at
-        print(f"Ruby {installed.abi}: gem install to the first answer: {took:.1f} s")
+        print(f"Ruby {installed.abi}: from gem install to the first answered request: {took:.1f} s")
+        assert_serves_app_ru(server)
+        assert_runs_the_gems_extension(server, installed, installed_gem(installed))
+    finally:
+        server.stop()
+
+
+def test_the_installed_gem_serves_the_rails_app(installed, monkeypatch, tmp_path):
+    rails = rails_version(installed.ruby, env=installed.env)
+    if rails is None:
+        where = "apt-get install ruby-rails" if installed.abi == "3.1" else "scripts/rubies"
+        missing(f"Rails under Ruby {installed.abi} ({where})")
+    app = tmp_path / "app"
+    shutil.copytree(RAILS_APP, app)
+    monkeypatch.setenv("HEADWAY_BIN", str(installed.home / "bin" / "headway"))
+    server = Server(["-w", "1", "-t", "2", "config.ru"], cwd=app, env=installed.env)
+    try:
+        assert_serves_the_rails_app(server, rails)
+        assert_runs_the_gems_extension(server, installed, installed_gem(installed))
     finally:
         server.stop()
 
 
 def test_bundle_exec_serves_with_the_gem_vendored_by_path(installed, gem, monkeypatch, tmp_path):
-    if installed.abi != "3.1":
-        pytest.skip("Bundler is Debian bookworm's, for its Ruby 3.1")
     app = rack_app(tmp_path / "app")
     subprocess.run(["gem", "unpack", gem, "--target", app / "vendor"], env=installed.env, check=True, timeout=120,
                    capture_output=True)
@@ -186,16 +215,17 @@ def test_bundle_exec_serves_with_the_gem_vendored_by_path(installed, gem, monkey
     (app / "Gemfile").write_text(f'gem "headway", path: "vendor/{vendored.name}"\n')
     # A GEM_HOME of the bundle's own: Bundler writes its binstubs there, not over gem install's.
     home = tmp_path / "bundle"
-    path = installed.env["PATH"].replace(str(installed.home), str(home))
-    env = {**installed.env, "GEM_HOME": str(home), "PATH": path,
-           "GEM_PATH": installed.env["GEM_PATH"].replace(str(installed.home), str(home))}
+    env = {**installed.env, **{name: installed.env[name].replace(str(installed.home), str(home))
+                               for name in ("GEM_HOME", "GEM_PATH", "PATH")}}
+    # No gem server: what the Gemfile asks is on this machine.
     installed_bundle = subprocess.run(["bundle", "install", "--local"], cwd=app, env=env,
                                       capture_output=True, text=True, timeout=300)
     assert installed_bundle.returncode == 0, installed_bundle.stdout + installed_bundle.stderr
     monkeypatch.setenv("HEADWAY_BIN", "headway")
     server = Server(["-w", "1", "-t", "2", "config.ru"], cwd=app, env=env, wrapper=["bundle", "exec"])
     try:
-        assert_serves_on_the_gems_extension(server, installed, vendored)
+        assert_serves_app_ru(server)
+        assert_runs_the_gems_extension(server, installed, vendored)
     finally:
         server.stop()
 
@@ -210,9 +240,8 @@ def test_version_names_the_front_and_the_rubies_the_gem_carries(installed, binar
 def test_a_ruby_the_gem_has_no_extension_for_is_told_which_it_has(installed, tmp_path):
     if installed.abi != "3.1":
         pytest.skip("once is enough")
-    (gem_dir,) = (installed.home / "gems").glob("headway-*")
     lib = tmp_path / "lib"
-    shutil.copytree(gem_dir / "lib", lib)
+    shutil.copytree(installed_gem(installed) / "lib", lib)
     shutil.rmtree(lib / "headway" / "3.1")
     told = subprocess.run([installed.ruby, "-I", lib, "-r", "headway/worker", "-e", "exit Headway::Worker.main(ARGV)",
                            "--", "--socket", tmp_path / "socket", "config.ru"],
