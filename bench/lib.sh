@@ -364,13 +364,14 @@ bench_wrk_figures() {
 bench_front_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat" 2>/dev/null || echo 0; }
 
 # bench_wrk_row RESULTS PART ROUND SESSION NAME LABEL PORT ENDPOINT: warms the running server up
-# with wrk on ENDPOINT, measures it (`wrk --latency`, CONNECTIONS, WARMUP and DURATION) and
-# appends the run's line to RESULTS as bench/versus_tables.py reads it: part, round, server,
-# endpoint, requests/s, p50 ms, p99 ms, errors, CPU us a request of all the server's processes,
-# of headway's front alone ("-" for another server), other CPU %, session. Prints it for a reader.
+# with wrk on ENDPOINT (over BENCH_SCHEME: http, or https for a server serving HTTPS), measures it
+# (`wrk --latency`, CONNECTIONS, WARMUP and DURATION) and appends the run's line to RESULTS as
+# bench/versus_tables.py reads it: part, round, server, endpoint, requests/s, p50 ms, p99 ms,
+# errors, CPU us a request of all the server's processes, of headway's front alone ("-" for another
+# server), other CPU %, session. Prints it for a reader.
 bench_wrk_row() {
     local results="$1" part="$2" round="$3" session="$4" name="$5" label="$6" port="$7" endpoint="$8"
-    local url="http://127.0.0.1:$port$endpoint" tag raw front rps p50 p99 errors requests cpu_us front_us
+    local url="${BENCH_SCHEME:-http}://127.0.0.1:$port$endpoint" tag raw front rps p50 p99 errors requests cpu_us front_us
     tag="$part-r$round-$session-$name${endpoint//\//-}"
     wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >"$BENCH_OUT/$tag-warmup.txt"
     raw="$BENCH_OUT/$tag.txt"

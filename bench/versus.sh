@@ -15,6 +15,11 @@
 #            its defaults and with --blocking-threads as many as headway's slots, gunicorn gthread
 #            with as many threads, and headway with --no-lanes (one route: lanes should change
 #            nothing measurable)
+#   tls      the wsgi part's hello world over HTTPS, HTTP/1.1 keep-alive (wrk offers no h2 by ALPN),
+#            every server given the same self-signed P-256 certificate for 127.0.0.1, made for the
+#            run with openssl into bench/out/versus/: headway (`--certfile`, `--keyfile`), granian
+#            WSGI with its defaults and with --blocking-threads as many as headway's slots
+#            (`--ssl-certificate`, `--ssl-keyfile`)
 #   flask    Flask JSON and the sqlite + template page (headway.twins.flask_bench:app, /json and
 #            /fortunes): headway, granian WSGI with its defaults and with --blocking-threads
 #   rack     the smallest Rack hello world (python/headway/twins/hello.ru, /): headway's own Rack
@@ -37,7 +42,8 @@
 # bench/results/versus-PART.json (bench/results.py; docs/benchmarks.md is built from those).
 # Tails are the lab's business: `headway lab run keepalive-tail mixed-tail overload`.
 #
-# Usage: bench/versus.sh;  PARTS="rack rails" bench/versus.sh (Ruby alone: no Python peers needed)
+# Usage: bench/versus.sh;  PARTS="rack rails" bench/versus.sh (Ruby alone: no Python peers needed);
+#        PARTS=tls bench/versus.sh
 # Env:   PARTS="fastapi wsgi flask bodies fastapi-busy"  ROUNDS=5  DURATION=5s  WARMUP=2s
 #        SESSIONS="own shared" (the throughput parts measure each server in each)  CONNECTIONS=64  COUNT=16  BODY_MIB=64  ECHOES=8  HEADWAY=path/to/headway
 #        BENCH_VENV=bench/.venv (the peers, FastAPI and Flask, from PyPI on first use)
@@ -68,7 +74,7 @@ ECHO_BYTES=5000000
 bench_need wrk curl python3 setsid /usr/bin/time
 bench_find_headway
 # The Python peers and apps, unless every part is Rack.
-if [[ " ${PARTS//-busy/} " =~ \ (fastapi|wsgi|flask|bodies)\  ]]; then
+if [[ " ${PARTS//-busy/} " =~ \ (fastapi|wsgi|tls|flask|bodies)\  ]]; then
     BENCH_PYTHON_PEERS+=(fastapi flask)
     bench_python_peers
     # The apps are this tree's, whichever headway is installed where.
@@ -83,6 +89,16 @@ if [[ " ${PARTS//-busy/} " =~ \ (rack|rails)\  ]]; then
 fi
 BENCH_OUT="$BENCH_OUT/versus"
 bench_init
+# The tls part's certificate, the same for every server, so that neither pays more for its key:
+# P-256, as bench/h2load.sh's; the handshakes are few anyway (one a connection, kept alive by wrk).
+CERT="$BENCH_OUT/cert.pem" KEY="$BENCH_OUT/key.pem"
+if [[ " ${PARTS//-busy/} " == *" tls "* ]]; then
+    bench_need openssl
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" 2>/dev/null
+    # The servers' readiness probes take the throwaway certificate.
+    BENCH_CURL=(curl -k)
+fi
 results="$BENCH_OUT/results.tsv"
 bodies="$BENCH_OUT/bodies.tsv"
 : >"$results"
@@ -99,16 +115,17 @@ servers_of() {
     case "${1%-busy}" in
         fastapi) echo "headway uvicorn uvicorn-plain granian-asgi" ;;
         wsgi) echo "headway granian-wsgi granian-wsgi-threads gunicorn-gthread headway-no-lanes" ;;
+        tls) echo "headway granian-wsgi granian-wsgi-threads" ;;
         flask) echo "headway granian-wsgi granian-wsgi-threads" ;;
         bodies) echo "headway granian-wsgi gunicorn" ;;
         rack | rails) echo "headway puma-cluster headway-puma" ;;
-        *) bench_die "unknown part $1 (known: fastapi wsgi flask rack rails bodies, and each but bodies with -busy)" ;;
+        *) bench_die "unknown part $1 (known: fastapi wsgi tls flask rack rails bodies, and each but bodies with -busy)" ;;
     esac
 }
 app_of() {
     case "${1%-busy}" in
         fastapi) echo headway.twins.fastapi_bench:app ;;
-        wsgi) echo headway.twins.hello:app ;;
+        wsgi | tls) echo headway.twins.hello:app ;;
         flask) echo headway.twins.flask_bench:app ;;
         bodies) echo headway.twins.bodies:app ;;
         rack) echo "$BENCH_REPO/python/headway/twins/hello.ru" ;;
@@ -118,7 +135,7 @@ app_of() {
 endpoints_of() {
     case "${1%-busy}" in
         fastapi | flask) [[ "${1%-busy}" == flask ]] && echo "/json /fortunes" || echo "/json" ;;
-        wsgi | rack) echo "/" ;;
+        wsgi | tls | rack) echo "/" ;;
         rails) echo "/items" ;;
         bodies) echo "/download?size=1" ;;
     esac
@@ -140,21 +157,36 @@ label() {
     esac
 }
 
-# start_server NAME APP WORKERS PORT LOG URL: NAME with its defaults and WORKERS workers (a Rack
-# app: RACK_THREADS threads each, in production mode).
+# scheme_of PART: how the servers of a part are reached, https for the tls part.
+scheme_of() { [[ "${1%-busy}" == tls ]] && echo https || echo http; }
+
+# tls_flags NAME: sets the caller's `flags` to those that make server NAME serve HTTPS with the
+# run's certificate.
+tls_flags() {
+    case "$1" in
+        headway*) flags=(--certfile "$CERT" --keyfile "$KEY") ;;
+        granian-*) flags=(--ssl-certificate "$CERT" --ssl-keyfile "$KEY") ;;
+        *) bench_die "$1 has no TLS flags here (the tls part runs headway and granian)" ;;
+    esac
+}
+
+# start_server NAME APP WORKERS PORT LOG URL [FLAG...]: NAME with its defaults and WORKERS workers
+# (a Rack app: RACK_THREADS threads each, in production mode); FLAGs are more of its own (the tls
+# part's certificate: headway and granian take them).
 start_server() {
     local name="$1" app="$2" workers="$3" port="$4" log="$5" url="$6" t="$RACK_THREADS"
+    shift 6
     case "$name" in
         headway)
             if [[ "$app" == *.ru ]]; then
                 RACK_ENV=production bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -t "$t" \
-                    -b "127.0.0.1:$port" "$app"
+                    -b "127.0.0.1:$port" "$@" "$app"
             else
-                bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$app"
+                bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" -b "127.0.0.1:$port" "$@" "$app"
             fi
             ;;
         headway-no-lanes)
-            bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" --no-lanes -b "127.0.0.1:$port" "$app" ;;
+            bench_start "$log" "$url" "$HEADWAY" serve -w "$workers" --no-lanes -b "127.0.0.1:$port" "$@" "$app" ;;
         uvicorn)
             bench_start "$log" "$url" uvicorn --workers "$workers" --loop uvloop --http httptools --no-access-log \
                 --host 127.0.0.1 --port "$port" "$app" ;;
@@ -164,10 +196,11 @@ start_server() {
         granian-asgi)
             bench_start "$log" "$url" granian --interface asgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
         granian-wsgi)
-            bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --host 127.0.0.1 --port "$port" "$app" ;;
+            bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --host 127.0.0.1 --port "$port" "$@" \
+                "$app" ;;
         granian-wsgi-threads)
             bench_start "$log" "$url" granian --interface wsgi --workers "$workers" --blocking-threads "$WSGI_THREADS" \
-                --host 127.0.0.1 --port "$port" "$app" ;;
+                --host 127.0.0.1 --port "$port" "$@" "$app" ;;
         gunicorn) bench_start "$log" "$url" gunicorn -w "$workers" -b "127.0.0.1:$port" "$app" ;;
         gunicorn-gthread)
             bench_start "$log" "$url" gunicorn -w "$workers" -k gthread --threads "$WSGI_THREADS" -b "127.0.0.1:$port" \
@@ -195,15 +228,18 @@ stop_neighbour() {
 trap 'stop_neighbour; bench_stop; bench_autogroup_restore' EXIT
 
 # measure PART ROUND SESSION NAME: starts server NAME for PART (in a session of its own or
-# sharing wrk's: SESSION) and measures each endpoint under wrk, a line each in $results.
+# sharing wrk's: SESSION; over HTTPS for the tls part) and measures each endpoint under wrk, a line
+# each in $results.
 measure() {
-    local part="$1" round="$2" session="$3" name="$4" port endpoint
+    local part="$1" round="$2" session="$3" name="$4" port endpoint scheme flags=()
     port="$(bench_free_port)"
+    scheme="$(scheme_of "$part")"
+    [[ "$scheme" == http ]] || tls_flags "$name"
     BENCH_SESSION="$session" start_server "$name" "$(app_of "$part")" "$WORKERS" "$port" "$part-r$round-$session-$name" \
-        "http://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')"
+        "$scheme://127.0.0.1:$port$(endpoints_of "$part" | awk '{print $1}')" "${flags[@]}"
     for endpoint in $(endpoints_of "$part"); do
-        bench_wrk_row "$results" "$part" "$round" "$session" "$name" "$(label "$name" "$WORKERS" "$(app_of "$part")")" \
-            "$port" "$endpoint"
+        BENCH_SCHEME="$scheme" bench_wrk_row "$results" "$part" "$round" "$session" "$name" \
+            "$(label "$name" "$WORKERS" "$(app_of "$part")")" "$port" "$endpoint"
     done
     bench_stop
 }

@@ -33,13 +33,14 @@ import results  # noqa: E402
 TITLES = {
     "fastapi": "FastAPI JSON: headway, uvicorn and granian ASGI",
     "wsgi": "WSGI hello world: headway, granian WSGI, gunicorn gthread, and headway with its lanes off",
+    "tls": "WSGI hello world over HTTPS: headway and granian WSGI with one certificate",
     "flask": "Flask JSON and a sqlite page: headway and granian WSGI",
     "rack": "Rack hello world: headway's Rack worker, Puma in cluster mode, and Puma inside headway",
     "rails": "A Rails page: headway's Rack worker, Puma in cluster mode, and Puma inside headway",
     "bodies": "Large bodies: headway, granian WSGI and gunicorn",
     "static": "Static files: headway's front, nginx, granian's static mount and WhiteNoise",
 }
-ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "bodies": 5, "static": 6, "rack": 6, "rails": 6}
+ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "tls": 4, "bodies": 5, "static": 6, "rack": 6, "rails": 6}
 # The result each part is written as, where it is not versus-PART, and its notes.
 NAMES = {"static": "static"}
 NOTES = {
@@ -138,6 +139,25 @@ def rack_notes(part, settings):
             "us/req is the CPU time of all the server's processes over the requests wrk counted, headway's front apart "
             "in its own column. Requests/s with each server in a session of its own and sharing the session of wrk, as "
             "in the other parts."]
+
+
+def python_notes(part, settings):
+    """What a Python part ran, for its result's notes."""
+    notes = [
+        "headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app); each "
+        "peer with its defaults and, where its users tune it, as they do (WSGI threads: "
+        f"{settings['WSGI_THREADS']}, headway's slots); uvicorn without its access log. CPU us/req is the "
+        "CPU time of all the server's processes over the requests wrk counted, headway's front apart in its "
+        "own column. Requests/s with each server in a session of its own, as a service or a second terminal "
+        "runs it, and sharing the session of wrk: with the kernel's autogroup a session is one scheduling "
+        "group, so on 2 CPUs with wrk on them the grouping moves requests/s by up to a third while CPU a "
+        "request stays."]
+    if part == "tls":
+        notes.append("HTTPS with HTTP/1.1 keep-alive (wrk offers no h2 by ALPN): every server is given the same "
+                     "self-signed P-256 certificate for 127.0.0.1, made for the run with openssl (`headway serve "
+                     "--certfile --keyfile`, `granian --ssl-certificate --ssl-keyfile`), so that the key and the "
+                     "certificate cost both alike.")
+    return notes
 
 
 def throughput_part(part, rows, settings):
@@ -276,15 +296,8 @@ def main():
         if os.environ.get("RESULTS", "1") != "0":
             order = ORDER[part.removesuffix("-busy")] + (5 if part.endswith("-busy") else 0)
             base = part.removesuffix("-busy")
-            notes = rack_notes(base, settings) if base in RACK_APPS else NOTES.get(base, [
-                "headway with its defaults (-t auto: 5 slots a worker for a WSGI app, 16 for an ASGI app); each "
-                "peer with its defaults and, where its users tune it, as they do (WSGI threads: "
-                f"{settings['WSGI_THREADS']}, headway's slots); uvicorn without its access log. CPU us/req is the "
-                "CPU time of all the server's processes over the requests wrk counted, headway's front apart in its "
-                "own column. Requests/s with each server in a session of its own, as a service or a second terminal "
-                "runs it, and sharing the session of wrk: with the kernel's autogroup a session is one scheduling "
-                "group, so on 2 CPUs with wrk on them the grouping moves requests/s by up to a third while CPU a "
-                "request stays."])
+            notes = (rack_notes(base, settings) if base in RACK_APPS
+                     else NOTES[base] if base in NOTES else python_notes(base, settings))
             path = results.write(NAMES.get(part, f"versus-{part}"), title=title,
                                  command=os.environ.get("COMMAND") or f"PARTS={part} bench/versus.sh",
                                  summary=summary, tables=tables, order=order, versions=versions, notes=notes)
