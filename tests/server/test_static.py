@@ -180,6 +180,36 @@ def test_a_miss_goes_to_the_app_unless_static_only(serve, site):
     assert only.stats()["workers"][0]["requests"] == 0
 
 
+def test_only_is_per_mount(serve, site):
+    """`:only` after a mount's directory: its misses get 404, another mount's go to the app."""
+    server = serve("-w", "1", "--static", f"/static={site / 'public'}:only", "--static",
+                   f"/files={site / 'private'}", "handoff:app")
+    assert exchange(server, "GET", "/static/nope.css")[:3:2] == (404, b"Not Found\n")
+    assert exchange(server, "GET", "/static/app.css")[2] == CSS
+    assert exchange(server, "GET", "/files/nope.pdf")[0] == 200, "the app answered"
+    assert exchange(server, "GET", "/files/report.pdf")[2] == PATTERN
+    assert server.stats()["workers"][0]["requests"] == 1
+
+
+def test_dot_files_are_served_when_asked(serve, site):
+    """`:dotfiles` (or --static-dotfiles, for every mount) serves names starting with a dot, as an
+    ACME client's `.well-known/acme-challenge/` needs; `..` stays refused, in every spelling."""
+    challenge = site / "public" / ".well-known" / "acme-challenge"
+    challenge.mkdir(parents=True)
+    (challenge / "token").write_bytes(b"token.key")
+    per_mount = serve("-w", "1", "--static", f"/={site / 'public'}:dotfiles", "handoff:app")
+    from_env = serve("-w", "1", "--static", f"/={site / 'public'}", "handoff:app",
+                     env={"HEADWAY_STATIC_DOTFILES": "1"})
+    for server in (per_mount, from_env):
+        status, headers, body = exchange(server, "GET", "/.well-known/acme-challenge/token")
+        assert (status, body) == (200, b"token.key")
+        assert exchange(server, "GET", "/%2eenv")[2] == b"secret"
+        for path in ("/../secret.txt", "/%2e%2e/secret.txt", "/.%2e/secret.txt", "/sub/./page.html", "/out.txt"):
+            assert exchange(server, "GET", path)[:3:2] == (404, b"Not Found\n"), path
+    refused = serve("-w", "1", "--static", f"/={site / 'public'}:only", "handoff:app")
+    assert exchange(refused, "GET", "/.well-known/acme-challenge/token")[:3:2] == (404, b"Not Found\n")
+
+
 @pytest.mark.parametrize("path", ESCAPES)
 def test_no_path_leaves_the_directory(serve, site, path):
     server = mounted(serve, site, "--static-only")

@@ -118,7 +118,7 @@ impl StaticSettings {
         let path = uri.split_once('?').map_or(uri, |(path, _)| path);
         let mut mapped = self.accel_mappings.iter().filter_map(|mount| Some((mount, mount.relative(path)?)));
         match mapped.next() {
-            Some((mount, relative)) => resolve(&mount.root, relative),
+            Some((mount, relative)) => resolve(&mount.root, relative, mount.options.dot_files),
             None => Resolution::Refused("not under any --accel-mapping prefix"),
         }
     }
@@ -190,7 +190,11 @@ mod tests {
         std::fs::write(base.join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(base.join("secret"), private.join("leak")).unwrap();
         let settings = StaticSettings {
-            accel_mappings: vec![Mount { prefix: "/internal".to_owned(), root: private.clone() }],
+            accel_mappings: vec![Mount {
+                prefix: "/internal".to_owned(),
+                root: private.clone(),
+                options: Default::default(),
+            }],
             sendfile_roots: vec![private.clone()],
             ..StaticSettings::default()
         };
@@ -219,7 +223,11 @@ mod tests {
         headers.insert(X_ACCEL_MAPPING.clone(), HeaderValue::from_static("/=/x/"));
         let root = PathBuf::from("/srv/files");
         let accel = StaticSettings {
-            accel_mappings: vec![Mount { prefix: "/private".to_owned(), root: root.clone() }],
+            accel_mappings: vec![Mount {
+                prefix: "/private".to_owned(),
+                root: root.clone(),
+                options: Default::default(),
+            }],
             ..StaticSettings::default()
         };
         accel.mark_request(&mut headers);

@@ -5,7 +5,7 @@
 //! A request under a mount ([`mounts`]) is served here if it is a `GET` or `HEAD` for a file in the mount's
 //! directory ([`resolve`] says which, and never one outside it); a request for a file that is not
 //! there goes on to the app, as Rails' `public_file_server` and WhiteNoise do, or gets `404`
-//! with `--static-only`. The response ([`response`]) carries validators, honours conditionals
+//! from a mount with `:only` (or `--static-only`). The response ([`response`]) carries validators, honours conditionals
 //! and one range ([`conditional`], [`range`]), sends a precompressed variant where the client
 //! takes one ([`variant`]) and says what the file is and how long it may be kept ([`fields`]).
 //! [`send`] puts the bytes on the wire: `sendfile(2)` on a plain socket, bounded pieces through
@@ -23,7 +23,7 @@ pub(super) mod send;
 mod variant;
 
 pub use conditional::Preconditions;
-pub use mounts::{Mount, StaticSettings};
+pub use mounts::{Mount, MountOptions, StaticSettings};
 pub use response::{FileBody, FileResponse, StaticAnswer};
 
 /// The lane the access log names for a response the front served from a mount.

@@ -2,7 +2,7 @@
 //!
 //! The rule is on the resolved path, not on the string: the path's segments are decoded, and a
 //! segment that could climb or hide (`.`, `..`, one holding a `/` or a NUL once decoded, a dot
-//! file) refuses the request outright; what is left is joined to the root and resolved, symlinks
+//! file unless the mount serves them) refuses the request outright; what is left is joined to the root and resolved, symlinks
 //! followed (by `realpath` when a component below the root is one; a path with none is its own
 //! resolution), and the result must still lie under the root's own resolved path. A symlink inside
 //! the directory pointing inside it is served; one pointing out is refused.
@@ -28,15 +28,16 @@ pub enum Resolution {
 }
 
 /// Resolves `relative` (the rest of a URL path after its mount, still percent-encoded, without
-/// its query) under `root`, which must be a resolved (canonical) directory.
-pub fn resolve(root: &Path, relative: &str) -> Resolution {
+/// its query) under `root`, which must be a resolved (canonical) directory; `dot_files`: names
+/// starting with `.` may be served (never `.` or `..` themselves).
+pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
     let mut path = root.to_path_buf();
     for segment in relative.split('/') {
         let decoded: Vec<u8> = percent_decode_str(segment).collect();
         match decoded.as_slice() {
             [] => continue,
             b"." | b".." => return Resolution::Refused("a . or .. segment"),
-            [b'.', ..] => return Resolution::Refused("a dot file"),
+            [b'.', ..] if !dot_files => return Resolution::Refused("a dot file"),
             bytes if bytes.contains(&b'/') => return Resolution::Refused("an encoded /"),
             bytes if bytes.contains(&0) => return Resolution::Refused("a NUL byte"),
             bytes => path.push(OsStr::from_bytes(bytes)),
@@ -131,19 +132,27 @@ mod tests {
     #[test]
     fn files_under_the_root_are_found_by_their_resolved_path() {
         let tree = tree();
-        assert_eq!(resolve(&tree.root, "a.css"), Resolution::Found(tree.root.join("a.css")));
-        assert_eq!(resolve(&tree.root, "sub/b.js"), Resolution::Found(tree.root.join("sub/b.js")));
-        assert_eq!(resolve(&tree.root, "sub//b.js"), Resolution::Found(tree.root.join("sub/b.js")));
-        assert_eq!(resolve(&tree.root, "%61.css"), Resolution::Found(tree.root.join("a.css")), "decoded");
-        assert_eq!(resolve(&tree.root, "in.css"), Resolution::Found(tree.root.join("a.css")), "a symlink within");
-        assert_eq!(resolve(&tree.root, "up/public/a.css"), Resolution::Found(tree.root.join("a.css")), "out and in");
+        assert_eq!(resolve(&tree.root, "a.css", false), Resolution::Found(tree.root.join("a.css")));
+        assert_eq!(resolve(&tree.root, "sub/b.js", false), Resolution::Found(tree.root.join("sub/b.js")));
+        assert_eq!(resolve(&tree.root, "sub//b.js", false), Resolution::Found(tree.root.join("sub/b.js")));
+        assert_eq!(resolve(&tree.root, "%61.css", false), Resolution::Found(tree.root.join("a.css")), "decoded");
+        assert_eq!(
+            resolve(&tree.root, "in.css", false),
+            Resolution::Found(tree.root.join("a.css")),
+            "a symlink within"
+        );
+        assert_eq!(
+            resolve(&tree.root, "up/public/a.css", false),
+            Resolution::Found(tree.root.join("a.css")),
+            "out and in"
+        );
     }
 
     #[test]
     fn misses_and_directories_are_missing() {
         let tree = tree();
         for path in ["", "nope.css", "sub", "sub/", "a.css/x"] {
-            assert_eq!(resolve(&tree.root, path), Resolution::Missing, "{path}");
+            assert_eq!(resolve(&tree.root, path, false), Resolution::Missing, "{path}");
         }
     }
 
@@ -169,8 +178,21 @@ mod tests {
             "up/secret.txt",
         ];
         for path in cases {
-            assert!(matches!(resolve(&tree.root, path), Resolution::Refused(_)), "{path}");
+            assert!(matches!(resolve(&tree.root, path, false), Resolution::Refused(_)), "{path}");
         }
         assert!(tree.outside.exists());
+    }
+
+    #[test]
+    fn dot_files_are_served_only_when_asked_and_never_dot_segments() {
+        let tree = tree();
+        assert_eq!(resolve(&tree.root, ".env", true), Resolution::Found(tree.root.join(".env")));
+        assert_eq!(
+            resolve(&tree.root, "sub/%2egit/config", true),
+            Resolution::Found(tree.root.join("sub/.git/config"))
+        );
+        for path in ["../secret.txt", "%2e%2e/secret.txt", "./a.css", "sub/../a.css", "out.txt", "up/secret.txt"] {
+            assert!(matches!(resolve(&tree.root, path, true), Resolution::Refused(_)), "{path}");
+        }
     }
 }
