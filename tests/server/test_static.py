@@ -6,8 +6,11 @@ taken only under the roots the operator allowed; and all of it visible in the ac
 and /metrics."""
 
 import os
+import shutil
+import signal
 import socket
 import ssl
+import subprocess
 import sys
 import time
 
@@ -90,9 +93,9 @@ def test_a_mount_serves_its_files_without_a_slot(serve, site):
     assert headers["last-modified"].endswith(" GMT")
     assert headers["cache-control"] == "public, max-age=3600"
     assert headers["vary"] == "Accept-Encoding", "it has precompressed variants"
-    status, headers, body = exchange(server, "GET", f"/static/{DIGEST_NAME}?v=1")
+    status, headers, body = exchange(server, "GET", f"/static/{DIGEST_NAME}?v=1", {"Accept-Encoding": "gzip, br"})
     assert (status, body, headers["cache-control"]) == (200, CSS, "public, max-age=3600, immutable")
-    assert "vary" not in headers
+    assert "vary" not in headers, "no variant there"
     status, headers, body = exchange(server, "GET", "/static/pattern.bin")
     assert (status, headers["content-type"], body) == (200, "application/octet-stream", PATTERN)
     assert exchange(server, "GET", "/static/sub/page.html")[2] == b"<p>hi</p>"
@@ -210,6 +213,47 @@ def test_several_ranges_are_a_multipart_body(serve, site, ca, tls_files):
         send_request(sock, "GET", "/static/pattern.bin", headers={"Range": "bytes=0-39999,60000-99999"}, close=True)
         status, headers, body = read_response(sock.makefile("rb"))
     assert status == 206 and [part[2] for part in byteranges(headers, body)] == [PATTERN[:40000], PATTERN[60000:100000]]
+
+
+def syscalls_of(pid, requests):
+    """The system calls `pid` (its threads too) makes while `requests()` runs: {name: calls}."""
+    trace = subprocess.Popen(["strace", "-f", "-c", "-o", "/dev/stdout", "-p", str(pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert b"attached" in trace.stderr.readline(), "strace attached"
+    time.sleep(0.2)
+    requests()
+    trace.send_signal(signal.SIGINT)
+    summary, _ = trace.communicate(timeout=30)
+    counts = {}
+    for line in summary.decode().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit() and fields[-1] != "total":
+            counts[fields[-1]] = int(fields[3])
+    return counts
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts system calls with strace")
+def test_a_small_file_costs_few_system_calls(serve, site):
+    """A keep-alive request for a small file, from a client that takes no coding (as a load tool):
+    one open and one fstat of the file, one read into the head's buffer and one write of both;
+    no stat of the path or of variants not asked for."""
+    server = mounted(serve, site)
+    count = 50
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+
+        def requests():
+            for _ in range(count):
+                send_request(sock, "GET", "/static/app.css")
+                assert read_response(stream)[2] == CSS
+
+        requests()  # the first request's own costs, before counting
+        calls = syscalls_of(server.process.pid, requests)
+    stats = sum(calls.get(name, 0) for name in ("statx", "newfstatat", "fstat", "lstat", "stat", "access"))
+    writes = sum(calls.get(name, 0) for name in ("write", "writev", "sendto", "sendmsg", "sendfile"))
+    assert calls.get("openat", 0) <= count + 2 and calls.get("pread64", 0) <= count + 2, calls
+    assert stats <= count + 2, calls
+    assert count <= writes <= count + 10, calls
 
 
 def test_a_precompressed_variant_goes_to_a_client_that_takes_it(serve, site):

@@ -9,8 +9,9 @@ use http::{Method, StatusCode};
 use tracing::debug;
 
 use super::conditional::Preconditions;
+use super::resolve::Opened;
 use super::resolve::{self, Resolution};
-use super::response::{file_response, FileResponse, Opened, StaticAnswer};
+use super::response::{file_response, FileResponse, StaticAnswer};
 use super::{fields, variant};
 
 /// `--static` (with `--static-only` and `--static-dotfiles` folded into each mount's options),
@@ -110,13 +111,7 @@ impl StaticSettings {
         let (mount, relative) = self.mounts.iter().find_map(|mount| Some((mount, mount.relative(path)?)))?;
         let missing = mount.options.only.then_some(StaticAnswer::NotFound);
         match resolve::resolve(&mount.root, relative, mount.options.dot_files) {
-            Resolution::Found(file) => match self.file(&mount.root, &file, method, headers) {
-                Ok(response) => Some(StaticAnswer::File(response)),
-                Err(err) => {
-                    debug!("static file {}: {err}", file.display());
-                    missing
-                }
-            },
+            Resolution::Found(opened) => Some(StaticAnswer::File(self.file(&mount.root, opened, method, headers))),
             Resolution::Missing => missing,
             Resolution::Refused(why) => {
                 debug!("refused a static path ({why}): {path}");
@@ -125,37 +120,30 @@ impl StaticSettings {
         }
     }
 
-    /// The response for `file` (resolved, under `root`): its precompressed variant if the client
+    /// The response for `file` (opened, under `root`): its precompressed variant if the client
     /// takes one, with its content fields.
-    fn file(&self, root: &Path, file: &Path, method: &Method, headers: &HeaderMap) -> std::io::Result<FileResponse> {
-        let choice = variant::choose(root, file, headers);
-        let sent = choice.variant.as_ref().map_or(file, |(_, path)| path.as_path());
-        let opened = open(sent)?;
+    fn file(&self, root: &Path, file: Opened, method: &Method, headers: &HeaderMap) -> FileResponse {
+        let choice = variant::choose(root, &file.path, headers);
         let mut fields = HeaderMap::with_capacity(8);
-        fields.insert(header::CONTENT_TYPE, fields::content_type(file));
-        if let Some((coding, _)) = choice.variant {
-            fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
-        }
+        fields.insert(header::CONTENT_TYPE, fields::content_type(&file.path));
+        let cache_control = fields::cache_control(&file.path, self.max_age);
+        let sent = match choice.variant {
+            Some((coding, variant)) => {
+                fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
+                variant
+            }
+            None => file,
+        };
         if choice.varies {
             fields.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        if let Some(cache_control) = fields::cache_control(file, self.max_age) {
+        if let Some(cache_control) = cache_control {
             fields.insert(header::CACHE_CONTROL, cache_control);
         }
         let preconditions = Preconditions::of(headers);
         let is_head = *method == Method::HEAD;
-        Ok(file_response(opened, StatusCode::OK, fields, &preconditions, !is_head, is_head))
+        file_response(sent, StatusCode::OK, fields, &preconditions, !is_head, is_head)
     }
-}
-
-/// Opens a resolved file, and reads what it is now.
-pub(super) fn open(path: &Path) -> std::io::Result<Opened> {
-    let file = resolve::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(Opened { file, meta })
 }
 
 #[cfg(test)]

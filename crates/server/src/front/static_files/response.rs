@@ -5,7 +5,7 @@
 //! for a worker's `X-Accel-Redirect`, whose status and fields it starts from.
 
 use std::collections::VecDeque;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::io;
 
 use bytes::{Bytes, BytesMut};
@@ -15,6 +15,7 @@ use http::StatusCode;
 use super::conditional::{Preconditions, Selection, Validators};
 use super::file_io::{read_into, PIECE};
 use super::range::ByteRange;
+use super::resolve::Opened;
 
 /// The front's answer to a request under a mount.
 pub enum StaticAnswer {
@@ -108,12 +109,6 @@ impl FileBody {
     }
 }
 
-/// A file opened to be sent, with what `fstat` said of it.
-pub struct Opened {
-    pub file: File,
-    pub meta: Metadata,
-}
-
 /// The response for `opened`, starting from `status` and `headers` (the worker's, or a mount's
 /// content fields). Conditionals and ranges apply to a `200` only; `ranged`: a `Range` may apply
 /// (a `GET`); `is_head`: the body is not sent, though its length is said.
@@ -125,7 +120,7 @@ pub fn file_response(
     ranged: bool,
     is_head: bool,
 ) -> FileResponse {
-    let Opened { file, meta } = opened;
+    let Opened { file, meta, .. } = opened;
     let len = meta.len();
     let validators = Validators::of(&meta);
     if !headers.contains_key(header::ETAG) {
