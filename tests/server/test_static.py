@@ -6,8 +6,11 @@ taken only under the roots the operator allowed; and all of it visible in the ac
 and /metrics."""
 
 import os
+import shutil
+import signal
 import socket
 import ssl
+import subprocess
 import sys
 import time
 
@@ -90,9 +93,9 @@ def test_a_mount_serves_its_files_without_a_slot(serve, site):
     assert headers["last-modified"].endswith(" GMT")
     assert headers["cache-control"] == "public, max-age=3600"
     assert headers["vary"] == "Accept-Encoding", "it has precompressed variants"
-    status, headers, body = exchange(server, "GET", f"/static/{DIGEST_NAME}?v=1")
+    status, headers, body = exchange(server, "GET", f"/static/{DIGEST_NAME}?v=1", {"Accept-Encoding": "gzip, br"})
     assert (status, body, headers["cache-control"]) == (200, CSS, "public, max-age=3600, immutable")
-    assert "vary" not in headers
+    assert "vary" not in headers, "no variant there"
     status, headers, body = exchange(server, "GET", "/static/pattern.bin")
     assert (status, headers["content-type"], body) == (200, "application/octet-stream", PATTERN)
     assert exchange(server, "GET", "/static/sub/page.html")[2] == b"<p>hi</p>"
@@ -147,13 +150,110 @@ def test_one_range_is_206_and_past_the_end_is_416(serve, site):
         assert body == PATTERN[start:end + 1]
     status, headers, body = exchange(server, "GET", "/static/pattern.bin", {"Range": f"bytes={size}-"})
     assert (status, headers["content-range"], headers["content-length"], body) == (416, f"bytes */{size}", "0", b"")
-    # Several ranges, another unit, a stale If-Range: the whole file.
-    for whole in ({"Range": "bytes=0-1,5-6"}, {"Range": "lines=1-2"}, {"Range": "bytes=0-1", "If-Range": '"old"'}):
+    # Another unit, a stale If-Range: the whole file.
+    for whole in ({"Range": "lines=1-2"}, {"Range": "bytes=0-1", "If-Range": '"old"'}):
         assert exchange(server, "GET", "/static/pattern.bin", whole)[:3:2] == (200, PATTERN), whole
     status, _, body = exchange(server, "GET", "/static/pattern.bin", {"Range": "bytes=2-3", "If-Range": etag})
     assert (status, body) == (206, PATTERN[2:4])
     status, headers, body = exchange(server, "HEAD", "/static/pattern.bin", {"Range": "bytes=2-3"})
     assert (status, headers["content-length"], body) == (200, str(size), b""), "Range is for GET"
+
+
+def byteranges(headers, body):
+    """The parts of a multipart/byteranges body, each as (Content-Type, Content-Range, bytes)."""
+    kind, _, boundary = headers["content-type"].partition("; boundary=")
+    assert kind == "multipart/byteranges" and boundary, headers["content-type"]
+    delimiter = b"\r\n--" + boundary.encode()
+    chunks = (b"\r\n" + body).split(delimiter)
+    assert chunks[0] == b"" and chunks[-1] == b"--\r\n", "opened and closed by the boundary"
+    parts = []
+    for chunk in chunks[1:-1]:
+        head, _, data = chunk.partition(b"\r\n\r\n")
+        fields = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+        parts.append((fields["Content-Type"], fields["Content-Range"], data))
+    return parts
+
+
+def test_several_ranges_are_a_multipart_body(serve, site, ca, tls_files):
+    server = mounted(serve, site)
+    size = len(PATTERN)
+    etag = exchange(server, "GET", "/static/pattern.bin")[1]["etag"]
+    binary = "application/octet-stream"
+    # Small parts go in the write of the head; large ones by sendfile, the part heads between them.
+    for asked, spans in (("bytes=1000-1009,0-1, -5", ((0, 1), (1000, 1009), (size - 5, size - 1))),
+                         ("bytes=0-39999,60000-99999", ((0, 39999), (60000, 99999)))):
+        status, headers, body = exchange(server, "GET", "/static/pattern.bin", {"Range": asked})
+        assert status == 206 and "content-range" not in headers, asked
+        assert headers["content-length"] == str(len(body))
+        expected = [(binary, f"bytes {start}-{end}/{size}", PATTERN[start:end + 1]) for start, end in spans]
+        assert byteranges(headers, body) == expected, asked
+    status, headers, body = exchange(server, "GET", "/static/pattern.bin",
+                                     {"Range": "bytes=0-1,5-6", "If-Range": etag})
+    assert (status, headers["content-range"], body) == (206, f"bytes 0-6/{size}", PATTERN[:7]), "coalesced: one part"
+    status, headers, body = exchange(server, "GET", "/static/pattern.bin", {"Range": "bytes=0-1,200000-"})
+    assert (status, headers["content-range"], body) == (206, f"bytes 0-1/{size}", PATTERN[:2]), "past the end: left out"
+    # Refused as RFC 9110 permits: more than 16 ranges, more bytes than the file (overlapping
+    # ones); and a stale If-Range. Each gets the whole file.
+    seventeen = "bytes=" + ",".join(f"{i * 1000}-{i * 1000}" for i in range(17))
+    for whole in ({"Range": seventeen}, {"Range": "bytes=0-,0-"}, {"Range": "bytes=0-60000,1000-61000"},
+                  {"Range": "bytes=0-1,500-501", "If-Range": '"old"'}):
+        status, headers, body = exchange(server, "GET", "/static/pattern.bin", whole)
+        assert (status, headers["content-type"], body) == (200, binary, PATTERN), whole
+    sixteen = "bytes=" + ",".join(f"{i * 1000}-{i * 1000}" for i in range(16))
+    status, headers, body = exchange(server, "GET", "/static/pattern.bin", {"Range": sixteen})
+    assert status == 206 and len(byteranges(headers, body)) == 16
+    status, headers, body = exchange(server, "GET", "/static/pattern.bin", {"Range": "bytes=200000-,300000-"})
+    assert (status, headers["content-range"], body) == (416, f"bytes */{size}", b"")
+    status, headers, body = exchange(server, "HEAD", "/static/pattern.bin", {"Range": "bytes=0-1,500-501"})
+    assert (status, headers["content-length"], body) == (200, str(size), b""), "Range is for GET"
+    status, headers, body = h2_get(h2c(server), "/static/pattern.bin", [("range", "bytes=0-1,70000-70009")])
+    assert status == 206 and [part[2] for part in byteranges(headers, body)] == [PATTERN[:2], PATTERN[70000:70010]]
+    secure = mounted(serve, site, *tls_files)
+    with tls_socket(secure, ca, alpn=("http/1.1",)) as sock:
+        send_request(sock, "GET", "/static/pattern.bin", headers={"Range": "bytes=0-39999,60000-99999"}, close=True)
+        status, headers, body = read_response(sock.makefile("rb"))
+    assert status == 206 and [part[2] for part in byteranges(headers, body)] == [PATTERN[:40000], PATTERN[60000:100000]]
+
+
+def syscalls_of(pid, requests):
+    """The system calls `pid` (its threads too) makes while `requests()` runs: {name: calls}."""
+    trace = subprocess.Popen(["strace", "-f", "-c", "-o", "/dev/stdout", "-p", str(pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert b"attached" in trace.stderr.readline(), "strace attached"
+    time.sleep(0.2)
+    requests()
+    trace.send_signal(signal.SIGINT)
+    summary, _ = trace.communicate(timeout=30)
+    counts = {}
+    for line in summary.decode().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit() and fields[-1] != "total":
+            counts[fields[-1]] = int(fields[3])
+    return counts
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="counts system calls with strace")
+def test_a_small_file_costs_few_system_calls(serve, site):
+    """A keep-alive request for a small file, from a client that takes no coding (as a load tool):
+    one open and one fstat of the file, one read into the head's buffer and one write of both;
+    no stat of the path or of variants not asked for."""
+    server = mounted(serve, site)
+    count = 50
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+
+        def requests():
+            for _ in range(count):
+                send_request(sock, "GET", "/static/app.css")
+                assert read_response(stream)[2] == CSS
+
+        requests()  # the first request's own costs, before counting
+        calls = syscalls_of(server.process.pid, requests)
+    stats = sum(calls.get(name, 0) for name in ("statx", "newfstatat", "fstat", "lstat", "stat", "access"))
+    writes = sum(calls.get(name, 0) for name in ("write", "writev", "sendto", "sendmsg", "sendfile"))
+    assert calls.get("openat", 0) <= count + 2 and calls.get("pread64", 0) <= count + 2, calls
+    assert stats <= count + 2, calls
+    assert count <= writes <= count + 10, calls
 
 
 def test_a_precompressed_variant_goes_to_a_client_that_takes_it(serve, site):
@@ -178,6 +278,36 @@ def test_a_miss_goes_to_the_app_unless_static_only(serve, site):
     assert exchange(only, "GET", "/static/nope.css")[:3:2] == (404, b"Not Found\n")
     assert exchange(only, "GET", "/static/app.css")[2] == CSS
     assert only.stats()["workers"][0]["requests"] == 0
+
+
+def test_only_is_per_mount(serve, site):
+    """`:only` after a mount's directory: its misses get 404, another mount's go to the app."""
+    server = serve("-w", "1", "--static", f"/static={site / 'public'}:only", "--static",
+                   f"/files={site / 'private'}", "handoff:app")
+    assert exchange(server, "GET", "/static/nope.css")[:3:2] == (404, b"Not Found\n")
+    assert exchange(server, "GET", "/static/app.css")[2] == CSS
+    assert exchange(server, "GET", "/files/nope.pdf")[0] == 200, "the app answered"
+    assert exchange(server, "GET", "/files/report.pdf")[2] == PATTERN
+    assert server.stats()["workers"][0]["requests"] == 1
+
+
+def test_dot_files_are_served_when_asked(serve, site):
+    """`:dotfiles` (or --static-dotfiles, for every mount) serves names starting with a dot, as an
+    ACME client's `.well-known/acme-challenge/` needs; `..` stays refused, in every spelling."""
+    challenge = site / "public" / ".well-known" / "acme-challenge"
+    challenge.mkdir(parents=True)
+    (challenge / "token").write_bytes(b"token.key")
+    per_mount = serve("-w", "1", "--static", f"/={site / 'public'}:dotfiles", "handoff:app")
+    from_env = serve("-w", "1", "--static", f"/={site / 'public'}", "handoff:app",
+                     env={"HEADWAY_STATIC_DOTFILES": "1"})
+    for server in (per_mount, from_env):
+        status, headers, body = exchange(server, "GET", "/.well-known/acme-challenge/token")
+        assert (status, body) == (200, b"token.key")
+        assert exchange(server, "GET", "/%2eenv")[2] == b"secret"
+        for path in ("/../secret.txt", "/%2e%2e/secret.txt", "/.%2e/secret.txt", "/sub/./page.html", "/out.txt"):
+            assert exchange(server, "GET", path)[:3:2] == (404, b"Not Found\n"), path
+    refused = serve("-w", "1", "--static", f"/={site / 'public'}:only", "handoff:app")
+    assert exchange(refused, "GET", "/.well-known/acme-challenge/token")[:3:2] == (404, b"Not Found\n")
 
 
 @pytest.mark.parametrize("path", ESCAPES)

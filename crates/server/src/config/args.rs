@@ -372,8 +372,10 @@ pub struct ServeArgs {
 
     /// Serve the files of DIR under URL_PREFIX at the front (GET and HEAD, with ETag, ranges and
     /// precompressed .br/.gz variants), without a slot or the queue; a file that is not there
-    /// goes to the app. Repeat for several. As granian --static-path-mount, WhiteNoise
-    #[arg(long = "static", value_name = "URL_PREFIX=DIR", value_parser = Mount::parse, help_heading = FILES)]
+    /// goes to the app. After DIR, `:only` answers 404 for such a file instead and `:dotfiles`
+    /// serves names starting with a dot (.well-known/). Repeat for several. As granian
+    /// --static-path-mount, WhiteNoise
+    #[arg(long = "static", value_name = "URL_PREFIX=DIR[:only][:dotfiles]", value_parser = Mount::parse_static, help_heading = FILES)]
     pub static_mounts: Vec<Mount>,
 
     /// Cache-Control max-age, in seconds, for files served by --static; a name carrying a digest
@@ -381,9 +383,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", value_parser = parse_secs, help_heading = FILES)]
     pub static_max_age: Option<Duration>,
 
-    /// A request under a --static prefix for a file that is not there gets 404, not the app
+    /// A request under a --static prefix for a file that is not there gets 404, not the app (every
+    /// mount's :only)
     #[arg(long, help_heading = FILES)]
     pub static_only: bool,
+
+    /// Serve files whose names start with a dot (.well-known/acme-challenge/...) under every
+    /// --static prefix (every mount's :dotfiles); `..` is refused all the same [default: refused]
+    #[arg(long, help_heading = FILES)]
+    pub static_dotfiles: bool,
 
     /// Take a worker's X-Accel-Redirect under URI_PREFIX: the front sends the file of DIR it
     /// names in place of the worker's body. Repeat for several. As nginx's internal locations

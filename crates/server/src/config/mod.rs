@@ -27,7 +27,7 @@ pub use parse::{parse_count_or_auto, parse_secs, parse_size, parse_target};
 pub use worker_count::WorkerCount;
 
 use crate::front::h2::Http2Settings;
-use crate::front::static_files::StaticSettings;
+use crate::front::static_files::{Mount, MountOptions, StaticSettings};
 use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
@@ -283,14 +283,19 @@ fn launch(args: &ServeArgs) -> anyhow::Result<Launch> {
 
 /// `--static` and the flags of files the front sends: each directory resolved once, here.
 fn static_settings(args: &ServeArgs) -> anyhow::Result<StaticSettings> {
-    if args.static_mounts.is_empty() && (args.static_only || args.static_max_age.is_some()) {
-        bail!("--static-only and --static-max-age need --static");
+    if args.static_mounts.is_empty() && (args.static_only || args.static_dotfiles || args.static_max_age.is_some()) {
+        bail!("--static-only, --static-dotfiles and --static-max-age need --static");
     }
     let sendfile_roots = resolved_dirs("--sendfile-root", &args.sendfile_root)?;
+    let every_mount = MountOptions { only: args.static_only, dot_files: args.static_dotfiles };
+    let mounts = args
+        .static_mounts
+        .iter()
+        .map(|mount| Mount { options: mount.options.with(every_mount), ..mount.clone() })
+        .collect();
     Ok(StaticSettings {
-        mounts: args.static_mounts.clone(),
+        mounts,
         max_age: args.static_max_age,
-        only: args.static_only,
         accel_mappings: args.accel_mapping.clone(),
         sendfile_roots,
     })

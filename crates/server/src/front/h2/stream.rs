@@ -25,8 +25,7 @@ use super::request::Head;
 use super::shared::Shared;
 use crate::front::body::BodySink;
 use crate::front::static_files::accel::HandOff;
-use crate::front::static_files::file_io::{read_piece, PIECE};
-use crate::front::static_files::{FileBody, FileResponse, Preconditions, StaticAnswer, STATIC_LANE};
+use crate::front::static_files::{FileResponse, Preconditions, StaticAnswer, STATIC_LANE};
 use crate::front::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
@@ -308,16 +307,16 @@ impl Stream {
     /// reader holds one piece of memory. Returns the body's length.
     async fn send_file_response(&mut self, response: FileResponse) -> Result<u64, End> {
         let FileResponse { status, headers, body } = response;
-        let Some(FileBody { file, offset, len }) = body else {
+        let Some(mut body) = body else {
             self.send_head(status, headers, true)?;
             return Ok(0);
         };
+        let len = body.len();
         let mut out = self.send_head(status, headers, false)?;
         let mut done = 0;
         while done < len {
-            let want = usize::try_from(len - done).unwrap_or(usize::MAX).min(PIECE);
-            let piece = match read_piece(&file, offset + done, want) {
-                Ok(piece) if !piece.is_empty() => piece,
+            let piece = match body.next_piece() {
+                Ok(Some(piece)) => piece,
                 _ => {
                     // Shrunk or unreadable since it was opened: the client sees the stream reset.
                     debug!("a static file could not be read to its end");

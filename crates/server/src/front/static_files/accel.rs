@@ -22,7 +22,7 @@ use http::{Method, StatusCode};
 
 use super::conditional::Preconditions;
 use super::fields;
-use super::mounts::{open, StaticSettings};
+use super::mounts::StaticSettings;
 use super::resolve::{resolve, within, Resolution};
 use super::response::{file_response, FileResponse};
 use crate::ops::stats::Stats;
@@ -92,21 +92,17 @@ impl StaticSettings {
         };
         let named = String::from_utf8_lossy(value.as_bytes()).into_owned();
         let resolution = if field == "X-Sendfile" { self.sendfile_file(&value) } else { self.accel_file(&value) };
-        let file = match resolution {
-            Resolution::Found(file) => file,
+        let opened = match resolution {
+            Resolution::Found(opened) => opened,
             Resolution::Missing => return Some(HandOff::Missing(format!("{field} {named}: no such file"))),
             Resolution::Refused(why) => return Some(HandOff::Refused(format!("{field} {named}: {why}"))),
-        };
-        let opened = match open(&file) {
-            Ok(opened) => opened,
-            Err(err) => return Some(HandOff::Missing(format!("{field} {named}: {err}"))),
         };
         let mut headers = std::mem::take(&mut head.headers);
         strip_connection_fields(&mut headers);
         remove_fields(&mut headers, &[header::CONTENT_LENGTH, header::TRANSFER_ENCODING]);
         remove_fields(&mut headers, &NGINX_CONTROLS);
         if !headers.contains_key(header::CONTENT_TYPE) {
-            headers.insert(header::CONTENT_TYPE, fields::content_type(&file));
+            headers.insert(header::CONTENT_TYPE, fields::content_type(&opened.path));
         }
         let is_head = *method == Method::HEAD;
         Some(HandOff::File(file_response(opened, head.status, headers, preconditions, !is_head, is_head)))
@@ -118,7 +114,7 @@ impl StaticSettings {
         let path = uri.split_once('?').map_or(uri, |(path, _)| path);
         let mut mapped = self.accel_mappings.iter().filter_map(|mount| Some((mount, mount.relative(path)?)));
         match mapped.next() {
-            Some((mount, relative)) => resolve(&mount.root, relative),
+            Some((mount, relative)) => resolve(&mount.root, relative, mount.options.dot_files),
             None => Resolution::Refused("not under any --accel-mapping prefix"),
         }
     }
@@ -177,6 +173,7 @@ impl HandOff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::front::static_files::resolve::tests::found_path;
     use crate::front::static_files::Mount;
     use std::path::PathBuf;
 
@@ -190,22 +187,26 @@ mod tests {
         std::fs::write(base.join("secret"), "s").unwrap();
         std::os::unix::fs::symlink(base.join("secret"), private.join("leak")).unwrap();
         let settings = StaticSettings {
-            accel_mappings: vec![Mount { prefix: "/internal".to_owned(), root: private.clone() }],
+            accel_mappings: vec![Mount {
+                prefix: "/internal".to_owned(),
+                root: private.clone(),
+                options: Default::default(),
+            }],
             sendfile_roots: vec![private.clone()],
             ..StaticSettings::default()
         };
         let accel = |uri: &'static str| settings.accel_file(&HeaderValue::from_static(uri));
         let sendfile = |path: &Path| settings.sendfile_file(&HeaderValue::from_str(path.to_str().unwrap()).unwrap());
-        assert_eq!(accel("/internal/a.pdf?x=1"), Resolution::Found(private.join("a.pdf")));
-        assert_eq!(accel("/internal/b.pdf"), Resolution::Missing);
+        assert_eq!(found_path(&accel("/internal/a.pdf?x=1")), Some(private.join("a.pdf")));
+        assert!(matches!(accel("/internal/b.pdf"), Resolution::Missing));
         for refused in
             ["/other/a.pdf", "/internal/../secret", "/internal/%2e%2e/secret", "/internal/leak", "/internalx"]
         {
             assert!(matches!(accel(refused), Resolution::Refused(_)), "{refused}");
         }
-        assert_eq!(sendfile(&private.join("a.pdf")), Resolution::Found(private.join("a.pdf")));
-        assert_eq!(sendfile(&private.join("sub/../a.pdf")), Resolution::Missing, "sub does not exist");
-        assert_eq!(sendfile(&private.join("b.pdf")), Resolution::Missing);
+        assert_eq!(found_path(&sendfile(&private.join("a.pdf"))), Some(private.join("a.pdf")));
+        assert!(matches!(sendfile(&private.join("sub/../a.pdf")), Resolution::Missing), "sub does not exist");
+        assert!(matches!(sendfile(&private.join("b.pdf")), Resolution::Missing));
         for refused in [base.join("secret"), private.join("../secret"), private.join("leak"), "a.pdf".into()] {
             assert!(matches!(sendfile(&refused), Resolution::Refused(_)), "{}", refused.display());
         }
@@ -219,7 +220,11 @@ mod tests {
         headers.insert(X_ACCEL_MAPPING.clone(), HeaderValue::from_static("/=/x/"));
         let root = PathBuf::from("/srv/files");
         let accel = StaticSettings {
-            accel_mappings: vec![Mount { prefix: "/private".to_owned(), root: root.clone() }],
+            accel_mappings: vec![Mount {
+                prefix: "/private".to_owned(),
+                root: root.clone(),
+                options: Default::default(),
+            }],
             ..StaticSettings::default()
         };
         accel.mark_request(&mut headers);

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderMap, HeaderValue};
 
-use super::range::{parse_range, RangeAsk};
+use super::range::{parse_range, ByteRange, RangeAsk};
 use headway_http1::fields::list_items;
 
 /// What identifies one version of a file.
@@ -44,14 +44,14 @@ pub struct Preconditions {
 }
 
 /// What to send of a file.
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, PartialEq, Eq, Clone)]
 pub enum Selection {
     /// `304`: the client's copy is current.
     NotModified,
     /// The whole file.
     Whole,
-    /// `206`: bytes `start..=end`.
-    Part { start: u64, end: u64 },
+    /// `206`: these ranges, ascending and apart.
+    Parts(Vec<ByteRange>),
     /// `416`.
     Unsatisfiable,
 }
@@ -79,7 +79,7 @@ impl Preconditions {
         }
         match parse_range(range.as_bytes(), len) {
             RangeAsk::Whole => Selection::Whole,
-            RangeAsk::Part { start, end } => Selection::Part { start, end },
+            RangeAsk::Parts(ranges) => Selection::Parts(ranges),
             RangeAsk::Unsatisfiable => Selection::Unsatisfiable,
         }
     }
@@ -160,10 +160,10 @@ mod tests {
     fn a_range_applies_while_if_range_names_this_version() {
         let date = httpdate::fmt_http_date(validators().modified);
         let other = httpdate::fmt_http_date(validators().modified - Duration::from_secs(1));
-        let part = Selection::Part { start: 0, end: 1 };
+        let part = Selection::Parts(vec![ByteRange { start: 0, end: 1 }]);
         let select = |fields: &[(&'static str, &str)]| asking(fields).select(&validators(), 10, true);
-        assert_eq!(select(&[("range", "bytes=0-1")]), part);
-        assert_eq!(select(&[("range", "bytes=0-1"), ("if-range", "\"5f-a\"")]), part);
+        assert_eq!(select(&[("range", "bytes=0-1")]), part.clone());
+        assert_eq!(select(&[("range", "bytes=0-1"), ("if-range", "\"5f-a\"")]), part.clone());
         assert_eq!(select(&[("range", "bytes=0-1"), ("if-range", &date)]), part);
         assert_eq!(select(&[("range", "bytes=0-1"), ("if-range", "W/\"5f-a\"")]), Selection::Whole, "strong only");
         assert_eq!(select(&[("range", "bytes=0-1"), ("if-range", "\"old\"")]), Selection::Whole);

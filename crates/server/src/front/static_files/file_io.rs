@@ -7,23 +7,29 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 /// The piece of a file read at a time when it cannot go by `sendfile`.
 pub const PIECE: usize = 64 * 1024;
 
-/// Reads `len` bytes of `file` from `offset` (fewer only at its end).
-pub fn read_piece(file: &File, offset: u64, len: usize) -> io::Result<Bytes> {
-    let mut piece = BytesMut::zeroed(len);
+/// Reads `len` bytes of `file` from `offset` onto the end of `out` (fewer only at its end), and
+/// says how many: a small file goes straight into the buffer its head is written from.
+pub fn read_into(file: &File, offset: u64, len: usize, out: &mut BytesMut) -> io::Result<usize> {
+    let start = out.len();
+    out.resize(start + len, 0);
     let mut read = 0;
     while read < len {
-        match file.read_at(&mut piece[read..], offset + read as u64)? {
-            0 => break,
-            n => read += n,
+        match file.read_at(&mut out[start + read..], offset + read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(err) => {
+                out.truncate(start);
+                return Err(err);
+            }
         }
     }
-    piece.truncate(read);
-    Ok(piece.freeze())
+    out.truncate(start + read);
+    Ok(read)
 }
 
 /// One `sendfile(2)` of up to `count` bytes of `file` from `offset` to `socket`, now: a full
@@ -65,8 +71,10 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         let file = File::open(&path).unwrap();
-        assert_eq!(read_piece(&file, 2, 3).unwrap(), "234");
-        assert_eq!(read_piece(&file, 8, 5).unwrap(), "89");
-        assert_eq!(read_piece(&file, 10, 5).unwrap(), "");
+        let mut out = BytesMut::from("head:");
+        assert_eq!(read_into(&file, 2, 3, &mut out).unwrap(), 3);
+        assert_eq!(read_into(&file, 8, 5, &mut out).unwrap(), 2);
+        assert_eq!(read_into(&file, 10, 5, &mut out).unwrap(), 0);
+        assert_eq!(out, "head:23489");
     }
 }

@@ -9,18 +9,18 @@ use http::{Method, StatusCode};
 use tracing::debug;
 
 use super::conditional::Preconditions;
+use super::resolve::Opened;
 use super::resolve::{self, Resolution};
-use super::response::{file_response, FileResponse, Opened, StaticAnswer};
+use super::response::{file_response, FileResponse, StaticAnswer};
 use super::{fields, variant};
 
-/// `--static`, `--static-max-age`, `--static-only`, `--accel-mapping` and `--sendfile-root`.
+/// `--static` (with `--static-only` and `--static-dotfiles` folded into each mount's options),
+/// `--static-max-age`, `--accel-mapping` and `--sendfile-root`.
 #[derive(Debug, Clone, Default)]
 pub struct StaticSettings {
     pub mounts: Vec<Mount>,
     /// `Cache-Control: public, max-age=` for every file served from a mount.
     pub max_age: Option<Duration>,
-    /// A request under a mount for a file that is not there gets `404`, not the app.
-    pub only: bool,
     /// Internal URI prefixes a worker's `X-Accel-Redirect` may name, and their directories.
     pub accel_mappings: Vec<Mount>,
     /// Directories (resolved) a worker's `X-Sendfile` may name a file under.
@@ -33,10 +33,43 @@ pub struct Mount {
     /// Without a trailing `/`: `/assets`, or empty for the whole site.
     pub prefix: String,
     pub root: PathBuf,
+    pub options: MountOptions,
+}
+
+/// What a mount does besides serving its files, named after its directory
+/// (`/assets=public/assets:only`) or for every mount by a flag of the same name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MountOptions {
+    /// `:only` (`--static-only`): a file that is not there gets `404`, not the app.
+    pub only: bool,
+    /// `:dotfiles` (`--static-dotfiles`): names starting with `.` are served (`.well-known/`);
+    /// `.` and `..` segments are refused all the same.
+    pub dot_files: bool,
+}
+
+impl MountOptions {
+    /// The options of each `:name` at the end of `text`, and the text before them.
+    fn split_off(mut text: &str) -> (&str, MountOptions) {
+        let mut options = MountOptions::default();
+        while let Some((rest, name)) = text.rsplit_once(':') {
+            match name {
+                "only" => options.only = true,
+                "dotfiles" => options.dot_files = true,
+                _ => break,
+            }
+            text = rest;
+        }
+        (text, options)
+    }
+
+    /// These options, and `also`'s (the flags that set them for every mount).
+    pub fn with(self, also: MountOptions) -> MountOptions {
+        MountOptions { only: self.only || also.only, dot_files: self.dot_files || also.dot_files }
+    }
 }
 
 impl Mount {
-    /// `URL_PREFIX=DIR`, as `--static` and `--accel-mapping` take it; the directory must exist.
+    /// `URL_PREFIX=DIR`, as `--accel-mapping` takes it; the directory must exist.
     pub fn parse(text: &str) -> Result<Mount, String> {
         let Some((prefix, dir)) = text.split_once('=') else {
             return Err(format!("'{text}' is not URL_PREFIX=DIR, such as /assets=public/assets"));
@@ -48,7 +81,17 @@ impl Mount {
         if !root.is_dir() {
             return Err(format!("{dir} is not a directory"));
         }
-        Ok(Mount { prefix: prefix.trim_end_matches('/').to_owned(), root })
+        Ok(Mount { prefix: prefix.trim_end_matches('/').to_owned(), root, options: MountOptions::default() })
+    }
+
+    /// `URL_PREFIX=DIR[:only][:dotfiles]`, as `--static` takes it.
+    pub fn parse_static(text: &str) -> Result<Mount, String> {
+        let (text, options) = MountOptions::split_off(text);
+        let mount = Mount::parse(text).map_err(|err| match text.rsplit_once(':') {
+            Some((_, name)) if !name.contains('/') => format!("{err} (a mount's options are :only and :dotfiles)"),
+            _ => err,
+        })?;
+        Ok(Mount { options, ..mount })
     }
 
     /// The rest of `path` (no query) after this mount's prefix and its `/`, if it is under it.
@@ -66,15 +109,10 @@ impl StaticSettings {
         }
         let path = target.split_once('?').map_or(target, |(path, _)| path);
         let (mount, relative) = self.mounts.iter().find_map(|mount| Some((mount, mount.relative(path)?)))?;
-        match resolve::resolve(&mount.root, relative) {
-            Resolution::Found(file) => match self.file(&mount.root, &file, method, headers) {
-                Ok(response) => Some(StaticAnswer::File(response)),
-                Err(err) => {
-                    debug!("static file {}: {err}", file.display());
-                    self.only.then_some(StaticAnswer::NotFound)
-                }
-            },
-            Resolution::Missing => self.only.then_some(StaticAnswer::NotFound),
+        let missing = mount.options.only.then_some(StaticAnswer::NotFound);
+        match resolve::resolve(&mount.root, relative, mount.options.dot_files) {
+            Resolution::Found(opened) => Some(StaticAnswer::File(self.file(&mount.root, opened, method, headers))),
+            Resolution::Missing => missing,
             Resolution::Refused(why) => {
                 debug!("refused a static path ({why}): {path}");
                 Some(StaticAnswer::NotFound)
@@ -82,37 +120,30 @@ impl StaticSettings {
         }
     }
 
-    /// The response for `file` (resolved, under `root`): its precompressed variant if the client
+    /// The response for `file` (opened, under `root`): its precompressed variant if the client
     /// takes one, with its content fields.
-    fn file(&self, root: &Path, file: &Path, method: &Method, headers: &HeaderMap) -> std::io::Result<FileResponse> {
-        let choice = variant::choose(root, file, headers);
-        let sent = choice.variant.as_ref().map_or(file, |(_, path)| path.as_path());
-        let opened = open(sent)?;
+    fn file(&self, root: &Path, file: Opened, method: &Method, headers: &HeaderMap) -> FileResponse {
+        let choice = variant::choose(root, &file.path, headers);
         let mut fields = HeaderMap::with_capacity(8);
-        fields.insert(header::CONTENT_TYPE, fields::content_type(file));
-        if let Some((coding, _)) = choice.variant {
-            fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
-        }
+        fields.insert(header::CONTENT_TYPE, fields::content_type(&file.path));
+        let cache_control = fields::cache_control(&file.path, self.max_age);
+        let sent = match choice.variant {
+            Some((coding, variant)) => {
+                fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
+                variant
+            }
+            None => file,
+        };
         if choice.varies {
             fields.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        if let Some(cache_control) = fields::cache_control(file, self.max_age) {
+        if let Some(cache_control) = cache_control {
             fields.insert(header::CACHE_CONTROL, cache_control);
         }
         let preconditions = Preconditions::of(headers);
         let is_head = *method == Method::HEAD;
-        Ok(file_response(opened, StatusCode::OK, fields, &preconditions, !is_head, is_head))
+        file_response(sent, StatusCode::OK, fields, &preconditions, !is_head, is_head)
     }
-}
-
-/// Opens a resolved file, and reads what it is now.
-pub(super) fn open(path: &Path) -> std::io::Result<Opened> {
-    let file = resolve::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(Opened { file, meta })
 }
 
 #[cfg(test)]
@@ -125,7 +156,7 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         let text = format!("/assets/={}", dir.path().display());
         let mount = Mount::parse(&text).unwrap();
-        assert_eq!(mount, Mount { prefix: "/assets".to_owned(), root: root.clone() });
+        assert_eq!(mount, Mount { prefix: "/assets".to_owned(), root: root.clone(), options: MountOptions::default() });
         assert_eq!(mount.relative("/assets/app.css"), Some("app.css"));
         assert_eq!(mount.relative("/assets"), None);
         assert_eq!(mount.relative("/assetsx/app.css"), None);
@@ -138,5 +169,21 @@ mod tests {
         let file = root.join("f");
         std::fs::write(&file, "x").unwrap();
         assert!(Mount::parse(&format!("/a={}", file.display())).unwrap_err().contains("not a directory"));
+    }
+
+    #[test]
+    fn static_mounts_take_options_after_their_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let shown = dir.path().display();
+        let options = |text: String| Mount::parse_static(&text).map(|mount| mount.options);
+        assert_eq!(options(format!("/a={shown}")), Ok(MountOptions::default()));
+        assert_eq!(options(format!("/a={shown}:only")), Ok(MountOptions { only: true, dot_files: false }));
+        let both = MountOptions { only: true, dot_files: true };
+        assert_eq!(options(format!("/a={shown}:dotfiles:only")), Ok(both));
+        assert_eq!(Mount::parse_static(&format!("/a={shown}:only")).unwrap().root, dir.path().canonicalize().unwrap());
+        assert!(options(format!("/a={shown}:olny")).unwrap_err().contains("options are :only and :dotfiles"));
+        assert!(Mount::parse(&format!("/a={shown}:only")).is_err(), "an --accel-mapping takes no options");
+        let flags = MountOptions { only: false, dot_files: true };
+        assert_eq!(MountOptions { only: true, dot_files: false }.with(flags), both);
     }
 }

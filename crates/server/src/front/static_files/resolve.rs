@@ -2,13 +2,17 @@
 //!
 //! The rule is on the resolved path, not on the string: the path's segments are decoded, and a
 //! segment that could climb or hide (`.`, `..`, one holding a `/` or a NUL once decoded, a dot
-//! file) refuses the request outright; what is left is joined to the root and resolved, symlinks
+//! file unless the mount serves them) refuses the request outright; what is left is joined to the root and resolved, symlinks
 //! followed (by `realpath` when a component below the root is one; a path with none is its own
 //! resolution), and the result must still lie under the root's own resolved path. A symlink inside
 //! the directory pointing inside it is served; one pointing out is refused.
+//!
+//! The file found is opened here, and what it is read from the open descriptor (one `fstat`), as
+//! nginx does: the directories above it are looked at with `lstat`, the file itself only opened,
+//! without following a symlink (one there goes through `realpath`).
 
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -17,10 +21,10 @@ use std::path::{Component, Path, PathBuf};
 use percent_encoding::percent_decode_str;
 
 /// What a path names under a root.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Resolution {
-    /// A regular file, by its resolved path.
-    Found(PathBuf),
+    /// A regular file, opened.
+    Found(Opened),
     /// Nothing (or a directory, or something not a regular file).
     Missing,
     /// A path that tries to leave the root, or names a dot file: never served.
@@ -28,15 +32,16 @@ pub enum Resolution {
 }
 
 /// Resolves `relative` (the rest of a URL path after its mount, still percent-encoded, without
-/// its query) under `root`, which must be a resolved (canonical) directory.
-pub fn resolve(root: &Path, relative: &str) -> Resolution {
+/// its query) under `root`, which must be a resolved (canonical) directory; `dot_files`: names
+/// starting with `.` may be served (never `.` or `..` themselves).
+pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
     let mut path = root.to_path_buf();
     for segment in relative.split('/') {
         let decoded: Vec<u8> = percent_decode_str(segment).collect();
         match decoded.as_slice() {
             [] => continue,
             b"." | b".." => return Resolution::Refused("a . or .. segment"),
-            [b'.', ..] => return Resolution::Refused("a dot file"),
+            [b'.', ..] if !dot_files => return Resolution::Refused("a dot file"),
             bytes if bytes.contains(&b'/') => return Resolution::Refused("an encoded /"),
             bytes if bytes.contains(&0) => return Resolution::Refused("a NUL byte"),
             bytes => path.push(OsStr::from_bytes(bytes)),
@@ -48,28 +53,41 @@ pub fn resolve(root: &Path, relative: &str) -> Resolution {
     within(root, &path)
 }
 
-/// `path` resolved, if it is a regular file under `root` (canonical); symlinks followed.
+/// A regular file opened to be sent, by its resolved path, with what `fstat` said of it.
+#[derive(Debug)]
+pub struct Opened {
+    pub path: PathBuf,
+    pub file: File,
+    pub meta: Metadata,
+}
+
+/// `path` resolved and opened, if it is a regular file under `root` (canonical); symlinks
+/// followed.
 ///
-/// `root` is resolved already, so only the components below it can be symlinks: each is looked
-/// at (`lstat`, one call for a file at the top of its mount), and a path with none is its own
-/// resolution. One with a symlink, or one not spelled below `root` (an `X-Sendfile` path, which
-/// may hold `..`), is resolved whole by `realpath`.
+/// `root` is resolved already, so only the components below it can be symlinks: each directory
+/// is looked at (`lstat`; none for a file at the top of its mount) and the file opened without
+/// following a symlink, so a path with none is its own resolution. One with a symlink, or one not
+/// spelled below `root` (an `X-Sendfile` path, which may hold `..`), is resolved whole by
+/// `realpath`.
 pub fn within(root: &Path, path: &Path) -> Resolution {
     let below = path.strip_prefix(root).ok().filter(|below| below.components().all(is_named));
     let Some(below) = below else { return resolved_within(root, path) };
     let mut walked = root.to_path_buf();
-    let mut last = None;
-    for component in below.components() {
+    let mut components = below.components().peekable();
+    while let Some(component) = components.next() {
         walked.push(component);
+        if components.peek().is_none() {
+            break;
+        }
         match walked.symlink_metadata() {
             Ok(meta) if meta.file_type().is_symlink() => return resolved_within(root, path),
-            Ok(meta) => last = Some(meta),
+            Ok(_) => {}
             Err(_) => return Resolution::Missing,
         }
     }
-    match last {
-        Some(meta) if meta.is_file() => Resolution::Found(walked),
-        _ => Resolution::Missing,
+    match open(walked) {
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => resolved_within(root, path),
+        opened => found(opened),
     }
 }
 
@@ -87,21 +105,38 @@ fn resolved_within(root: &Path, path: &Path) -> Resolution {
     if !resolved.starts_with(root) {
         return Resolution::Refused("a symlink out of the directory");
     }
-    match resolved.metadata() {
-        Ok(meta) if meta.is_file() => Resolution::Found(resolved),
+    found(open(resolved))
+}
+
+/// Opens a file to send, and reads what it is. A symlink is not followed (`ELOOP`: one made since
+/// the path was resolved, or one the caller resolves); neither a FIFO nor a terminal can hold the
+/// open up or be taken by it before `fstat` shows it is no regular file.
+fn open(path: PathBuf) -> io::Result<Opened> {
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let file = File::options().read(true).custom_flags(flags).open(&path)?;
+    let meta = file.metadata()?;
+    Ok(Opened { path, file, meta })
+}
+
+/// What an open says of a path: a regular file is found; nothing, or anything else, is missing.
+fn found(opened: io::Result<Opened>) -> Resolution {
+    match opened {
+        Ok(opened) if opened.meta.is_file() => Resolution::Found(opened),
         _ => Resolution::Missing,
     }
 }
 
-/// Opens a resolved file for sending. The last component is not followed if it became a
-/// symlink since it was resolved.
-pub fn open(resolved: &Path) -> io::Result<File> {
-    File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(resolved)
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The resolved path of what was found, if a file was.
+    pub(in crate::front::static_files) fn found_path(resolution: &Resolution) -> Option<PathBuf> {
+        match resolution {
+            Resolution::Found(opened) => Some(opened.path.clone()),
+            _ => None,
+        }
+    }
 
     struct Tree {
         _dir: tempfile::TempDir,
@@ -131,19 +166,30 @@ mod tests {
     #[test]
     fn files_under_the_root_are_found_by_their_resolved_path() {
         let tree = tree();
-        assert_eq!(resolve(&tree.root, "a.css"), Resolution::Found(tree.root.join("a.css")));
-        assert_eq!(resolve(&tree.root, "sub/b.js"), Resolution::Found(tree.root.join("sub/b.js")));
-        assert_eq!(resolve(&tree.root, "sub//b.js"), Resolution::Found(tree.root.join("sub/b.js")));
-        assert_eq!(resolve(&tree.root, "%61.css"), Resolution::Found(tree.root.join("a.css")), "decoded");
-        assert_eq!(resolve(&tree.root, "in.css"), Resolution::Found(tree.root.join("a.css")), "a symlink within");
-        assert_eq!(resolve(&tree.root, "up/public/a.css"), Resolution::Found(tree.root.join("a.css")), "out and in");
+        assert_eq!(found_path(&resolve(&tree.root, "a.css", false)), Some(tree.root.join("a.css")));
+        assert_eq!(found_path(&resolve(&tree.root, "sub/b.js", false)), Some(tree.root.join("sub/b.js")));
+        assert_eq!(found_path(&resolve(&tree.root, "sub//b.js", false)), Some(tree.root.join("sub/b.js")));
+        assert_eq!(found_path(&resolve(&tree.root, "%61.css", false)), Some(tree.root.join("a.css")), "decoded");
+        assert_eq!(
+            found_path(&resolve(&tree.root, "in.css", false)),
+            Some(tree.root.join("a.css")),
+            "a symlink within"
+        );
+        assert_eq!(
+            found_path(&resolve(&tree.root, "up/public/a.css", false)),
+            Some(tree.root.join("a.css")),
+            "out and in"
+        );
     }
 
     #[test]
     fn misses_and_directories_are_missing() {
         let tree = tree();
-        for path in ["", "nope.css", "sub", "sub/", "a.css/x"] {
-            assert_eq!(resolve(&tree.root, path), Resolution::Missing, "{path}");
+        let fifo = std::ffi::CString::new(tree.root.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        for path in ["", "nope.css", "sub", "sub/", "a.css/x", "fifo"] {
+            assert!(matches!(resolve(&tree.root, path, false), Resolution::Missing), "{path}");
         }
     }
 
@@ -169,8 +215,21 @@ mod tests {
             "up/secret.txt",
         ];
         for path in cases {
-            assert!(matches!(resolve(&tree.root, path), Resolution::Refused(_)), "{path}");
+            assert!(matches!(resolve(&tree.root, path, false), Resolution::Refused(_)), "{path}");
         }
         assert!(tree.outside.exists());
+    }
+
+    #[test]
+    fn dot_files_are_served_only_when_asked_and_never_dot_segments() {
+        let tree = tree();
+        assert_eq!(found_path(&resolve(&tree.root, ".env", true)), Some(tree.root.join(".env")));
+        assert_eq!(
+            found_path(&resolve(&tree.root, "sub/%2egit/config", true)),
+            Some(tree.root.join("sub/.git/config"))
+        );
+        for path in ["../secret.txt", "%2e%2e/secret.txt", "./a.css", "sub/../a.css", "out.txt", "up/secret.txt"] {
+            assert!(matches!(resolve(&tree.root, path, true), Resolution::Refused(_)), "{path}");
+        }
     }
 }

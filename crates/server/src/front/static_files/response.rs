@@ -1,19 +1,26 @@
 //! A file's response, from the file and the request's conditional fields: `200` with the whole
-//! file, `206` with one range, `304` when the client's copy is current, `416` for a range past the
-//! end; always with the file's validators and `Accept-Ranges`. The same for a static mount and for
-//! a worker's `X-Accel-Redirect`, whose status and fields it starts from.
+//! file, `206` with the ranges asked (one as the body, several as the parts of a
+//! `multipart/byteranges` body), `304` when the client's copy is current, `416` for ranges past
+//! the end; always with the file's validators and `Accept-Ranges`. The same for a static mount and
+//! for a worker's `X-Accel-Redirect`, whose status and fields it starts from.
 
-use std::fs::{File, Metadata};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
 
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::StatusCode;
 
 use super::conditional::{Preconditions, Selection, Validators};
+use super::file_io::{read_into, PIECE};
+use super::range::ByteRange;
+use super::resolve::Opened;
 
 /// The front's answer to a request under a mount.
 pub enum StaticAnswer {
     File(FileResponse),
-    /// Not there, with `--static-only`, or a path that tries to leave its directory.
+    /// Not there, with `:only`, or a path that tries to leave its directory.
     NotFound,
 }
 
@@ -25,17 +32,81 @@ pub struct FileResponse {
     pub body: Option<FileBody>,
 }
 
-/// A run of a file's bytes.
+/// A response's body: runs of a file, and between them the heads of a multipart body's parts.
 pub struct FileBody {
-    pub file: File,
-    pub offset: u64,
-    pub len: u64,
+    file: File,
+    runs: VecDeque<Run>,
+    len: u64,
 }
 
-/// A file opened to be sent, with what `fstat` said of it.
-pub struct Opened {
-    pub file: File,
-    pub meta: Metadata,
+/// A run of a body's bytes.
+pub enum Run {
+    /// Bytes the front made: a part's head, the closing boundary.
+    Made(Bytes),
+    /// `len` bytes of the file from `offset`.
+    File { offset: u64, len: u64 },
+}
+
+impl Run {
+    fn len(&self) -> u64 {
+        match self {
+            Run::Made(bytes) => bytes.len() as u64,
+            Run::File { len, .. } => *len,
+        }
+    }
+}
+
+impl FileBody {
+    fn new(file: File, runs: VecDeque<Run>) -> FileBody {
+        let len = runs.iter().map(Run::len).sum();
+        FileBody { file, runs, len }
+    }
+
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The next run to send, for a socket the kernel sends the file to.
+    pub fn next_run(&mut self) -> Option<Run> {
+        self.runs.pop_front()
+    }
+
+    /// Appends up to `most` bytes of what is left of the body to `out` (at least one, while
+    /// there are any); `false` once it is all out. A file shorter than it was when opened is an
+    /// `UnexpectedEof`.
+    pub fn read_next(&mut self, out: &mut BytesMut, most: usize) -> io::Result<bool> {
+        let Some(run) = self.runs.pop_front() else { return Ok(false) };
+        match run {
+            Run::Made(bytes) => out.extend_from_slice(&bytes),
+            Run::File { offset, len } => {
+                let want = usize::try_from(len).unwrap_or(usize::MAX).min(most);
+                let got = read_into(&self.file, offset, want, out)?;
+                if got < want {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was sent"));
+                }
+                if (got as u64) < len {
+                    self.runs.push_front(Run::File { offset: offset + got as u64, len: len - got as u64 });
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The next piece of the body (at most [`PIECE`] of the file), for a stream that must see the
+    /// bytes; `None` once it is all out.
+    pub fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
+        let mut piece = BytesMut::new();
+        Ok(self.read_next(&mut piece, PIECE)?.then(|| piece.freeze()))
+    }
 }
 
 /// The response for `opened`, starting from `status` and `headers` (the worker's, or a mount's
@@ -49,7 +120,7 @@ pub fn file_response(
     ranged: bool,
     is_head: bool,
 ) -> FileResponse {
-    let Opened { file, meta } = opened;
+    let Opened { file, meta, .. } = opened;
     let len = meta.len();
     let validators = Validators::of(&meta);
     if !headers.contains_key(header::ETAG) {
@@ -62,7 +133,7 @@ pub fn file_response(
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let selection =
         if status == StatusCode::OK { preconditions.select(&validators, len, ranged) } else { Selection::Whole };
-    let (status, offset, send) = match selection {
+    let (status, runs) = match selection {
         Selection::NotModified => {
             headers.remove(header::CONTENT_TYPE);
             headers.remove(header::CONTENT_LENGTH);
@@ -73,14 +144,45 @@ pub fn file_response(
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
             return FileResponse { status: StatusCode::RANGE_NOT_SATISFIABLE, headers, body: None };
         }
-        Selection::Whole => (status, 0, len),
-        Selection::Part { start, end } => {
-            let range = format!("bytes {start}-{end}/{len}");
-            headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&range).expect("digits"));
-            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
-        }
+        Selection::Whole => (status, VecDeque::from([Run::File { offset: 0, len }])),
+        Selection::Parts(ranges) => (StatusCode::PARTIAL_CONTENT, partial(&mut headers, &ranges, len)),
     };
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(send));
-    let body = (!is_head && send > 0).then_some(FileBody { file, offset, len: send });
+    let body = FileBody::new(file, runs);
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let body = (!is_head && !body.is_empty()).then_some(body);
     FileResponse { status, headers, body }
+}
+
+/// The runs of a `206` body of `ranges` of a file of `len` bytes, and its fields: one range is the
+/// body itself, with `Content-Range`; several are the parts of a `multipart/byteranges` body
+/// (RFC 9110 section 14.6), each with the file's type and its own `Content-Range`.
+fn partial(headers: &mut HeaderMap, ranges: &[ByteRange], len: u64) -> VecDeque<Run> {
+    let content_range = |range: &ByteRange| format!("bytes {}-{}/{len}", range.start, range.end);
+    let file_run = |range: &ByteRange| Run::File { offset: range.start, len: range.len() };
+    if let [range] = ranges {
+        headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&content_range(range)).expect("digits"));
+        return VecDeque::from([file_run(range)]);
+    }
+    let boundary = format!("{:016x}", rand::random::<u64>());
+    let content_type =
+        headers.get(header::CONTENT_TYPE).map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let multipart = format!("multipart/byteranges; boundary={boundary}");
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(&multipart).expect("hex digits"));
+    let mut runs = VecDeque::with_capacity(2 * ranges.len() + 1);
+    for (index, range) in ranges.iter().enumerate() {
+        let mut head = String::with_capacity(128);
+        head.push_str(if index == 0 { "--" } else { "\r\n--" });
+        head.push_str(&boundary);
+        if let Some(content_type) = &content_type {
+            head.push_str("\r\nContent-Type: ");
+            head.push_str(content_type);
+        }
+        head.push_str("\r\nContent-Range: ");
+        head.push_str(&content_range(range));
+        head.push_str("\r\n\r\n");
+        runs.push_back(Run::Made(Bytes::from(head)));
+        runs.push_back(file_run(range));
+    }
+    runs.push_back(Run::Made(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
+    runs
 }

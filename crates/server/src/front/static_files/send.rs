@@ -9,14 +9,14 @@
 //! Reading the file (and `sendfile` itself) runs on the front's threads: a page cache hit is a
 //! copy, as nginx without `aio` does it; a cold disk makes them wait as it makes nginx wait.
 
+use std::io;
 use std::os::fd::AsFd;
 
 use bytes::BytesMut;
 use http::{Method, StatusCode, Version};
 
 use super::accel::HandOff;
-use super::file_io::{read_piece, PIECE};
-use super::response::{FileBody, FileResponse, StaticAnswer};
+use super::response::{FileBody, FileResponse, Run, StaticAnswer};
 use crate::front::conn::{within, Connection, End};
 use crate::front::health::plain_answer;
 use crate::front::relay::Sent;
@@ -93,35 +93,46 @@ impl<S: ClientStream> Connection<S> {
         persistence: Persistence,
     ) -> Result<Sent, End> {
         let FileResponse { status, headers, body } = response;
-        let declared = body.as_ref().map(|body| body.len);
+        let declared = body.as_ref().map(FileBody::len);
         let encoder = body_encoder(body.is_none(), status, version, declared, None);
         let mut out = BytesMut::with_capacity(512);
         let persistence = write_head(&mut out, version, status, &headers, &encoder, persistence);
         let sent = |body_bytes| Sent { persistence, status, body_bytes, timing: None, websocket: None };
-        let Some(FileBody { file, offset, len }) = body else {
+        let Some(mut body) = body else {
             self.write(&out).await?;
             return Ok(sent(0));
         };
+        let len = body.len();
         if len <= SMALL_FILE {
-            let piece = read_piece(&file, offset, len as usize)?;
-            out.extend_from_slice(&piece);
+            while body.read_next(&mut out, usize::MAX).map_err(cut_short)? {}
             self.write(&out).await?;
-            return cut_short(piece.len() as u64, len).map(|()| sent(len));
+            return Ok(sent(len));
         }
         self.write(&out).await?;
-        let io_timeout = self.front.settings.io_timeout;
-        let mut done = 0;
-        while done < len {
-            let count = usize::try_from(len - done).unwrap_or(usize::MAX);
-            let went = if self.io.socket().is_some() {
-                within(io_timeout, self.io.send_file(file.as_fd(), offset + done, count.min(SENDFILE_MAX))).await?
-            } else {
-                let piece = read_piece(&file, offset + done, count.min(PIECE))?;
+        if self.io.socket().is_none() {
+            while let Some(piece) = body.next_piece().map_err(cut_short)? {
                 self.write(&piece).await?;
-                piece.len()
+            }
+            return Ok(sent(len));
+        }
+        let io_timeout = self.front.settings.io_timeout;
+        while let Some(run) = body.next_run() {
+            let (offset, len) = match run {
+                Run::Made(bytes) => {
+                    self.write(&bytes).await?;
+                    continue;
+                }
+                Run::File { offset, len } => (offset, len),
             };
-            cut_short(went as u64, 1)?;
-            done += went as u64;
+            let mut done = 0;
+            while done < len {
+                let count = usize::try_from(len - done).unwrap_or(usize::MAX).min(SENDFILE_MAX);
+                let went = within(io_timeout, self.io.send_file(body.file().as_fd(), offset + done, count)).await?;
+                if went == 0 {
+                    return Err(cut_short(io::ErrorKind::UnexpectedEof.into()));
+                }
+                done += went as u64;
+            }
         }
         Ok(sent(len))
     }
@@ -129,10 +140,9 @@ impl<S: ClientStream> Connection<S> {
 
 /// A file that gave fewer bytes than it promised has shrunk since it was opened: the response
 /// cannot be completed, and the connection ends so that the client sees it cut.
-fn cut_short(got: u64, wanted: u64) -> Result<(), End> {
-    if got < wanted {
+fn cut_short(err: io::Error) -> End {
+    if err.kind() == io::ErrorKind::UnexpectedEof {
         tracing::warn!("a static file shrank while it was sent");
-        return Err(End::Gone);
     }
-    Ok(())
+    End::from(err)
 }

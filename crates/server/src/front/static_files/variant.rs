@@ -3,12 +3,18 @@
 //! in its place to a client whose `Accept-Encoding` takes them, brotli first. A file that has a
 //! variant is answered with `Vary: Accept-Encoding` whichever is sent, so that caches keep them
 //! apart.
+//!
+//! A client that takes neither coding is sent the file without a look for its variants (two
+//! `stat`s a request saved, for `curl`, health checks and load tools), and told
+//! `Vary: Accept-Encoding` all the same: true of any file that may have a variant, and what keeps
+//! a cache from handing that copy to a client that takes `br`.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::Path;
 
 use http::header::{self, HeaderMap};
 
-use super::resolve::{within, Resolution};
+use super::resolve::{within, Opened, Resolution};
 use headway_http1::fields::{comma_tokens, trim_blanks};
 
 /// A content coding a variant is stored in.
@@ -29,27 +35,37 @@ impl Coding {
 }
 
 /// The variants of a file there are, and which of them to send.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Choice {
-    /// The variant to send, by its resolved path, or `None` for the file itself.
-    pub variant: Option<(Coding, PathBuf)>,
-    /// Whether the file has any variant: the response then varies with `Accept-Encoding`.
+    /// The variant to send, opened, or `None` for the file itself.
+    pub variant: Option<(Coding, Opened)>,
+    /// Whether the response varies with `Accept-Encoding`: the file has a variant, or the client
+    /// takes none (so none was looked for).
     pub varies: bool,
 }
 
-/// Chooses between `file` (resolved, under `root`) and its variants for a request with `headers`.
+/// Chooses between `file` (resolved, under `root`) and its variants for a request with `headers`:
+/// the first the client takes that is there, else the file, and whether any other is there.
 pub fn choose(root: &Path, file: &Path, headers: &HeaderMap) -> Choice {
-    let mut choice = Choice { variant: None, varies: false };
-    for (coding, suffix, name) in Coding::ALL {
-        let mut path = file.as_os_str().to_owned();
+    let taken = Coding::ALL.map(|(_, _, name)| accepts(headers, name));
+    if !taken.contains(&true) {
+        return Choice { variant: None, varies: true };
+    }
+    let variant_of = |suffix: &str| {
+        let mut path = OsString::from(file.as_os_str());
         path.push(suffix);
-        let Resolution::Found(path) = within(root, Path::new(&path)) else { continue };
-        choice.varies = true;
-        if choice.variant.is_none() && accepts(headers, name) {
-            choice.variant = Some((coding, path));
+        within(root, Path::new(&path))
+    };
+    for ((coding, suffix, _), taken) in Coding::ALL.into_iter().zip(taken) {
+        if let (true, Resolution::Found(opened)) = (taken, variant_of(suffix)) {
+            return Choice { variant: Some((coding, opened)), varies: true };
         }
     }
-    choice
+    let varies = Coding::ALL
+        .into_iter()
+        .zip(taken)
+        .any(|((_, suffix, _), taken)| !taken && matches!(variant_of(suffix), Resolution::Found(_)));
+    Choice { variant: None, varies }
 }
 
 /// Whether `Accept-Encoding` takes `coding` (named, or by `*`, with a weight above 0).
@@ -107,12 +123,24 @@ mod tests {
             std::fs::write(root.join(name), name).unwrap();
         }
         let (css, html, txt) = (root.join("app.css"), root.join("page.html"), root.join("plain.txt"));
-        let both = choose(&root, &css, &accept("gzip, br"));
-        assert_eq!(both, Choice { variant: Some((Coding::Brotli, root.join("app.css.br"))), varies: true });
-        let gzip = choose(&root, &css, &accept("gzip"));
-        assert_eq!(gzip.variant, Some((Coding::Gzip, root.join("app.css.gz"))));
-        assert_eq!(choose(&root, &css, &HeaderMap::new()), Choice { variant: None, varies: true });
-        assert_eq!(choose(&root, &html, &accept("br")), Choice { variant: None, varies: true });
-        assert_eq!(choose(&root, &txt, &accept("br, gzip")), Choice { variant: None, varies: false });
+        let chosen = |file: &Path, headers: HeaderMap| {
+            let choice = choose(&root, file, &headers);
+            (choice.variant.map(|(coding, opened)| (coding, opened.path)), choice.varies)
+        };
+        assert_eq!(chosen(&css, accept("gzip, br")), (Some((Coding::Brotli, root.join("app.css.br"))), true));
+        assert_eq!(chosen(&css, accept("gzip")), (Some((Coding::Gzip, root.join("app.css.gz"))), true));
+        assert_eq!(chosen(&html, accept("br")), (None, true), "only a gzip variant, which the client does not take");
+        assert_eq!(chosen(&txt, accept("br, gzip")), (None, false));
+    }
+
+    #[test]
+    fn a_client_that_takes_no_coding_is_sent_the_file_without_a_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("plain.txt"), "plain").unwrap();
+        for headers in [HeaderMap::new(), accept("identity"), accept("br;q=0, gzip;q=0")] {
+            let choice = choose(&root, &root.join("plain.txt"), &headers);
+            assert!(choice.variant.is_none() && choice.varies, "no variant looked for, so it may vary");
+        }
     }
 }
