@@ -6,7 +6,6 @@ taken only under the roots the operator allowed; and all of it visible in the ac
 and /metrics."""
 
 import os
-import shutil
 import signal
 import socket
 import ssl
@@ -17,7 +16,7 @@ import time
 import pytest
 from test_http2 import Client, h2c, tls_socket
 
-from conftest import APPS, read_response, request_bytes, send_request, wait_until
+from conftest import APPS, read_response, request_bytes, require, send_request, wait_until
 
 CSS = b"body { color: #123; }\n"
 PATTERN = bytes(range(256)) * 400  # 102400 bytes: past the size sent with its head, so by sendfile
@@ -232,11 +231,11 @@ def syscalls_of(pid, requests):
     return counts
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="counts system calls with strace")
 def test_a_small_file_costs_few_system_calls(serve, site):
     """A keep-alive request for a small file, from a client that takes no coding (as a load tool):
     one open and one fstat of the file, one read into the head's buffer and one write of both;
     no stat of the path or of variants not asked for."""
+    require("strace", "apt-get install strace")
     server = mounted(serve, site)
     count = 50
     with server.connect() as sock:
