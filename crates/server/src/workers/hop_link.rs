@@ -99,19 +99,24 @@ impl Drop for HopLink {
 }
 
 /// Wakes the slots whose rings moved, sleeping on the doorbell when none did.
+///
+/// The front says it sleeps ([`FrontEnd::arm`]) only before its last look, and takes it back
+/// once awake: while it is awake and handing news on, a worker's response does not ring the
+/// doorbell (an `eventfd` write in the worker, a read and a wake-up of the runtime in the front,
+/// for news this task finds at its next look anyway). docs/design/front-cost.md has the counts.
 async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>) {
     let end = doorbell.get_ref().clone();
     let mut seen = vec![Seen::default(); end.slots()];
     loop {
+        if hand_on(&end, &mut seen, &news) {
+            // Let the slots run before looking again.
+            tokio::task::yield_now().await;
+            continue;
+        }
         // Say we sleep before the last look, so that a response written after it rings.
         end.arm();
-        let mut moved = false;
-        for index in end.news(&mut seen) {
-            news[index].notify_one();
-            moved = true;
-        }
-        if moved {
-            // Let the slots run before looking again.
+        if hand_on(&end, &mut seen, &news) {
+            end.disarm();
             tokio::task::yield_now().await;
             continue;
         }
@@ -122,5 +127,52 @@ async fn watch_doorbell(doorbell: AsyncFd<Arc<FrontEnd>>, news: Arc<Vec<Notify>>
         // wake-up). The figures: docs/design/hop.md, "The front's doorbell".
         end.doorbell().drain();
         guard.clear_ready();
+        // Awake: a ring that took the arming has cleared it, and any other wake-up leaves it to clear.
+        end.disarm();
+    }
+}
+
+/// Wakes the slots whose rings moved since `seen`; returns whether any did.
+fn hand_on(end: &FrontEnd, seen: &mut [Seen], news: &[Notify]) -> bool {
+    let mut moved = false;
+    for index in end.news(seen) {
+        news[index].notify_one();
+        moved = true;
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use headway_hop::message::{BODY, RESPONSE_HEAD};
+    use headway_hop::worker::WorkerEnd;
+    use tokio::io::Interest;
+
+    use super::*;
+
+    /// The worker rings the doorbell only for a front that sleeps: once the watcher is awake and
+    /// handing news on, a response on another ring of the worker's finds it unarmed.
+    #[tokio::test]
+    async fn a_front_awake_for_news_is_not_rung_for_more() {
+        let end = HopLink::prepare(1, 8192).unwrap();
+        let worker = WorkerEnd::beside(&end).unwrap();
+        worker.announce_ready(false);
+        // SAFETY: the doorbell belongs to `end`, which the AsyncFd owns.
+        let doorbell = unsafe { AsyncFd::register_with_interest(end, Interest::READABLE) }.unwrap();
+        HopLink::until_ready(&doorbell).await.unwrap();
+        let link = HopLink::start(doorbell, 1);
+        let slot = worker.slot(0);
+        // The watcher goes to sleep, and the first response wakes it.
+        tokio::task::yield_now().await;
+        assert!(slot.push(RESPONSE_HEAD, &[b"head"]).unwrap());
+        slot.pushed();
+        tokio::time::timeout(Duration::from_secs(5), link.moved(0)).await.expect("woken by the first response");
+
+        assert!(slot.push(BODY, &[b"body"]).unwrap());
+        slot.pushed();
+        assert!(!link.end.doorbell().drain(), "the doorbell rang for a front that is awake");
+        tokio::time::timeout(Duration::from_secs(5), link.moved(0)).await.expect("the second response is seen");
     }
 }

@@ -298,8 +298,10 @@ async fn a_websocket_handshake_to_a_hop_worker_goes_to_its_socket() {
 /// and the request would end in a 504 after the request timeout. Thousands of exchanges, paced
 /// in every way [`echo_paced`] has, on both kinds of runtime the front runs (one thread by
 /// default, several with `--front-threads`). It catches a watcher that misses rings it should
-/// hear; a race whose window is a few instructions wide shows only now and then (arming only
-/// before sleeping, not before each look, failed once in 200,000 exchanges).
+/// hear; a race whose window is a few instructions wide shows only now and then (one seeded in
+/// the watcher's arming failed once in 200,000 exchanges, docs/benchmarks.md), so a change to how
+/// the watcher arms needs it run many times over (arming before the last look, disarmed once
+/// awake, passed 224,000).
 #[test]
 fn no_wake_up_is_lost_whatever_the_timing() {
     const REQUESTS: usize = 4000;
