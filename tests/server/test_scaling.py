@@ -11,7 +11,16 @@ import threading
 
 import pytest
 
-from conftest import Load, headway_binary, parallel_gets, wait_until
+from conftest import REPO, Load, headway_binary, parallel_gets, require, wait_until
+
+TWINS = REPO / "python" / "headway" / "twins"
+# The demo app (its /sleep/100) in each kind of worker: the bundled Python one, the Rack worker,
+# and a --cmd server; the first two forked from a preloaded parent.
+KINDS = {
+    "python": ("--preload",),
+    "rack": ("--preload", str(TWINS / "demo.ru")),
+    "cmd": ("--cmd", f"node {TWINS / 'demo.js'}"),
+}
 
 
 def scaling(server):
@@ -41,9 +50,12 @@ class Watch:
         return min(self.seen), max(self.seen)
 
 
-def test_grows_under_a_queue_that_waits_to_max_and_shrinks_to_min_when_idle(serve):
+@pytest.mark.parametrize("kind", KINDS)
+def test_grows_under_a_queue_that_waits_to_max_and_shrinks_to_min_when_idle(serve, kind):
+    if kind != "python":
+        require({"rack": "ruby", "cmd": "node"}[kind], "scripts/setup --test")
     # 2 slots, 8 clients asking for 100 ms each: requests wait for a slot all along.
-    server = serve("-w", "1:3", "-t", "2", "--preload", "--worker-idle-timeout", "1")
+    server = serve("-w", "1:3", "-t", "2", "--worker-idle-timeout", "1", *KINDS[kind])
     watch = Watch(server)
     load = Load(server, "/sleep/100", clients=8)
     try:
