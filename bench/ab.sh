@@ -2,9 +2,9 @@
 # Two builds of headway side by side with granian WSGI on one Flask page: did a change to the
 # request path pay? Each round starts build A and build B afresh, in turn, with granian left
 # running between them, and loads each with `headway load -c CONNECTIONS -z DURATION` after a
-# WARMUP; the table shows each round's requests/s and p99, each build's ratio to granian in
-# that round, and the medians over the rounds (the machine is shared and noisy: compare the
-# median ratios, not single runs).
+# WARMUP; the table shows each round's requests/s, p99 and CPU a request (all the server's
+# processes), each build's ratio to granian in that round, and the medians over the rounds (the
+# machine is shared and noisy: compare the median ratios, not single runs).
 #
 # Usage: HEADWAY_A=old/headway PYTHON_A=old/.venv/bin/python HEADWAY_B=new/headway \
 #        PYTHON_B=new/.venv/bin/python bench/ab.sh
@@ -38,23 +38,24 @@ BENCH_OUT="$BENCH_OUT/ab"
 bench_init
 export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 
-# Requests/s and p99 (ms) of a `headway load -o json` report.
+# Requests/s, p99 (ms) and CPU a request (us, from TICKS of the server's processes) of a
+# `headway load -o json` report.
 summary() {
     python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
 p99 = next(p["secs"] for p in r["latency"]["percentiles"] if p["percent"] == 99.0)
-print("%.0f %.2f" % (r["rps"], p99 * 1000))' "$1"
+print("%.0f %.2f %.0f" % (r["rps"], p99 * 1000, int(sys.argv[2]) * 10000 / max(r["requests"], 1)))' "$1" "$2"
 }
 
 # ratio X Y: X / Y to three places.
 ratio() { echo "scale=3; $1 / $2" | bc; }
 
-# load NAME PORT: warms the server up, then measures it; prints "requests/s p99".
+# load NAME PORT: warms the server up, then measures it; prints "requests/s p99 cpu".
 load() {
     local name="$1" port="$2" url="http://127.0.0.1:$2$ENDPOINT"
     "$HEADWAY_B" load -c "$CONNECTIONS" -z "$WARMUP" "$url" >/dev/null
     bench_measure "$BENCH_OUT/$name.json" "$HEADWAY_B" load -c "$CONNECTIONS" -z "$DURATION" -o json "$url"
-    summary "$BENCH_OUT/$name.json"
+    summary "$BENCH_OUT/$name.json" "$BENCH_SERVER_TICKS"
 }
 
 granian_port="$(bench_free_port)"
@@ -69,24 +70,25 @@ echo "# A: $HEADWAY_A ($PYTHON_A)"
 echo "# B: $HEADWAY_B ($PYTHON_B)"
 echo "# granian $(bench_pip_version granian), $WORKERS workers x $THREADS threads, $APP $ENDPOINT, -c $CONNECTIONS -z $DURATION"
 bench_machine_line
-echo "round  A req/s  A p99  B req/s  B p99  granian req/s  granian p99  A/granian  B/granian  B/A"
-ratios_a="" ratios_b="" ratios_ba=""
+echo "round  A req/s  A p99  A CPU us/req  B req/s  B p99  B CPU us/req  granian req/s  granian p99  A/granian  B/granian  B/A  B/A CPU"
+ratios_a="" ratios_b="" ratios_ba="" cpu_ba=""
 for round in $(seq "$ROUNDS"); do
-    declare -A rps=() p99=()
+    declare -A rps=() p99=() cpu=()
     for build in A B; do
         binary="HEADWAY_$build" python="PYTHON_$build" port="$(bench_free_port)"
         bench_start "headway-$build" "http://127.0.0.1:$port$ENDPOINT" env HEADWAY_PYTHON="${!python}" \
             "${!binary}" serve -w "$WORKERS" -t "$THREADS" --bind "127.0.0.1:$port" "$APP"
         bench_wait_workers "http://127.0.0.1:$port$ENDPOINT" "$WORKERS"
-        read -r "rps[$build]" "p99[$build]" < <(load "headway-$build-$round" "$port")
+        read -r "rps[$build]" "p99[$build]" "cpu[$build]" < <(load "headway-$build-$round" "$port")
         bench_stop
         # granian, measured after each build, so that each build has a granian run beside it.
         bench_server_pid="$granian_pid"
-        read -r "rps[g$build]" "p99[g$build]" < <(load "granian-$build-$round" "$granian_port")
+        read -r "rps[g$build]" "p99[g$build]" "cpu[g$build]" < <(load "granian-$build-$round" "$granian_port")
         bench_server_pid=""
     done
     a="$(ratio "${rps[A]}" "${rps[gA]}")" b="$(ratio "${rps[B]}" "${rps[gB]}")" ba="$(ratio "${rps[B]}" "${rps[A]}")"
-    ratios_a+="$a"$'\n' ratios_b+="$b"$'\n' ratios_ba+="$ba"$'\n'
-    echo "$round  ${rps[A]}  ${p99[A]}  ${rps[B]}  ${p99[B]}  ${rps[gA]}/${rps[gB]}  ${p99[gA]}/${p99[gB]}  $a  $b  $ba"
+    cba="$(ratio "${cpu[B]}" "${cpu[A]}")"
+    ratios_a+="$a"$'\n' ratios_b+="$b"$'\n' ratios_ba+="$ba"$'\n' cpu_ba+="$cba"$'\n'
+    echo "$round  ${rps[A]}  ${p99[A]}  ${cpu[A]}  ${rps[B]}  ${p99[B]}  ${cpu[B]}  ${rps[gA]}/${rps[gB]}  ${p99[gA]}/${p99[gB]}  $a  $b  $ba  $cba"
 done
-echo "median  A/granian $(printf '%s' "$ratios_a" | bench_median)  B/granian $(printf '%s' "$ratios_b" | bench_median)  B/A $(printf '%s' "$ratios_ba" | bench_median)"
+echo "median  A/granian $(printf '%s' "$ratios_a" | bench_median)  B/granian $(printf '%s' "$ratios_b" | bench_median)  B/A $(printf '%s' "$ratios_ba" | bench_median)  B/A CPU $(printf '%s' "$cpu_ba" | bench_median)"

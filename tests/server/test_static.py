@@ -16,7 +16,7 @@ import time
 import pytest
 from test_http2 import Client, h2c, tls_socket
 
-from conftest import APPS, read_response, request_bytes, require, send_request, wait_until
+from conftest import APPS, exchange, read_response, request_bytes, require, send_request, wait_until
 
 CSS = b"body { color: #123; }\n"
 PATTERN = bytes(range(256)) * 400  # 102400 bytes: past the size sent with its head, so by sendfile
@@ -72,13 +72,6 @@ def site(tmp_path):
 def mounted(serve, site, *extra):
     """A server with the site's public directory at /static, before an app that answers 200."""
     return serve("-w", "1", "--static", f"/static={site / 'public'}", *extra, "handoff:app")
-
-
-def exchange(server, method, path, headers=None):
-    """One request on a new connection: (status, headers, body) with the body's exact bytes."""
-    with server.connect() as sock:
-        send_request(sock, method, path, headers=headers, close=True)
-        return read_response(sock.makefile("rb"), method=method)
 
 
 def test_a_mount_serves_its_files_without_a_slot(serve, site):
