@@ -230,9 +230,9 @@ def main():
                  "columns": columns, "rows": rows}],
         notes=[f"Each server runs {WORKERS} workers of one thread of the one-module Django project of the tests "
                f"(`tests/apps/django_site.py`), warmed with 50 requests. The Ruby rows run `{ruby_app}`: headway's "
-               "Rack worker (without --preload, which it has not yet) and Puma clustered without and with "
-               "`preload_app!` (`puma --preload`). Puma cannot run Django: the Ruby rows compare with each other, "
-               "not with the Django rows.",
+               "Rack worker without and with --preload (config.ru loaded once, the heap compacted, the workers "
+               "forked) and Puma clustered without and with `preload_app!` (`puma --preload`). Puma cannot run "
+               "Django: the Ruby rows compare with each other, not with the Django rows.",
                "PSS (`/proc/PID/smaps_rollup`) counts a page shared by N processes 1/N to each, so the sum over "
                "the server's session (front or master, preloaded parent, workers) is what the server costs. "
                "Memory does not depend on CPU timing: one quiet round is enough."]))
