@@ -115,7 +115,7 @@ def test_versus_rack_part_compares_headways_rack_worker_with_puma_cluster_and_pu
 
 def test_preload_memory_measures_the_rack_worker_and_puma_each_without_and_with_preloading():
     rows = bench_module("preload-memory").ruby_rows(["headway", "serve", "-w", "4"])
-    rails = str(REPO / "tests" / "apps" / "rails" / "config.ru")
+    rails = str(REPO / "bench" / "rails.ru")  # the Rails test app in production
     assert [(row.name, row.without_preload, row.processes) for row in rows] == [
         ("headway (rails)", "", 5), ("headway --preload (rails)", "headway (rails)", 6),
         ("Puma -w 4 (rails)", "", 5), ("Puma -w 4 --preload (rails)", "Puma -w 4 (rails)", 5)]
