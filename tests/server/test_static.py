@@ -5,6 +5,7 @@ large file costs the front no memory and no slot; a worker's X-Accel-Redirect an
 taken only under the roots the operator allowed; and all of it visible in the access log, /stats
 and /metrics."""
 
+import functools
 import os
 import signal
 import socket
@@ -248,6 +249,25 @@ def test_a_small_file_costs_few_system_calls(serve, site):
     assert count <= writes <= count + 10, calls
 
 
+@pytest.mark.parametrize("setting, small, large", [(None, "sendfile", "copy"), ("on", "sendfile", "sendfile"),
+                                                   ("off", "copy", "copy")])
+def test_sendfile_goes_where_the_setting_says(serve, site, setting, small, large):
+    """By default a file goes by sendfile, except one of 4 MiB or more to a client on this host (as
+    every client of a test is), which the front reads and writes; --sendfile on and off say so for
+    every file. The bytes are the same whichever way they went."""
+    require("strace", "apt-get install strace")
+    large_file = bytes(range(251)) * (5 * (1 << 20) // 251)
+    (site / "public" / "large.bin").write_bytes(large_file)
+    server = mounted(serve, site, *(["--sendfile", setting] if setting else []))
+    for name, content, expected in (("pattern.bin", PATTERN, small), ("large.bin", large_file, large)):
+        got = []
+        fetch = functools.partial(lambda path, into: into.append(exchange(server, "GET", path)), f"/static/{name}", got)
+        calls = syscalls_of(server.process.pid, fetch)
+        assert [(status, body == content) for status, _, body in got] == [(200, True)], name
+        went = "sendfile" if calls.get("sendfile", 0) else "copy"
+        assert went == expected and (went == "sendfile" or calls.get("pread64", 0) >= 1), (name, calls)
+
+
 def test_a_precompressed_variant_goes_to_a_client_that_takes_it(serve, site):
     server = mounted(serve, site)
     for accept, encoding, body in (("gzip, deflate, br", "br", b"BROTLI"), ("gzip", "gzip", b"GZIP"),
@@ -408,12 +428,14 @@ def slow_http2(server):
     return read_some, client.sock
 
 
-@pytest.mark.parametrize("how", ["sendfile", "tls-pieces", "http2-pieces"])
+@pytest.mark.parametrize("how", ["sendfile", "copied", "tls-pieces", "http2-pieces"])
 def test_a_slow_reader_of_a_large_file_costs_no_memory_and_no_slot(serve, site, ca, tls_files, how):
     big = site / "public" / "big.bin"
     with open(big, "wb") as sparse:
         sparse.truncate(1 << 30)  # 1 GiB, no disk
-    server = mounted(serve, site, *(tls_files if how == "tls-pieces" else []))
+    # A large file to a client on this host is copied unless --sendfile on says otherwise.
+    extra = {"sendfile": ["--sendfile", "on"], "tls-pieces": tls_files}.get(how, [])
+    server = mounted(serve, site, *extra)
     exchange(server, "GET", "/static/app.css")  # the front's first-request allocations, before measuring
     before = front_rss(server)
     read_some, sock = slow_http2(server) if how == "http2-pieces" else slow_http1(server, ca, how == "tls-pieces")

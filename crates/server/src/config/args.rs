@@ -11,7 +11,7 @@ use super::parse::{parse_count_or_auto, parse_health_path, parse_root_path, pars
 use super::parse::{parse_scale_up_wait, parse_worker_count};
 use super::worker_count::WorkerCount;
 use crate::front::forwarding_fields::TrustedProxies;
-use crate::front::static_files::Mount;
+use crate::front::static_files::{Mount, Sendfile};
 use crate::front::tls::{ClientAuth, Password};
 use crate::ops::access_log::AccessLogFormat;
 use crate::queue::{LanePattern, Target};
@@ -402,6 +402,11 @@ pub struct ServeArgs {
     /// worker's body. Repeat for several. As mod_xsendfile's XSendFilePath
     #[arg(long, value_name = "DIR", help_heading = FILES)]
     pub sendfile_root: Vec<PathBuf>,
+
+    /// When the front sends a file's bytes with sendfile(2) rather than copied: a local client
+    /// (a proxy, a load tool) reads a large file faster copied. As nginx's sendfile
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN", help_heading = FILES)]
+    pub sendfile: Sendfile,
 
     /// Seconds to keep accepting and serving after SIGTERM, with readiness already 503, so that
     /// load balancers deregister this instance before it stops accepting

@@ -298,6 +298,7 @@ fn static_settings(args: &ServeArgs) -> anyhow::Result<StaticSettings> {
         max_age: args.static_max_age,
         accel_mappings: args.accel_mapping.clone(),
         sendfile_roots,
+        sendfile: args.sendfile,
     })
 }
 

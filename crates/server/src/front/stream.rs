@@ -33,6 +33,12 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
         None
     }
 
+    /// Whether the client is on this host (over loopback, the host's own address or a unix
+    /// socket): there its reads, not a network card, take the bytes out of the socket.
+    fn peer_on_this_host(&self) -> bool {
+        false
+    }
+
     /// Sends up to `count` bytes of `file` from `offset` by `sendfile(2)`, waiting for room on
     /// the socket: the file goes from the page cache to the socket without passing through the
     /// front. A stream with no [`ClientStream::socket`] cannot: it takes the file in pieces.
@@ -72,6 +78,16 @@ impl ClientStream for tokio::net::TcpStream {
         Some(self.as_fd())
     }
 
+    fn peer_on_this_host(&self) -> bool {
+        match (self.peer_addr(), self.local_addr()) {
+            (Ok(peer), Ok(local)) => {
+                let peer = peer.ip().to_canonical();
+                peer.is_loopback() || peer == local.ip().to_canonical()
+            }
+            _ => false,
+        }
+    }
+
     async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
         let send = || sendfile_now(self.as_fd(), file, offset, count);
         when_writable(|| self.writable(), || self.try_io(Interest::WRITABLE, send)).await
@@ -89,6 +105,10 @@ impl ClientStream for tokio::net::UnixStream {
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
+    }
+
+    fn peer_on_this_host(&self) -> bool {
+        true
     }
 
     async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {

@@ -24,7 +24,7 @@ pub(super) mod send;
 mod variant;
 
 pub use conditional::Preconditions;
-pub use mounts::{Mount, MountOptions, StaticSettings};
+pub use mounts::{Mount, MountOptions, Sendfile, StaticSettings};
 pub use response::{FileBody, FileResponse, StaticAnswer};
 
 /// The lane the access log names for a response the front served from a mount.

@@ -25,6 +25,22 @@ pub struct StaticSettings {
     pub accel_mappings: Vec<Mount>,
     /// Directories (resolved) a worker's `X-Sendfile` may name a file under.
     pub sendfile_roots: Vec<PathBuf>,
+    pub sendfile: Sendfile,
+}
+
+/// When a file's bytes go from the page cache to a socket by `sendfile(2)` (`--sendfile`), rather
+/// than read into the front and written. `sendfile` spares the front a copy, and a network card
+/// reads the pages itself; a client on this host copies them out of its socket with its own reads,
+/// and for a large file those cost it more than a written copy's would (`send.rs`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sendfile {
+    /// sendfile, except a file of 4 MiB or more to a client on this host, which is copied
+    #[default]
+    Auto,
+    /// sendfile for every file on a plain socket
+    On,
+    /// every file read and written
+    Off,
 }
 
 /// A URL path prefix and the directory (resolved) it maps to.

@@ -1,8 +1,8 @@
 //! Putting a file's bytes on the wire. On a plain socket (TCP or unix) the kernel sends them:
 //! `sendfile(2)` from the page cache to the socket, as much as the socket takes, then the task
 //! waits for room on tokio's readiness, as any write does, and holds no buffer and no thread
-//! meanwhile. Through TLS, which must see the bytes, and HTTP/2, whose frames the `h2` crate
-//! writes, the file is read a piece at a time, and the next piece only once the last went, so a
+//! meanwhile. Through TLS, which must see the bytes, HTTP/2, whose frames the `h2` crate
+//! writes, and by default to a client on this host ([`Sendfile`]), the file is read a piece at a time, and the next piece only once the last went, so a
 //! slow reader holds one piece of memory whatever the file's size. A small file goes with its
 //! head in one write either way: one system call, one packet.
 //!
@@ -16,6 +16,8 @@ use bytes::BytesMut;
 use http::{Method, StatusCode, Version};
 
 use super::accel::HandOff;
+use super::file_io::PIECE;
+use super::mounts::Sendfile;
 use super::response::{FileBody, FileResponse, Run, StaticAnswer};
 use crate::front::conn::{within, Connection, End};
 use crate::front::health::plain_answer;
@@ -29,6 +31,12 @@ pub const SMALL_FILE: u64 = 32 * 1024;
 /// The most one `sendfile` call is asked for: a slow socket takes less anyway, a fast one is
 /// given its next piece at once.
 const SENDFILE_MAX: usize = 1 << 20;
+/// From this size up, a body goes to a client on this host copied rather than by `sendfile`: its
+/// reads take the page cache's page-sized fragments at a higher cost a byte than a write's larger
+/// ones, which outweighs the copy the front saves. Measured over loopback under `wrk`
+/// (docs/design/static-files.md): from 4 MiB the copied file went faster for no more of the
+/// host's CPU a request; at 1 MiB `sendfile` took less CPU for the same rate.
+const COPIED_ON_THIS_HOST: u64 = 4 << 20;
 
 impl<S: ClientStream> Connection<S> {
     /// Answers a request a mount serves.
@@ -109,9 +117,12 @@ impl<S: ClientStream> Connection<S> {
             return Ok(sent(len));
         }
         self.write(&out).await?;
-        if self.io.socket().is_none() {
-            while let Some(piece) = body.next_piece().map_err(cut_short)? {
+        if !self.sends_by_sendfile(len) {
+            // Through TLS, or a large file to a client on this host: a piece at a time, one buffer.
+            let mut piece = BytesMut::with_capacity(PIECE);
+            while body.read_next(&mut piece, PIECE).map_err(cut_short)? {
                 self.write(&piece).await?;
+                piece.clear();
             }
             return Ok(sent(len));
         }
@@ -135,6 +146,17 @@ impl<S: ClientStream> Connection<S> {
             }
         }
         Ok(sent(len))
+    }
+
+    /// Whether a body of `len` bytes goes to this client by `sendfile(2)` (`--sendfile`): only a
+    /// socket can take it so, and by default not a large one to a client on this host.
+    fn sends_by_sendfile(&self, len: u64) -> bool {
+        self.io.socket().is_some()
+            && match self.front.settings.statics.sendfile {
+                Sendfile::On => true,
+                Sendfile::Off => false,
+                Sendfile::Auto => len < COPIED_ON_THIS_HOST || !self.io.peer_on_this_host(),
+            }
     }
 }
 
