@@ -17,6 +17,7 @@ mod conditional;
 mod fields;
 pub(super) mod file_io;
 mod mounts;
+mod open_files;
 mod range;
 mod resolve;
 mod response;

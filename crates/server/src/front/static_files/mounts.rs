@@ -9,7 +9,7 @@ use http::{Method, StatusCode};
 use tracing::debug;
 
 use super::conditional::Preconditions;
-use super::resolve::Opened;
+use super::open_files::Opened;
 use super::resolve::{self, Resolution};
 use super::response::{file_response, FileResponse, StaticAnswer};
 use super::{fields, variant};

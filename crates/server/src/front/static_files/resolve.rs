@@ -9,16 +9,20 @@
 //!
 //! The file found is opened here, and what it is read from the open descriptor (one `fstat`), as
 //! nginx does: the directories above it are looked at with `lstat`, the file itself only opened,
-//! without following a symlink (one there goes through `realpath`).
+//! without following a symlink (one there goes through `realpath`). What was found stays open for
+//! a second (`open_files`), found again by the path it was asked by.
 
 use std::ffi::OsStr;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use percent_encoding::percent_decode_str;
+
+use super::open_files::{self, Opened};
 
 /// What a path names under a root.
 #[derive(Debug)]
@@ -53,14 +57,6 @@ pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
     within(root, &path)
 }
 
-/// A regular file opened to be sent, by its resolved path, with what `fstat` said of it.
-#[derive(Debug)]
-pub struct Opened {
-    pub path: PathBuf,
-    pub file: File,
-    pub meta: Metadata,
-}
-
 /// `path` resolved and opened, if it is a regular file under `root` (canonical); symlinks
 /// followed.
 ///
@@ -70,6 +66,18 @@ pub struct Opened {
 /// spelled below `root` (an `X-Sendfile` path, which may hold `..`), is resolved whole by
 /// `realpath`.
 pub fn within(root: &Path, path: &Path) -> Resolution {
+    if let Some(opened) = open_files::kept(path).filter(|opened| opened.path.starts_with(root)) {
+        return Resolution::Found(opened);
+    }
+    let resolution = walked_within(root, path);
+    if let Resolution::Found(opened) = &resolution {
+        open_files::keep(path, opened);
+    }
+    resolution
+}
+
+/// [`within`], looked up on the file system.
+fn walked_within(root: &Path, path: &Path) -> Resolution {
     let below = path.strip_prefix(root).ok().filter(|below| below.components().all(is_named));
     let Some(below) = below else { return resolved_within(root, path) };
     let mut walked = root.to_path_buf();
@@ -115,7 +123,7 @@ fn open(path: PathBuf) -> io::Result<Opened> {
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
     let file = File::options().read(true).custom_flags(flags).open(&path)?;
     let meta = file.metadata()?;
-    Ok(Opened { path, file, meta })
+    Ok(Opened { path, file: Arc::new(file), meta })
 }
 
 /// What an open says of a path: a regular file is found; nothing, or anything else, is missing.

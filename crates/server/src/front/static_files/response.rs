@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -14,8 +15,8 @@ use http::StatusCode;
 
 use super::conditional::{Preconditions, Selection, Validators};
 use super::file_io::{read_into, PIECE};
+use super::open_files::Opened;
 use super::range::ByteRange;
-use super::resolve::Opened;
 
 /// The front's answer to a request under a mount.
 pub enum StaticAnswer {
@@ -34,7 +35,7 @@ pub struct FileResponse {
 
 /// A response's body: runs of a file, and between them the heads of a multipart body's parts.
 pub struct FileBody {
-    file: File,
+    file: Arc<File>,
     runs: VecDeque<Run>,
     len: u64,
 }
@@ -57,7 +58,7 @@ impl Run {
 }
 
 impl FileBody {
-    fn new(file: File, runs: VecDeque<Run>) -> FileBody {
+    fn new(file: Arc<File>, runs: VecDeque<Run>) -> FileBody {
         let len = runs.iter().map(Run::len).sum();
         FileBody { file, runs, len }
     }

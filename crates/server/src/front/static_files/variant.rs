@@ -14,7 +14,8 @@ use std::path::Path;
 
 use http::header::{self, HeaderMap};
 
-use super::resolve::{within, Opened, Resolution};
+use super::open_files::Opened;
+use super::resolve::{within, Resolution};
 use headway_http1::fields::{comma_tokens, trim_blanks};
 
 /// A content coding a variant is stored in.
