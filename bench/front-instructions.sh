@@ -77,7 +77,7 @@ count() {
     local total connection
     total="$(awk '/^totals:/ {print $2; exit}' "$dump")"
     connection="$(callgrind_annotate --inclusive=yes "$dump" |
-        awk '/conn::Connection<S>>::serve::\{\{closure\}\} / {gsub(",", "", $1); print $1; exit}')"
+        awk '/conn::Connection<S>>::serve::\{\{closure\}\} / && !found {gsub(",", "", $1); print $1; found = 1}')"
     awk -v n="$REQUESTS" -v t="$total" -v c="${connection:-0}" 'BEGIN {printf "%.0f\t%.0f\n", t / n, c / n}'
 }
 
