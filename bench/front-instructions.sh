@@ -1,61 +1,96 @@
 #!/usr/bin/env bash
-# The front's own instructions a request: the user-space instructions the headway process
-# executes for one request of the demo's /hello (2 workers x 5 slots), counted by valgrind's
-# callgrind. The kernel's work (sockets, wake-ups) and the Python workers are not counted.
-# Each binary serves two runs, of FIRST and SECOND requests (`headway load -c 32`), and the
-# difference divided by the difference in requests is the figure, so start-up and shutdown
-# cancel out.
+# The front's user-space instructions a request, counted by callgrind: a figure that repeats to
+# within a fraction of a per cent on a busy machine, where timings do not. Two paths:
 #
-# Why: CPU time on this shared 2-core machine moves by 10-20 % from one run to the next with the
-# other tenants, so a change worth 5 % of the front's time needs dozens of timed runs to show.
-# An instruction count repeats to within 1 %. It is the figure to compare two builds of the
-# front by; the timed benchmarks (hello-throughput.sh, the lab) say what the change is worth.
-# Under callgrind the front runs one thread at a time and ~50x slower, so a connection's next
-# request is often there before the front looks: paths taken only while a connection idles
-# (its keep-alive wait) are counted less often than under real load.
+# - stub: a GET through the queue and a slot to crates/hop/examples/stub_worker.rs, which answers
+#   every request on the hop at once, so every instruction counted is the front's;
+# - static: a keep-alive GET of a 1 KiB file served by the front itself (--static), the shared
+#   connection cost without the queue.
 #
-# Needs valgrind (apt-get install valgrind).
-# Usage: bench/front-instructions.sh [BINARY...]   (default: $HEADWAY, else as bench/lib.sh finds it)
-# Env:   FIRST=1000 SECOND=5000 ENDPOINT=/hello
+# The front (not its workers) runs under `valgrind --tool=callgrind --instr-atstart=no`; WARMUP
+# requests of `headway load` first, then counting on (`callgrind_control -i on`) for REQUESTS
+# requests, off, and a dump: the dump's total over REQUESTS. How the runtime batches wake-ups
+# moves a run's count by up to a tenth, so each path runs ROUNDS times and the median is shown
+# with every round; beside it, the share of the connections' tasks (`Connection::serve`, with all
+# it calls: parsing, the queue's door, the response's write), which moves far less. The dumps stay in $BENCH_OUT for `callgrind_annotate --inclusive=no` (or
+# yes) to show where they went. Nothing here is timed.
+#
+# Usage: bench/front-instructions.sh
+# Env:   PATHS="stub static"  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
+#        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-FIRST="${FIRST:-1000}"
-SECOND="${SECOND:-5000}"
-ENDPOINT="${ENDPOINT:-/hello}"
-((SECOND > FIRST)) || bench_die "SECOND ($SECOND) must be larger than FIRST ($FIRST)"
+PATHS="${PATHS:-stub static}"
+ROUNDS="${ROUNDS:-5}"
+WARMUP="${WARMUP:-500}"
+REQUESTS="${REQUESTS:-5000}"
+CONNECTIONS="${CONNECTIONS:-16}"
+WORKERS="${WORKERS:-2}"
+SLOTS="${SLOTS:-5}"
+# A bound on every load run: under callgrind the front serves some thousands of requests a second.
+LOAD_SECS="${LOAD_SECS:-120}"
 
-bench_need valgrind curl
-bench_find_headway
+bench_need valgrind callgrind_control cargo timeout
+HEADWAY="${HEADWAY:-${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/headway}"
+[[ -x "$HEADWAY" ]] || bench_die "no headway binary at $HEADWAY: build it (cargo build --release -p headway) or set HEADWAY"
+BENCH_OUT="$BENCH_OUT/front-instructions"
 bench_init
-binaries=("$@")
-((${#binaries[@]})) || binaries=("$HEADWAY")
-# One load generator for every binary measured, so only the front differs.
-load="$HEADWAY"
+bench_say "building the stub worker"
+(cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
+STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+STATIC_DIR="$BENCH_OUT/static"
+mkdir -p "$STATIC_DIR"
+head -c 1024 /dev/zero | tr '\0' 'a' >"$STATIC_DIR/1k.txt"
 
-# instructions BINARY N: the instructions callgrind counted in BINARY's process over a run of N
-# requests.
-instructions() {
-    local binary="$1" requests="$2" port out
-    port="$(bench_free_port)"
-    out="$BENCH_OUT/front-instructions.callgrind"
-    rm -f "$out"
-    bench_start front-instructions "http://127.0.0.1:$port$ENDPOINT" \
-        valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$binary" serve -w 2 -t 5 -b "127.0.0.1:$port" --log-level warn
-    "$load" load -n "$requests" -c 32 "http://127.0.0.1:$port$ENDPOINT" >"$BENCH_OUT/front-instructions-load.txt" ||
-        bench_die "the load run failed: $BENCH_OUT/front-instructions-load.txt"
-    grep -q '^\s*\[200\]\s*'"$requests"' responses' "$BENCH_OUT/front-instructions-load.txt" ||
-        bench_say "not every response was a 200: $BENCH_OUT/front-instructions-load.txt"
-    bench_stop
-    awk '/^(summary|totals):/ {print $2; exit}' "$out"
+# load URL N: N requests of `headway load` on CONNECTIONS keep-alive connections, bounded.
+load() {
+    timeout "$LOAD_SECS" "$HEADWAY" load -n "$2" -c "$CONNECTIONS" "$1" >>"$BENCH_OUT/load.txt" ||
+        bench_die "the load run on $1 failed or took over $LOAD_SECS s: $BENCH_OUT/load.txt"
 }
 
-echo "# the front's user-space instructions a request: callgrind, /hello, $FIRST and $SECOND requests (headway load -c 32), 2 workers x 5 slots"
-for binary in "${binaries[@]}"; do
-    first="$(instructions "$binary" "$FIRST")"
-    second="$(instructions "$binary" "$SECOND")"
-    echo "$binary: $(((second - first) / (SECOND - FIRST))) instructions a request"
+# count PATH ROUND: the front's instructions a request on PATH (stub or static), all of them and
+# the connections' tasks' share, tab-separated.
+count() {
+    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind"
+    port="$(bench_free_port)"
+    case "$name" in
+        stub) url="http://127.0.0.1:$port/hello" ;;
+        static) url="http://127.0.0.1:$port/s/1k.txt" ;;
+        *) bench_die "PATHS names stub or static, not $name" ;;
+    esac
+    rm -f "$out" "$out".*
+    HEADWAY_PYTHON="$STUB" bench_start "$name-$2" "$url" valgrind --tool=callgrind --instr-atstart=no \
+        --callgrind-out-file="$out" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" --front-threads 1 \
+        --static "/s=$STATIC_DIR" -b "127.0.0.1:$port" --log-level warn
+    load "$url" "$WARMUP"
+    timeout 30 callgrind_control -i on "$bench_server_pid" >/dev/null 2>&1
+    load "$url" "$REQUESTS"
+    timeout 30 callgrind_control -i off "$bench_server_pid" >/dev/null 2>&1
+    timeout 30 callgrind_control -d "$bench_server_pid" >/dev/null 2>&1
+    bench_stop
+    local dump
+    dump="$out.1"
+    [[ -s "$dump" ]] || bench_die "callgrind wrote no dump for $name"
+    local total connection
+    total="$(awk '/^totals:/ {print $2; exit}' "$dump")"
+    connection="$(callgrind_annotate --inclusive=yes "$dump" |
+        awk '/conn::Connection<S>>::serve::\{\{closure\}\} / && !found {gsub(",", "", $1); print $1; found = 1}')"
+    awk -v n="$REQUESTS" -v t="$total" -v c="${connection:-0}" 'BEGIN {printf "%.0f\t%.0f\n", t / n, c / n}'
+}
+
+echo "the front's user-space instructions a request (callgrind; $WORKERS stub workers x $SLOTS slots," \
+    "1 front thread; headway load -c $CONNECTIONS, $WARMUP requests of warm-up, $REQUESTS counted)"
+printf '%-7s %8s %11s  %s\n' path front connection "rounds (front/connection)"
+for name in $PATHS; do
+    rounds="$BENCH_OUT/$name.tsv"
+    : >"$rounds"
+    for round in $(seq "$ROUNDS"); do
+        count "$name" "$round" >>"$rounds"
+    done
+    printf '%-7s %8s %11s  %s\n' "$name" "$(cut -f1 "$rounds" | bench_median)" "$(cut -f2 "$rounds" | bench_median)" \
+        "$(tr '\t\n' '/ ' <"$rounds")"
 done
+echo "profiles: $BENCH_OUT/{stub,static}-N.callgrind.1 (callgrind_annotate --inclusive=no FILE)"

@@ -29,6 +29,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
@@ -178,6 +179,9 @@ pub struct Peer {
     pub client_cert: ClientCert,
     /// `ip` as `X-Forwarded-For` writes it, made once per connection rather than per request.
     text: Option<HeaderValue>,
+    /// The client of a request that names none before this peer: the peer itself, as
+    /// [`client_of`] reads it from `text`, made once per connection.
+    client: Option<Client>,
 }
 
 /// Who may say what the client's certificate is.
@@ -193,8 +197,10 @@ pub enum ClientCert {
 
 impl Peer {
     pub fn new(ip: Option<IpAddr>, trusted: bool, tls: bool) -> Peer {
-        let text = ip.and_then(|ip| HeaderValue::try_from(ip.to_canonical().to_string()).ok());
-        Peer { ip, trusted, tls, client_cert: ClientCert::RoutersWord, text }
+        let canonical = ip.map(|ip| ip.to_canonical().to_string());
+        let text = canonical.as_deref().and_then(|ip| HeaderValue::try_from(ip).ok());
+        let client = canonical.map(|ip| Client(Bytes::from(ip)));
+        Peer { ip, trusted, tls, client_cert: ClientCert::RoutersWord, text, client }
     }
 
     pub fn tcp(ip: IpAddr, trusted: &TrustedProxies) -> Peer {
@@ -207,9 +213,21 @@ impl Peer {
     }
 }
 
+/// Makes the forwarding headers of a request say what is true for `peer` (see the module
+/// comment), and returns who the client is, as [`client_of`] reads those headers.
+pub fn forward_for(headers: &mut HeaderMap, peer: &Peer, trusted: &TrustedProxies) -> Option<Client> {
+    if set_forwarding_headers(headers, peer) {
+        client_of(headers, trusted)
+    } else {
+        // `X-Forwarded-For` is the peer alone, or absent: the client is the peer, and reading it
+        // back (a parse, a look at the trusted networks, a copy) would say nothing more.
+        peer.client.clone()
+    }
+}
+
 /// Makes the forwarding headers of a request say what is true for `peer`; see the module
-/// comment.
-pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
+/// comment. Returns whether `X-Forwarded-For` names anyone before `peer`.
+fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) -> bool {
     remove_forwarding_fields(headers, peer);
     if let ClientCert::Handshake(ours) = &peer.client_cert {
         headers.remove(X_FORWARDED_CLIENT_CERT);
@@ -217,13 +235,14 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
             headers.insert(X_FORWARDED_CLIENT_CERT, field.clone());
         }
     }
+    let relayed = headers.contains_key(&X_FORWARDED_FOR);
     if let Some(ip) = &peer.text {
-        let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
-        let value = if chain.is_empty() {
-            Ok(ip.clone())
-        } else {
+        let value = if relayed {
+            let mut chain: Vec<&[u8]> = headers.get_all(&X_FORWARDED_FOR).iter().map(HeaderValue::as_bytes).collect();
             chain.push(ip.as_bytes());
             HeaderValue::from_bytes(&chain.join(&b", "[..]))
+        } else {
+            Ok(ip.clone())
         };
         if let Ok(value) = value {
             headers.insert(X_FORWARDED_FOR, value);
@@ -236,6 +255,7 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
         let proto = forwarded_proto(headers).unwrap_or(ours);
         headers.insert(X_FORWARDED_PROTO, proto);
     }
+    relayed
 }
 
 /// Who the client is, from forwarding headers already made true by [`set_forwarding_headers`]:
@@ -244,7 +264,7 @@ pub fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) {
 /// trustworthy part of the chain ends; whatever stands left of it is that client's own claim.
 /// A chain of trusted proxies only: its first entry. `None` when nothing names a client (a
 /// local router that sent no `X-Forwarded-For`).
-pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client> {
+fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client> {
     let chain = headers.get_all(&X_FORWARDED_FOR).iter().rev().filter_map(|value| value.to_str().ok());
     let mut from_us = chain.flat_map(|value| value.rsplit(',')).map(str::trim).filter(|entry| !entry.is_empty());
     // Walked lazily from our end (a request's chain is mostly our own peer alone), keeping the
@@ -262,7 +282,7 @@ pub fn client_of(headers: &HeaderMap, trusted: &TrustedProxies) -> Option<Client
         Some(IpAddr::V4(_)) if !entry.contains(':') => None,
         ip => ip.map(|ip| ip.to_canonical().to_string()),
     };
-    Some(Client(canonical.unwrap_or_else(|| (*entry).to_owned())))
+    Some(Client(Bytes::from(canonical.unwrap_or_else(|| (*entry).to_owned()))))
 }
 
 /// The address of an `X-Forwarded-For` entry: `192.0.2.1`, `2001:db8::1`, or either with a port
@@ -467,13 +487,32 @@ mod tests {
     fn the_client_is_the_last_address_no_trusted_proxy_vouches_for() {
         let trusted = TrustedProxies::parse("127.0.0.1,10.0.0.0/8").unwrap();
         let client = |chain: &'static str| client_of(&headers(&[("x-forwarded-for", chain)]), &trusted);
-        assert_eq!(client("203.0.113.9, 10.0.0.2, 127.0.0.1"), Some(Client("203.0.113.9".to_owned())));
+        assert_eq!(client("203.0.113.9, 10.0.0.2, 127.0.0.1"), Some(Client(Bytes::from_static(b"203.0.113.9"))));
         // Whatever the client itself claimed is left of it, and not believed.
-        assert_eq!(client("1.1.1.1, 203.0.113.9, 127.0.0.1"), Some(Client("203.0.113.9".to_owned())));
-        assert_eq!(client("[2001:db8::1]:4711, 10.0.0.2:80"), Some(Client("2001:db8::1".to_owned())));
-        assert_eq!(client("unknown, 127.0.0.1"), Some(Client("unknown".to_owned())));
-        assert_eq!(client("10.0.0.3, 127.0.0.1"), Some(Client("10.0.0.3".to_owned())), "proxies only: the first");
+        assert_eq!(client("1.1.1.1, 203.0.113.9, 127.0.0.1"), Some(Client(Bytes::from_static(b"203.0.113.9"))));
+        assert_eq!(client("[2001:db8::1]:4711, 10.0.0.2:80"), Some(Client(Bytes::from_static(b"2001:db8::1"))));
+        assert_eq!(client("unknown, 127.0.0.1"), Some(Client(Bytes::from_static(b"unknown"))));
+        assert_eq!(
+            client("10.0.0.3, 127.0.0.1"),
+            Some(Client(Bytes::from_static(b"10.0.0.3"))),
+            "proxies only: the first"
+        );
         assert_eq!(client_of(&HeaderMap::new(), &trusted), None);
+    }
+
+    #[test]
+    fn a_request_that_names_no_one_has_the_peer_for_its_client_as_its_headers_say() {
+        let trusted = TrustedProxies::parse("127.0.0.1,::1").unwrap();
+        for ip in ["127.0.0.1", "192.0.2.66", "::1", "2001:db8::1", "::ffff:192.0.2.7"] {
+            let peer = Peer::tcp(ip.parse().unwrap(), &trusted);
+            for sent in [&[][..], &[("x-forwarded-for", "203.0.113.9")][..]] {
+                let mut forwarded = headers(sent);
+                let client = forward_for(&mut forwarded, &peer, &trusted);
+                assert_eq!(client, client_of(&forwarded, &trusted), "{ip} sending {sent:?}");
+            }
+        }
+        let mut local = HeaderMap::new();
+        assert_eq!(forward_for(&mut local, &Peer::local(), &trusted), None);
     }
 
     #[test]

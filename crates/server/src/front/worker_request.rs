@@ -26,7 +26,7 @@ use headway_http1::HttpError;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
-use super::forwarding_fields::{client_of, set_forwarding_headers, Peer, TrustedProxies};
+use super::forwarding_fields::{forward_for, Peer, TrustedProxies};
 use crate::queue::job::{Client, RequestBody};
 
 static X_REQUEST_START: HeaderName = HeaderName::from_static("x-request-start");
@@ -76,8 +76,7 @@ pub fn worker_request(
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
-    set_forwarding_headers(&mut headers, peer);
-    let client = client_of(&headers, trusted);
+    let client = forward_for(&mut headers, peer, trusted);
     headers.insert(X_REQUEST_START.clone(), request_start());
 
     let mut request = http::Request::new(body);
@@ -161,7 +160,7 @@ mod tests {
         assert_eq!(request.uri(), "/p?q=1");
         assert_eq!(headers[header::CONTENT_LENGTH], "5");
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 192.0.2.7");
-        assert_eq!(request.extensions().get::<Client>(), Some(&Client("10.0.0.1".to_owned())));
+        assert_eq!(request.extensions().get::<Client>(), Some(&Client(Bytes::from_static(b"10.0.0.1"))));
         // A trusted router's scheme is kept, not overwritten with http.
         assert_eq!(headers[&X_FORWARDED_PROTO], "https");
         assert!(headers[&X_REQUEST_START].to_str().unwrap().starts_with("t="));

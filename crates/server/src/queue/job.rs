@@ -26,9 +26,10 @@ pub struct Ticket(u64);
 
 /// Who sent a request, as the front judged it from the peer and what trusted proxies said: an
 /// extension of the request a job carries, which the hop passes on as the bundled worker's
-/// `REMOTE_ADDR` (an HTTP worker reads `X-Forwarded-For` itself).
+/// `REMOTE_ADDR` (an HTTP worker reads `X-Forwarded-For` itself). Shared bytes: most requests'
+/// client is their connection's peer, made once for the connection and cloned for each request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Client(pub String);
+pub struct Client(pub Bytes);
 
 /// A request waiting for, or running on, a slot.
 pub struct Job {

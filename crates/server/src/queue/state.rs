@@ -185,14 +185,15 @@ impl Queue {
     }
 
     fn push(&self, state: &mut State, job: Job) -> Result<(), Refused> {
-        let now = Instant::now();
-        let waited = now.saturating_duration_since(job.complete_at);
+        // The job was made (`Job::new`) just before, for this push: its time is the queue's now,
+        // without a clock read of its own.
+        let now = job.complete_at;
         let routing = job.routing;
         let slots = self.slots();
         let job = if state.waiting.is_empty() {
             match state.hand_to_idle(job) {
                 Ok(()) => {
-                    state.started(now, routing, waited, slots);
+                    state.started(now, routing, Duration::ZERO, slots);
                     return Ok(());
                 }
                 Err(job) => job,
@@ -206,8 +207,7 @@ impl Queue {
             return Err(Refused::Full);
         }
         let service = state.service.estimate(slots);
-        let time_left = self.timeout.saturating_sub(waited);
-        if service.is_some_and(|service| expected_start(waiting, slots, service) > time_left) {
+        if service.is_some_and(|service| expected_start(waiting, slots, service) > self.timeout) {
             state.shed_at_arrival += 1;
             return Err(Refused::WouldTimeOut);
         }

@@ -77,7 +77,7 @@ impl SlotLine {
             hop_version(parts.version),
             parts.method.as_str().as_bytes(),
             target.as_bytes(),
-            parts.extensions.get::<Client>().map_or(&b""[..], |client| client.0.as_bytes()),
+            parts.extensions.get::<Client>().map_or(&b""[..], |client| &client.0[..]),
             headers,
         );
         {

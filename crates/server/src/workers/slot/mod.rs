@@ -162,11 +162,13 @@ impl Slot {
                 }
                 Link::Http(connection) => {
                     let socket = self.worker.socket.of(generation);
-                    self.forward(job, None, silence.as_mut(), |request| connection.exchange(socket, request)).await
+                    self.forward(job, started, None, silence.as_mut(), |request| connection.exchange(socket, request))
+                        .await
                 }
                 Link::Hop(line) => {
                     let client_gone = line.client_gone_signal();
-                    self.forward(job, Some(&client_gone), silence.as_mut(), |request| line.exchange(request)).await
+                    self.forward(job, started, Some(&client_gone), silence.as_mut(), |request| line.exchange(request))
+                        .await
                 }
             };
             busy.down();
@@ -191,10 +193,12 @@ impl Slot {
     /// do next. If the client leaves before the response ends, `client_gone` (the hop's) tells
     /// the worker, whose app may be waiting to hear it (ASGI's `http.disconnect`), and the
     /// exchange runs to its end; a link without one (an HTTP worker's connection) is abandoned,
-    /// to be closed, which is how a server behind a proxy hears it.
+    /// to be closed, which is how a server behind a proxy hears it. `started`: when the slot
+    /// took the job, the one clock read its queue time, deadline and service time start from.
     async fn forward<B, F>(
         &self,
         job: Job,
+        started: Instant,
         client_gone: Option<&ClientGoneSignal>,
         mut silence: Pin<&mut Sleep>,
         exchange: impl FnOnce(http::Request<crate::queue::job::RequestBody>) -> F,
@@ -207,7 +211,6 @@ impl Slot {
         if reply.is_closed() {
             return After::Reuse; // the client left between dispatch and now: nothing to run
         }
-        let started = Instant::now();
         let timeout = self.settings.request_timeout;
         silence.as_mut().reset(started + timeout);
         let exchanged = exchange(request);
