@@ -39,6 +39,13 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
         false
     }
 
+    /// Has the stream tell room for writing only while less than `bytes` of what was written
+    /// waits unsent (`TCP_NOTSENT_LOWAT`), so that a writer that always finds room does not run
+    /// on while the others wait. Only a TCP socket can; any other stream takes no such limit.
+    fn limit_unsent(&self, _bytes: u32) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Sends up to `count` bytes of `file` from `offset` by `sendfile(2)`, waiting for room on
     /// the socket: the file goes from the page cache to the socket without passing through the
     /// front. A stream with no [`ClientStream::socket`] cannot: it takes the file in pieces.
@@ -86,6 +93,10 @@ impl ClientStream for tokio::net::TcpStream {
             }
             _ => false,
         }
+    }
+
+    fn limit_unsent(&self, bytes: u32) -> io::Result<()> {
+        socket2::SockRef::from(self).set_tcp_notsent_lowat(bytes)
     }
 
     async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
@@ -136,6 +147,16 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    #[tokio::test]
+    async fn only_a_tcp_socket_limits_what_waits_unsent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        client.limit_unsent(128 * 1024).unwrap();
+        assert_eq!(socket2::SockRef::from(&client).tcp_notsent_lowat().unwrap(), 128 * 1024);
+        let (near, _far) = tokio::net::UnixStream::pair().unwrap();
+        near.limit_unsent(128 * 1024).unwrap();
+    }
 
     #[tokio::test]
     async fn sendfile_puts_the_range_on_the_socket() {
