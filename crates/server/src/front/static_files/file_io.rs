@@ -1,36 +1,11 @@
-//! The system calls that move a file's bytes: `sendfile(2)` from the page cache to a socket,
-//! waiting for room on the socket's readiness, and a piece read for a stream that must see the
-//! bytes (TLS, HTTP/2).
+//! Moving a file's bytes to a socket: `sendfile(2)` from the page cache, waiting for room on the
+//! socket's readiness, and the piece read at a time where the bytes pass through the front.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
 
-use bytes::BytesMut;
-
-/// The piece of a file read at a time when it cannot go by `sendfile`.
+/// The piece of a file read at a time when it does not go by `sendfile`.
 pub const PIECE: usize = 64 * 1024;
-
-/// Reads `len` bytes of `file` from `offset` onto the end of `out` (fewer only at its end), and
-/// says how many: a small file goes straight into the buffer its head is written from.
-pub fn read_into(file: &File, offset: u64, len: usize, out: &mut BytesMut) -> io::Result<usize> {
-    let start = out.len();
-    out.resize(start + len, 0);
-    let mut read = 0;
-    while read < len {
-        match file.read_at(&mut out[start + read..], offset + read as u64) {
-            Ok(0) => break,
-            Ok(n) => read += n,
-            Err(err) => {
-                out.truncate(start);
-                return Err(err);
-            }
-        }
-    }
-    out.truncate(start + read);
-    Ok(read)
-}
 
 /// One `sendfile(2)` of up to `count` bytes of `file` from `offset` to `socket`, now: a full
 /// socket is `WouldBlock`.
@@ -58,23 +33,5 @@ where
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
             sent => return sent,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_are_read_from_their_offset_and_stop_at_the_end() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"0123456789").unwrap();
-        let file = File::open(&path).unwrap();
-        let mut out = BytesMut::from("head:");
-        assert_eq!(read_into(&file, 2, 3, &mut out).unwrap(), 3);
-        assert_eq!(read_into(&file, 8, 5, &mut out).unwrap(), 2);
-        assert_eq!(read_into(&file, 10, 5, &mut out).unwrap(), 0);
-        assert_eq!(out, "head:23489");
     }
 }

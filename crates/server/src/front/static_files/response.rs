@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -14,7 +15,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::StatusCode;
 
 use super::conditional::{Preconditions, Selection, Validators};
-use super::file_io::{read_into, PIECE};
+use super::file_io::PIECE;
 use super::open_files::Opened;
 use super::range::ByteRange;
 
@@ -85,21 +86,35 @@ impl FileBody {
     /// there are any); `false` once it is all out. A file shorter than it was when opened is an
     /// `UnexpectedEof`.
     pub fn read_next(&mut self, out: &mut BytesMut, most: usize) -> io::Result<bool> {
-        let Some(run) = self.runs.pop_front() else { return Ok(false) };
-        match run {
-            Run::Made(bytes) => out.extend_from_slice(&bytes),
-            Run::File { offset, len } => {
-                let want = usize::try_from(len).unwrap_or(usize::MAX).min(most);
-                let got = read_into(&self.file, offset, want, out)?;
-                if got < want {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the file shrank while it was sent"));
-                }
-                if (got as u64) < len {
-                    self.runs.push_front(Run::File { offset: offset + got as u64, len: len - got as u64 });
-                }
+        let Some(next) = self.runs.front() else { return Ok(false) };
+        let start = out.len();
+        out.resize(start + usize::try_from(next.len()).unwrap_or(usize::MAX).min(most), 0);
+        let filled = self.fill_next(&mut out[start..]);
+        out.truncate(start + filled.as_ref().map_or(0, |filled| filled.unwrap_or(0)));
+        filled.map(|filled| filled.is_some())
+    }
+
+    /// Puts the next of the body at the start of `buf`: a part's head, or as much of the file as
+    /// `buf` holds; how many bytes, `None` once it is all out. A copy through one buffer reuses
+    /// it, with no zeroing a piece. A file shorter than it was when opened is an `UnexpectedEof`.
+    pub fn fill_next(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let Some(run) = self.runs.pop_front() else { return Ok(None) };
+        let (filled, rest) = match run {
+            Run::Made(mut bytes) => {
+                let filled = bytes.len().min(buf.len());
+                buf[..filled].copy_from_slice(&bytes[..filled]);
+                (filled, Run::Made(bytes.split_off(filled)))
             }
+            Run::File { offset, len } => {
+                let filled = usize::try_from(len).unwrap_or(usize::MAX).min(buf.len());
+                self.file.read_exact_at(&mut buf[..filled], offset)?;
+                (filled, Run::File { offset: offset + filled as u64, len: len - filled as u64 })
+            }
+        };
+        if rest.len() > 0 {
+            self.runs.push_front(rest);
         }
-        Ok(true)
+        Ok(Some(filled))
     }
 
     /// The next piece of the body (at most [`PIECE`] of the file), for a stream that must see the
@@ -186,4 +201,37 @@ fn partial(headers: &mut HeaderMap, ranges: &[ByteRange], len: u64) -> VecDeque<
     }
     runs.push_back(Run::Made(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
     runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_body(content: &[u8], runs: Vec<Run>) -> (tempfile::TempDir, FileBody) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, content).unwrap();
+        let file = Arc::new(File::open(&path).unwrap());
+        (dir, FileBody::new(file, runs.into()))
+    }
+
+    #[test]
+    fn a_body_fills_a_buffer_run_by_run_from_each_offset() {
+        let made = Run::Made(Bytes::from_static(b"--head--"));
+        let (_dir, mut body) = file_body(b"0123456789", vec![Run::File { offset: 2, len: 5 }, made]);
+        let mut buf = [0; 3];
+        let mut got = Vec::new();
+        while let Some(filled) = body.fill_next(&mut buf).unwrap() {
+            got.push(buf[..filled].to_vec());
+        }
+        assert_eq!(got, [&b"234"[..], b"56", b"--h", b"ead", b"--"]);
+        let (_dir, mut body) = file_body(b"0123456789", vec![Run::File { offset: 8, len: 5 }]);
+        let mut out = BytesMut::from("head:");
+        let err = body.read_next(&mut out, usize::MAX).unwrap_err();
+        assert_eq!((err.kind(), &out[..]), (io::ErrorKind::UnexpectedEof, &b"head:"[..]), "a file that shrank");
+        let (_dir, mut body) = file_body(b"0123456789", vec![Run::File { offset: 0, len: 10 }]);
+        assert!(body.read_next(&mut out, 4).unwrap() && body.read_next(&mut out, usize::MAX).unwrap());
+        assert!(!body.read_next(&mut out, usize::MAX).unwrap());
+        assert_eq!(out, "head:0123456789");
+    }
 }
