@@ -45,7 +45,9 @@ ORDER = {"fastapi": 2, "wsgi": 3, "flask": 4, "tls": 4, "bodies": 5, "static": 6
 NAMES = {"static": "static"}
 NOTES = {
     "static": ["Files of random bytes at /static/: `headway serve -w 2 --static /static=DIR` (the front serves "
-               "them, one thread on 2 CPUs), Debian's nginx with `sendfile on`, `tcp_nopush on`, `worker_processes "
+               "them, one thread on 2 CPUs; by its default `--sendfile auto` the 1 and 100 KiB files go by sendfile "
+               "and the 10 MiB one, to wrk on the same host, is copied), Debian's nginx with `sendfile on`, "
+               "`tcp_nopush on`, `worker_processes "
                "2` and no access log, `granian --workers 2 --static-path-route /static --static-path-mount DIR`, "
                "and WhiteNoise over a WSGI app under `gunicorn -w 2` (sync workers). Each file is checked byte for "
                "byte before it is measured. CPU us/req is the CPU time of all the server's processes over the "
