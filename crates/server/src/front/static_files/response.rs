@@ -89,9 +89,16 @@ impl FileBody {
         let Some(next) = self.runs.front() else { return Ok(false) };
         let start = out.len();
         out.resize(start + usize::try_from(next.len()).unwrap_or(usize::MAX).min(most), 0);
-        let filled = self.fill_next(&mut out[start..]);
-        out.truncate(start + filled.as_ref().map_or(0, |filled| filled.unwrap_or(0)));
-        filled.map(|filled| filled.is_some())
+        match self.fill_next(&mut out[start..]) {
+            Ok(filled) => {
+                out.truncate(start + filled.unwrap_or(0));
+                Ok(filled.is_some())
+            }
+            Err(err) => {
+                out.truncate(start);
+                Err(err)
+            }
+        }
     }
 
     /// Puts the next of the body at the start of `buf`: a part's head, or as much of the file as

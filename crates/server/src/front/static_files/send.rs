@@ -1,10 +1,11 @@
 //! Putting a file's bytes on the wire. On a plain socket (TCP or unix) the kernel sends them:
 //! `sendfile(2)` from the page cache to the socket, as much as the socket takes, then the task
 //! waits for room on tokio's readiness, as any write does, and holds no buffer and no thread
-//! meanwhile. Through TLS, which must see the bytes, HTTP/2, whose frames the `h2` crate
-//! writes, and by default to a client on this host ([`Sendfile`]), the file is read a piece at a time, and the next piece only once the last went, so a
-//! slow reader holds one piece of memory whatever the file's size. A small file goes with its
-//! head in one write either way: one system call, one packet.
+//! meanwhile. Through TLS, which must see the bytes, HTTP/2, whose frames the `h2` crate writes,
+//! and for a large file to a client on this host ([`Sendfile`]), the file is read a piece at a
+//! time, and the next piece only once the last went, so a slow reader holds one piece of memory
+//! whatever the file's size. A small file goes with its head in one write either way: one system
+//! call, one packet.
 //!
 //! Reading the file (and `sendfile` itself) runs on the front's threads: a page cache hit is a
 //! copy, as nginx without `aio` does it; a cold disk makes them wait as it makes nginx wait.
