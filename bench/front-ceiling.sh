@@ -38,9 +38,7 @@ bench_need wrk curl cargo
 bench_find_headway
 BENCH_OUT="$BENCH_OUT/front-ceiling"
 bench_init
-bench_say "building the stub worker"
-(cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
-STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+bench_stub_worker
 results="$BENCH_OUT/results.tsv"
 : >"$results"
 
@@ -52,13 +50,8 @@ start() {
         -t "$SLOTS" --front-threads "$threads" -b "127.0.0.1:$port" --log-level warn
 }
 
-{
-    echo "# the front's ceiling: stub workers ($WORKERS x $SLOTS slots) answering at once; wrk -t1 -c$CONNECTIONS -d$DURATION" \
-        "(warm-up $WARMUP), $ROUNDS rounds, front threads: $THREADS; nothing pinned"
-    bench_headway_line
-    bench_autogroup_line
-    bench_machine_line
-} | tee "$BENCH_OUT/header.txt"
+bench_header "the front's ceiling: stub workers ($WORKERS x $SLOTS slots) answering at once; wrk -t1" \
+    "-c$CONNECTIONS -d$DURATION (warm-up $WARMUP), $ROUNDS rounds, front threads: $THREADS; nothing pinned"
 
 for round in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086 # the numbers, one a word

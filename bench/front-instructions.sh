@@ -38,9 +38,7 @@ HEADWAY="${HEADWAY:-${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/headway}"
 [[ -x "$HEADWAY" ]] || bench_die "no headway binary at $HEADWAY: build it (cargo build --release -p headway) or set HEADWAY"
 BENCH_OUT="$BENCH_OUT/front-instructions"
 bench_init
-bench_say "building the stub worker"
-(cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
-STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+bench_stub_worker
 STATIC_DIR="$BENCH_OUT/static"
 mkdir -p "$STATIC_DIR"
 head -c 1024 /dev/zero | tr '\0' 'a' >"$STATIC_DIR/1k.txt"

@@ -39,9 +39,7 @@ bench_need perf wrk cargo
 bench_find_headway
 BENCH_OUT="$BENCH_OUT/front-profile"
 bench_init
-bench_say "building the stub worker"
-(cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
-STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+bench_stub_worker
 events="context-switches"
 for call in "${CALLS[@]}"; do events+=",syscalls:sys_enter_$call"; done
 perf stat -e "$events" -- true >/dev/null 2>&1 ||
@@ -112,13 +110,8 @@ for side in front workers; do
     for call in "${CALLS[@]}"; do header+="\t$side $call"; done
 done
 printf '%b\n' "$header" >"$rows"
-{
-    echo "# a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS, wrk -t1 -c$CONNECTIONS -d${DURATION}s" \
-        "(warm-up $WARMUP), $ROUNDS rounds; counts are perf stat's over the requests wrk counted"
-    bench_headway_line
-    bench_autogroup_line
-    bench_machine_line
-} | tee "$BENCH_OUT/header.txt"
+bench_header "a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS, wrk -t1" \
+    "-c$CONNECTIONS -d${DURATION}s (warm-up $WARMUP), $ROUNDS rounds; counts are perf stat's over the requests wrk counted"
 for round in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086 # the names, one a word
     for name in $(bench_round_order "$round" $PATHS); do

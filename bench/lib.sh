@@ -170,6 +170,25 @@ bench_start() {
     done
 }
 
+# bench_header TEXT...: a headway-only run's header, to stdout and $BENCH_OUT/header.txt: "# "
+# and TEXT, then the headway, scheduling and machine lines.
+bench_header() {
+    {
+        echo "# $*"
+        bench_headway_line
+        bench_autogroup_line
+        bench_machine_line
+    } | tee "$BENCH_OUT/header.txt"
+}
+
+# Builds crates/hop/examples/stub_worker.rs, a worker that answers every request on the hop at
+# once (the front's own cost, with workers that cost nothing), and sets STUB to it.
+bench_stub_worker() {
+    bench_say "building the stub worker"
+    (cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
+    STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+}
+
 # bench_wait_workers URL N: after a multi-process server first answers, its other workers
 # may still be booting. Polls URL on fresh connections until N different X-Worker-Pid
 # values have answered (at most BENCH_BOOT_SECS); warns if they never do. An app that does not
