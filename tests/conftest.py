@@ -249,6 +249,27 @@ def wait_until(predicate, timeout=30, interval=0.02, message="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
+def upload_head(length, version="1.1"):
+    """The head of an upload of `length` bytes to `/digest`."""
+    return f"POST /digest HTTP/{version}\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
+
+
+def upload_queued_early(server, head, start):
+    """A connection that sent `head` and the body's `start` and whose upload the front queued before
+    its end (the slot taken). The front takes a body as fast only when its first megabytes arrive
+    at 64 MB/s or more, which a machine busy with other work can deny an attempt (the front's
+    reads delayed), so up to three are made; an upload not queued early never takes the slot."""
+    for _ in range(3):
+        sock = server.connect(timeout=60)
+        sock.sendall(head + start)
+        try:
+            wait_until(lambda: server.stats()["slots"]["busy"] == 1, timeout=5, message="the upload to take the slot")
+            return sock
+        except AssertionError:
+            sock.close()
+    raise AssertionError("the upload never took the slot before its end")
+
+
 def ready_pids(server, workers):
     """The pids of the server's workers, in their order, once all `workers` are ready."""
 

@@ -10,7 +10,16 @@ import time
 
 import pytest
 
-from conftest import ECHO_APPS, SPACED_HEADER_WORKERS, read_response, request_bytes, send_request, wait_until
+from conftest import (
+    ECHO_APPS,
+    SPACED_HEADER_WORKERS,
+    read_response,
+    request_bytes,
+    send_request,
+    upload_head,
+    upload_queued_early,
+    wait_until,
+)
 
 
 def exchange(server, raw, timeout=10):
@@ -126,26 +135,6 @@ def test_slow_uploader_does_not_hold_a_slot(serve):
     slow.sendall(b"world")
     status, _, body = read_response(slow.makefile("rb"))
     assert status == 200 and json.loads(body)["body"] == "helloworld"
-
-
-def upload_head(length, version="1.1"):
-    return f"POST /digest HTTP/{version}\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
-
-
-def upload_queued_early(server, head, start):
-    """A connection that sent `head` and the body's `start` and whose upload the front queued before
-    its end (the slot taken). The front takes a body as fast only when its first megabytes arrive
-    at 64 MB/s or more, which a machine busy with other work can deny an attempt (the front's
-    reads delayed), so up to three are made; an upload not queued early never takes the slot."""
-    for _ in range(3):
-        sock = server.connect(timeout=60)
-        sock.sendall(head + start)
-        try:
-            wait_until(lambda: server.stats()["slots"]["busy"] == 1, timeout=5, message="the upload to take the slot")
-            return sock
-        except AssertionError:
-            sock.close()
-    raise AssertionError("the upload never took the slot before its end")
 
 
 def test_a_fast_large_upload_is_read_by_the_app_as_it_arrives(serve):

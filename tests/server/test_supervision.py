@@ -23,6 +23,8 @@ from conftest import (
     read_response,
     require,
     send_request,
+    upload_head,
+    upload_queued_early,
     wait_until,
 )
 
@@ -340,17 +342,17 @@ def test_a_cmd_worker_reads_a_fast_upload_as_it_arrives_and_hears_when_its_clien
     server = serve("-w", "1", "-t", "1", "--max-body", "64MiB", "--request-buffer", "1MiB",
                    "--cmd", f"{sys.executable} {worker} {{socket}} {notes}")
     body = os.urandom(16 << 20)
-    head = b"POST /digest HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % len(body)
-    with server.connect(timeout=60) as client:
-        client.sendall(head + body[:8 << 20])
-        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
+    head = upload_head(len(body))
+    with upload_queued_early(server, head, body[:8 << 20]) as client:
         client.sendall(body[8 << 20:])
         status, _, reply = read_response(client.makefile("rb"))
     assert status == 200 and json.loads(reply) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-    with server.connect() as client:
-        client.sendall(head + body[:4 << 20])
-        wait_until(lambda: server.stats()["slots"]["busy"] == 1, message="the upload to take the slot before its end")
-    wait_until(lambda: notes.exists() and "upload cut" in notes.read_text(), message="the worker to see the body cut")
+    # An attempt above that was queued late and left noted a cut of its own: only what follows counts.
+    noted = len(notes.read_text()) if notes.exists() else 0
+    with upload_queued_early(server, head, body[:4 << 20]):
+        pass
+    wait_until(lambda: notes.exists() and "upload cut" in notes.read_text()[noted:],
+               message="the worker to see the body cut")
     assert server.get("/")[::2] == (200, b"ok")
     assert server.stats()["workers"][0]["restarts"] == 0
 
