@@ -7,7 +7,10 @@
 # - stub: the workers are crates/hop/examples/stub_worker.rs, which answers every request on the
 #   hop at once, so what the workers spend is the hop's waiting and waking alone;
 # - bundled: the bundled Python worker with the smallest WSGI hello world
-#   (headway.twins.hello:app), bench/versus.sh's wsgi part.
+#   (headway.twins.hello:app), bench/versus.sh's wsgi part;
+# - floor: not headway but crates/server/examples/floor_server.rs, a keep-alive server on tokio's
+#   one-thread runtime that answers each request head at once (bench/front-ceiling.sh): the
+#   kernel's share of a request and the runtime's, in the front's columns, with no workers.
 #
 # Each round: WARMUP of wrk, then during DURATION of wrk, `perf stat` on the front's process and
 # on the workers' processes apart, and their utime and stime (/proc/PID/stat) before and after;
@@ -18,14 +21,14 @@
 # access to tracepoints (root, or kernel.perf_event_paranoid at most 1).
 #
 # Usage: bench/front-profile.sh
-# Env:   PATHS="stub bundled"  ROUNDS=3  DURATION=5  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
+# Env:   PATHS="stub bundled floor"  ROUNDS=3  DURATION=5  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-PATHS="${PATHS:-stub bundled}"
+PATHS="${PATHS:-stub bundled floor}"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-5}"
 WARMUP="${WARMUP:-2s}"
@@ -40,6 +43,7 @@ bench_find_headway
 BENCH_OUT="$BENCH_OUT/front-profile"
 bench_init
 bench_stub_worker
+[[ " $PATHS " != *" floor "* ]] || FLOOR_SERVER="$(bench_example headway-server floor_server)"
 events="context-switches"
 for call in "${CALLS[@]}"; do events+=",syscalls:sys_enter_$call"; done
 perf stat -e "$events" -- true >/dev/null 2>&1 ||
@@ -65,26 +69,35 @@ profile() {
     case "$name" in
         stub) python="$STUB" ;;
         bundled) python="$HEADWAY_PYTHON" app=(headway.twins.hello:app) ;;
-        *) bench_die "PATHS names stub or bundled, not $name" ;;
+        floor) ;;
+        *) bench_die "PATHS names stub, bundled or floor, not $name" ;;
     esac
-    HEADWAY_PYTHON="$python" bench_start "$name-$round" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" \
-        -b "127.0.0.1:$port" --log-level warn "${app[@]}"
+    if [[ "$name" == floor ]]; then
+        bench_start "$name-$round" "$url" "$FLOOR_SERVER" "127.0.0.1:$port"
+    else
+        HEADWAY_PYTHON="$python" bench_start "$name-$round" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" \
+            -b "127.0.0.1:$port" --log-level warn "${app[@]}"
+    fi
     wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
     local front="$bench_server_pid" out="$BENCH_OUT/$name-$round"
-    local worker_pids=() workers
+    local worker_pids=()
     mapfile -t worker_pids < <(pgrep -P "$front")
-    ((${#worker_pids[@]})) || bench_die "$name: the front has no worker processes"
-    workers="$(IFS=,; echo "${worker_pids[*]}")"
+    [[ "$name" == floor ]] || ((${#worker_pids[@]})) || bench_die "$name: the front has no worker processes"
     bench_wait_quiet
     local front_before workers_before
     front_before="$(cpu_ticks "$front")"
     workers_before="$(cpu_ticks "${worker_pids[@]}")"
+    local perfs=()
     perf stat -x, -e "$events" -p "$front" -o "$out.front.csv" -- sleep "$DURATION" &
-    local perf_front=$!
-    perf stat -x, -e "$events" -p "$workers" -o "$out.workers.csv" -- sleep "$DURATION" &
-    local perf_workers=$!
+    perfs+=($!)
+    if ((${#worker_pids[@]})); then
+        perf stat -x, -e "$events" -p "$(IFS=,; echo "${worker_pids[*]}")" -o "$out.workers.csv" -- sleep "$DURATION" &
+        perfs+=($!)
+    else
+        : >"$out.workers.csv"
+    fi
     wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$url" >"$out.wrk.txt"
-    wait "$perf_front" "$perf_workers"
+    wait "${perfs[@]}"
     local front_after workers_after requests
     front_after="$(cpu_ticks "$front")"
     workers_after="$(cpu_ticks "${worker_pids[@]}")"

@@ -145,10 +145,19 @@ def h2load(result):
 
 def front_ceiling(result):
     """The front alone, with stub workers: its CPU a request and requests/s for each number of
-    front threads."""
-    for threads in table_rows(result["tables"][0]):
+    front threads, each against the floor's CPU a request where the run measured it."""
+    rows = table_rows(result["tables"][0])
+    floor = next((r for r in rows if str(r["front threads"]).startswith("floor")), None)
+    for threads in rows:
+        cpu = f"front {threads['front CPU us/req']} µs"
+        if threads is floor:
+            yield row("the floor: a tokio server that answers at once (no headway)", "-",
+                      f"{threads['req/s']:,} req/s", f"{threads['front CPU us/req']} µs")
+            continue
+        if floor:
+            cpu += f" ({threads['front CPU us/req'] / floor['front CPU us/req']:.1f}x the floor's)"
         yield row(f"the front alone (stub workers), {threads['front threads']} front thread(s)", "-",
-                  f"{threads['req/s']:,} req/s", f"front {threads['front CPU us/req']} µs")
+                  f"{threads['req/s']:,} req/s", cpu)
 
 
 def load_vs_wrk(result):

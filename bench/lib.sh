@@ -181,12 +181,17 @@ bench_header() {
     } | tee "$BENCH_OUT/header.txt"
 }
 
+# bench_example PACKAGE NAME: builds the release example NAME of PACKAGE and prints its path.
+bench_example() {
+    bench_say "building $2"
+    (cd "$BENCH_REPO" && cargo build --release -q -p "$1" --example "$2") >&2
+    echo "${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/$2"
+}
+
 # Builds crates/hop/examples/stub_worker.rs, a worker that answers every request on the hop at
 # once (the front's own cost, with workers that cost nothing), and sets STUB to it.
 bench_stub_worker() {
-    bench_say "building the stub worker"
-    (cd "$BENCH_REPO" && cargo build --release -q -p headway-hop --example stub_worker)
-    STUB="${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/stub_worker"
+    STUB="$(bench_example headway-hop stub_worker)"
 }
 
 # bench_wait_workers URL N: after a multi-process server first answers, its other workers
