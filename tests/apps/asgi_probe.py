@@ -6,10 +6,14 @@ Run with one worker (`-w 1`) so every request sees the same process state:
 - /hello       "hello"
 - /until-gone  reads its request, then waits for the next message without answering: the client
                is expected to leave, and the message type is kept
+- /quiet-until-gone
+               sends its head and "started", then waits for the next message without sending
+               more, as a long poll or quiet server-sent events do: the client is expected to
+               leave, and the message type is kept
 - /read-until-gone
                reads its request body until its end or until its client leaves, and keeps the
                type of the last message
-- /seen        the message types /until-gone and /read-until-gone got, as JSON
+- /seen        the message types /until-gone, /quiet-until-gone and /read-until-gone got, as JSON
 - /http-version  the scope's http_version
 - /digest      the request body's length and SHA-256, as JSON, read message by message
 - /digest-streaming
@@ -97,6 +101,11 @@ async def app(scope, receive, send):
         await _reply(send, b"slept")
     elif scope["path"] == "/until-gone":
         await receive()
+        _seen.append((await receive())["type"])
+    elif scope["path"] == "/quiet-until-gone":
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"started\n", "more_body": True})
         _seen.append((await receive())["type"])
     elif scope["path"] == "/read-until-gone":
         while (message := await receive())["type"] == "http.request" and message.get("more_body"):

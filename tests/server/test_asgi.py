@@ -206,6 +206,35 @@ def test_the_app_hears_http_disconnect_when_its_client_vanishes(serve):
     leave_and_see_the_app_hear_it(server, sock)
 
 
+def test_the_app_hears_http_disconnect_when_its_client_leaves_a_quiet_response(serve):
+    """A response begun and then quiet (a long poll, server-sent events with nothing to say): the
+    front watches its client while it waits for the next piece, so the app hears the client leave
+    although nothing is written that could fail."""
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    sock = server.connect()
+    send_request(sock, "GET", "/quiet-until-gone")
+    received = b""
+    while b"started\n" not in received:
+        data = sock.recv(4096)
+        assert data, received
+        received += data
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received
+    leave_and_see_the_app_hear_it(server, sock)
+
+
+def test_a_pipelined_request_behind_a_streaming_response_is_kept_for_its_turn(serve):
+    """The front reads on while a response streams; a request the client sends meanwhile is its
+    next, answered after the first response ends, not taken for a hang-up."""
+    server = serve("-w", "1", "-t", "2", "asgi_probe:app")
+    with server.connect() as sock:
+        stream = sock.makefile("rb")
+        send_request(sock, "GET", "/large?size=3000000&pieces=30")
+        send_request(sock, "GET", "/hello", close=True)
+        first = read_response(stream)
+        assert (first[0], first[2] == large_body(3000000)) == (200, True)
+        assert read_response(stream)[::2] == (200, b"hello")
+
+
 def test_the_app_hears_http_disconnect_when_its_client_leaves_mid_upload(serve):
     """A large body sent fast is read by the app as it arrives; its client leaving before the end
     is an `http.disconnect`, and the slot serves on."""

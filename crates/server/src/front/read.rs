@@ -14,6 +14,7 @@
 //! it queued cannot hold a slot at a slow client's pace. A slow client, or a chunked body, is read
 //! whole first, as every other.
 
+use std::future::Future;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -224,6 +225,28 @@ impl<S: ClientStream> Connection<S> {
             self.write(CONTINUE).await?;
         }
         Ok(())
+    }
+
+    /// Awaits `work` (a request's outcome, or the next piece of a response that streams) while
+    /// watching the client: bytes it sends meanwhile (pipelined requests, up to one head's worth)
+    /// are kept for later; if it hangs up, `End::Gone`, and the caller drops what it waited on,
+    /// which withdraws a waiting request or tells the slot of a streaming response that its
+    /// client left (an app waiting to hear it gets `http.disconnect`). A silent client costs no
+    /// read buffer.
+    pub(super) async fn watching_client<T>(&mut self, work: impl Future<Output = T>) -> Result<T, End> {
+        tokio::pin!(work);
+        loop {
+            let read_ahead = self.buf.len() < self.front.settings.limits.max_head;
+            tokio::select! {
+                biased;
+                done = &mut work => return Ok(done),
+                read = read_when_ready(&mut self.io, &mut self.buf), if read_ahead => {
+                    if !matches!(read, Ok(n) if n > 0) {
+                        return Err(End::Gone);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -121,7 +121,7 @@ impl<S: ClientStream> Connection<S> {
                 Some(piece) => piece,
                 None => {
                     self.write_gathered(&mut gathered).await?;
-                    let next = reader.next().await;
+                    let next = self.watching_client(reader.next()).await?;
                     // What the slot wrote to the socket itself while we waited went out first.
                     let passed = reader.passed();
                     encoder.sent_unframed(passed);

@@ -10,8 +10,9 @@
 //! a connection cannot take more than its share of the slots, and pipelined answers are in
 //! order by construction.
 //!
-//! While its request waits, the connection keeps reading (up to one head's worth) to notice a
-//! client that goes away: it then drops the request's [`Wait`], which withdraws it.
+//! While its request waits, and while its response streams, the connection keeps reading (up to
+//! one head's worth) to notice a client that goes away: it then drops the request's
+//! [`crate::queue::Wait`], which withdraws it, or the response's spool, whose slot tells the app.
 //!
 //! A WebSocket handshake travels the same way ([`super::upgrade`]); after its `101` the
 //! connection carries the socket until it closes ([`super::websocket`]).
@@ -19,15 +20,14 @@
 use http::{Method, Version};
 
 use super::conn::{Connection, End};
-use super::read::{read_when_ready, BodyToCome};
+use super::read::BodyToCome;
 use super::static_files::{Preconditions, STATIC_LANE};
 use super::stream::ClientStream;
 use super::upgrade::ask_worker_to_upgrade;
 use super::websocket::WebSocket;
 use super::worker_request::{settle_target, worker_request};
 use crate::ops::access_log::RequestFields;
-use crate::queue::job::{Outcome, RequestBody};
-use crate::queue::Wait;
+use crate::queue::job::RequestBody;
 use headway_http1::request::RequestHead;
 use headway_http1::response::Persistence;
 
@@ -112,7 +112,7 @@ impl<S: ClientStream> Connection<S> {
         if websocket.is_some() {
             ask_worker_to_upgrade(&mut request);
         }
-        let wait = self.front.queue.enqueue(request);
+        let mut wait = self.front.queue.enqueue(request);
         if let Some(fields) = logged.as_mut() {
             fields.took_lane(wait.lane());
         }
@@ -121,7 +121,7 @@ impl<S: ClientStream> Connection<S> {
             // body cut short.
             self.read_rest(to_come, version).await?;
         }
-        let outcome = self.wait(wait).await?;
+        let outcome = self.watching_client(wait.outcome()).await?;
         let sent = self.respond(&method, version, outcome, persistence, preconditions.as_ref()).await?;
         if let (Some(log), Some(logged)) = (&self.front.access_log, logged) {
             log.log(&logged.entry(self.peer.ip, sent.status, sent.body_bytes, sent.timing));
@@ -161,24 +161,6 @@ impl<S: ClientStream> Connection<S> {
             Persistence::KeepAlive
         } else {
             Persistence::Close
-        }
-    }
-
-    /// Waits for the request's outcome while watching the client: bytes it sends meanwhile
-    /// (pipelined requests, up to one head's worth) are kept for later; if it goes away, the
-    /// wait is dropped, which withdraws the request. A silent client costs no read buffer.
-    async fn wait(&mut self, mut wait: Wait) -> Result<Outcome, End> {
-        loop {
-            let read_ahead = self.buf.len() < self.front.settings.limits.max_head;
-            tokio::select! {
-                biased;
-                outcome = wait.outcome() => return Ok(outcome),
-                read = read_when_ready(&mut self.io, &mut self.buf), if read_ahead => {
-                    if !matches!(read, Ok(n) if n > 0) {
-                        return Err(End::Gone);
-                    }
-                }
-            }
         }
     }
 }
