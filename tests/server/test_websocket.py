@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -19,7 +20,7 @@ import websockets.asyncio.client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from conftest import APPS, parallel_gets, read_response, require, send_request, wait_until
+from conftest import APPS, headway_binary, parallel_gets, read_response, require, send_request, wait_until
 
 UVICORN = f"{sys.executable} -m uvicorn --uds {{socket}} --lifespan off --log-level warning ws_echo:app"
 # The same echo app on uvicorn as a --cmd worker, and on the bundled worker, which finds it is
@@ -245,6 +246,42 @@ def test_a_fragmented_message_over_the_limit_reaches_the_app_in_no_part(serve):
     sock.close()
     assert received[:1] == b"\x88" and struct.unpack("!H", received[2:4])[0] == 1009, received
     wait_until(lambda: disconnects(server) == [1001], message="the app to see the socket close")
+
+
+def test_unfinished_messages_of_every_socket_share_the_held_budget(serve):
+    """A fragmented message waits in the front until its last frame; every socket's together stay
+    within --max-websocket-held. The socket whose message would take more than is left is closed
+    with 1013 (try again later), the app seeing none of that message; the one holding the room
+    finishes its message, which the app echoes whole, and gives the room back."""
+    server = serve("-w", "1", "-t", "2", "--max-websocket-message", "64KiB", "--max-websocket-held", "64KiB",
+                   "ws_echo:app")
+    piece = b"x" * 8000
+    holder = open_by_hand(server)
+    holder.sendall(b"".join(masked_frame(0x2 if n == 0 else 0x0, piece, fin=False) for n in range(5)))
+    wait_until(lambda: server.stats()["websockets"]["held_bytes"] >= 5 * len(piece),
+               message="the first socket's fragments to be held")
+    late = open_by_hand(server)
+    late.sendall(b"".join(masked_frame(0x2 if n == 0 else 0x0, piece, fin=False) for n in range(4)))
+    assert close_code_and_end(late) == 1013
+    assert server.stats()["websockets"]["held_refused"] == 1
+
+    holder.sendall(masked_frame(0x0, b"end", fin=True))
+    echoed = b""
+    message = piece * 5 + b"end"
+    while len(echoed) < 4 + len(message):  # the echo: one frame, a 16-bit length
+        chunk = holder.recv(65536)
+        assert chunk, echoed
+        echoed += chunk
+    assert echoed == bytes([0x82, 126]) + struct.pack("!H", len(message)) + message, echoed[:16]
+    assert server.stats()["websockets"]["held_bytes"] == 0
+    holder.close()
+
+
+def test_a_held_budget_below_the_largest_message_is_refused_at_start():
+    result = subprocess.run([headway_binary(), "serve", "--max-websocket-message", "1MiB", "--max-websocket-held",
+                             "512KiB"], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "--max-websocket-held must be at least --max-websocket-message" in result.stderr, result.stderr
 
 
 RECORDER = f"{sys.executable} {APPS / 'ws_recorder.py'} {{socket}}"

@@ -215,12 +215,19 @@ pub struct AbandonedSnapshot {
 }
 
 /// WebSockets: open now (relayed, each on a worker connection of its own), opened since the
-/// start, and handshakes refused with 503 over `--max-websockets`.
+/// start, and handshakes refused with 503 over `--max-websockets`; the bytes their unfinished
+/// fragmented messages hold (`--max-websocket-held`), and sockets closed with 1013 for want of it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WebSocketsSnapshot {
     pub open: u64,
     pub opened: u64,
     pub refused: u64,
+    #[serde(default)]
+    pub held_bytes: u64,
+    #[serde(default)]
+    pub held_limit: u64,
+    #[serde(default)]
+    pub held_refused: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

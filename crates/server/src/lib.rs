@@ -9,6 +9,7 @@
 //! supervisor keeps their processes running; [`ops`] counts what happens and shows it; [`config`]
 //! is where every setting comes from, and [`server`] puts the parts together.
 
+pub mod byte_budget;
 pub mod config;
 pub mod front;
 pub mod listener;

@@ -152,6 +152,7 @@ impl Server {
             readiness: readiness.clone(),
             access_log: access_log.clone(),
             temp_files: config.slots.response_spool.disk.clone(),
+            websocket_held: config.front.websocket.held.clone(),
         });
         if let Some(listener) = control_listener {
             info!("stats on {}/stats and /metrics, health on /health/live and /health/ready", listener.local_bind()?);

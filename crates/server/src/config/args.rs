@@ -212,6 +212,12 @@ pub struct ServeArgs {
     #[arg(long, default_value = "16MiB", value_name = "BYTES", value_parser = parse_size)]
     pub max_websocket_message: u64,
 
+    /// The most memory the unfinished fragmented messages of every WebSocket hold together (a
+    /// fragmented message waits in the front until its last frame shows it fits
+    /// --max-websocket-message); a socket whose message would take more is closed with 1013
+    #[arg(long, default_value = "256MiB", value_name = "BYTES", value_parser = parse_size)]
+    pub max_websocket_held: u64,
+
     /// Speak HTTP/1.1 only: TLS offers no h2 by ALPN, and a plain connection opening with
     /// HTTP/2's preface gets 505
     #[arg(long)]

@@ -15,6 +15,7 @@ mod ruby;
 mod worker_count;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -26,6 +27,7 @@ pub use count_or_auto::CountOrAuto;
 pub use parse::{parse_count_or_auto, parse_secs, parse_size, parse_target};
 pub use worker_count::WorkerCount;
 
+use crate::byte_budget::ByteBudget;
 use crate::front::h2::Http2Settings;
 use crate::front::static_files::{Mount, MountOptions, StaticSettings};
 use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
@@ -87,6 +89,9 @@ impl Config {
         if args.websocket_idle_timeout.is_zero() {
             bail!("--websocket-idle-timeout must be more than 0");
         }
+        if args.max_websocket_held < args.max_websocket_message {
+            bail!("--max-websocket-held must be at least --max-websocket-message: a message of the largest size would be refused");
+        }
         // Last: it looks for the interpreter on this machine, so that a wrong flag is named first.
         let launch = launch(&args)?;
         let slots = slots_per_worker(args.threads, &launch)?;
@@ -128,6 +133,7 @@ impl Config {
                     idle_timeout: args.websocket_idle_timeout,
                     ping_interval: Some(args.websocket_ping_interval).filter(|every| !every.is_zero()),
                     max_message: args.max_websocket_message,
+                    held: Arc::new(ByteBudget::new(args.max_websocket_held)),
                 },
                 http2,
                 statics,

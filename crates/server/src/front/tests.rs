@@ -14,6 +14,7 @@ use super::h2::Http2Settings;
 use super::stream::ReadAhead;
 use super::websocket::WebSocketSettings;
 use super::{Front, FrontSettings};
+use crate::byte_budget::ByteBudget;
 use crate::ops::readiness::Readiness;
 use crate::ops::stats::Stats;
 use crate::queue::job::{Outcome, RequestBody, ResponseBody, Timing, WorkerResponse};
@@ -59,6 +60,7 @@ impl Harness {
                 idle_timeout: Duration::from_secs(300),
                 ping_interval: None,
                 max_message: 1 << 20,
+                held: Arc::new(ByteBudget::new(64 << 20)),
             },
             http2: Some(Http2Settings::new(8 * 1024)),
         };

@@ -22,6 +22,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
+use crate::byte_budget::ByteBudget;
 use crate::listener::{accept_until, Accepted, Bind, Listener};
 use crate::ops::access_log::AccessLog;
 use crate::ops::prometheus;
@@ -42,6 +43,8 @@ pub struct Sources {
     pub access_log: Option<Arc<AccessLog>>,
     /// The temporary files of request and response bodies.
     pub temp_files: Arc<DiskBudget>,
+    /// What WebSockets' unfinished messages hold (`--max-websocket-held`).
+    pub websocket_held: Arc<ByteBudget>,
 }
 
 /// The pool of workers, and its scaling.
@@ -68,6 +71,9 @@ impl Sources {
         let disk = &self.temp_files;
         snapshot.temp_files =
             TempFilesSnapshot { bytes: disk.used(), limit: disk.limit(), held_back: disk.held_back() };
+        let held = &self.websocket_held;
+        (snapshot.websockets.held_bytes, snapshot.websockets.held_limit, snapshot.websockets.held_refused) =
+            (held.used(), held.limit(), held.refusals());
         snapshot
     }
 }
@@ -280,8 +286,8 @@ fn render(s: &Snapshot) -> String {
     let ws = &s.websockets;
     let _ = writeln!(
         out,
-        "websockets   {} open, {} opened, {} refused (503 over --max-websockets)",
-        ws.open, ws.opened, ws.refused
+        "websockets   {} open, {} opened, {} refused (503 over --max-websockets); unfinished messages hold {} of {} bytes, {} closed for want of room (1013)",
+        ws.open, ws.opened, ws.refused, ws.held_bytes, ws.held_limit, ws.held_refused
     );
     let _ = writeln!(out, "abandoned    {} while queued, {} while running", s.abandoned.queued, s.abandoned.running);
     if s.access_log_dropped > 0 {

@@ -192,6 +192,18 @@ const SERVER: &[Metric] = &[
         "WebSocket handshakes refused with 503 over --max-websockets.",
         |s| one(s.websockets.refused as f64),
     ),
+    metric(
+        "websockets_held_bytes",
+        "gauge",
+        "Bytes of unfinished fragmented WebSocket messages held by the front (--max-websocket-held).",
+        |s| one(s.websockets.held_bytes as f64),
+    ),
+    metric(
+        "websockets_held_refused_total",
+        "counter",
+        "WebSockets closed with 1013 because their message would hold more than --max-websocket-held left.",
+        |s| one(s.websockets.held_refused as f64),
+    ),
     metric("responses_total", "counter", "Responses sent to clients, by status.", |s| by_code(&s.responses)),
     metric("static_responses_total", "counter", "Responses sent from --static mounts by the front, by status.", |s| {
         by_code(&s.static_files.responses)

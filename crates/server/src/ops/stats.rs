@@ -206,6 +206,7 @@ impl Stats {
                 open: self.websockets_open.get() as u64,
                 opened: load(&self.websockets_opened),
                 refused: load(&self.websockets_refused),
+                ..Default::default() // what unfinished messages hold: the control endpoint adds it
             },
             temp_files: Default::default(), // the spools' own count; the control endpoint adds it
             static_files: StaticFilesSnapshot {

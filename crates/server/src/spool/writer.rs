@@ -37,7 +37,7 @@ impl Writer {
         }
         let len = data.len();
         let unread_in_file = unread_in_file(&state);
-        let no_file = limits.file == 0 || limits.disk.limit == 0;
+        let no_file = limits.file == 0 || limits.disk.limit() == 0;
         let in_memory = state.memory_bytes + len <= limits.memory || (no_file && state.memory_bytes == 0);
         if !unread_in_file && in_memory {
             state.memory_bytes += len;

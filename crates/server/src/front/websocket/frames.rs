@@ -10,12 +10,19 @@
 //!
 //! A message in one frame shows its size in its header. A fragmented one does not, so its frames
 //! are held (with the control frames between them) until the header of its last frame shows that
-//! it fits; one that does not fit, or breaks a rule, has reached the app in no part.
+//! it fits; one that does not fit, or breaks a rule, has reached the app in no part. What is held
+//! counts against `--max-websocket-held`, every socket's together ([`Reservation`]).
+
+use std::sync::Arc;
+
+use super::reservation::Reservation;
+use crate::byte_budget::ByteBudget;
 
 /// Close codes the front sends (RFC 6455 section 7.4.1).
 pub const GOING_AWAY: u16 = 1001;
 pub const PROTOCOL_ERROR: u16 = 1002;
 pub const MESSAGE_TOO_BIG: u16 = 1009;
+pub const TRY_AGAIN_LATER: u16 = 1013;
 
 const OPCODE_CONTINUATION: u8 = 0x0;
 const OPCODE_TEXT: u8 = 0x1;
@@ -53,6 +60,8 @@ pub struct Frames {
     /// A close frame came between the held fragments: it goes, and counts, with them.
     close_held: bool,
     close_seen: bool,
+    /// What the held message takes of `--max-websocket-held` (a client's frames only).
+    reserved: Option<Reservation>,
 }
 
 /// What a client may send.
@@ -90,10 +99,12 @@ struct Header {
 impl Frames {
     /// A client's frames: masked, of known opcodes, reserved bits only as an agreed extension
     /// (`compressed`: permessage-deflate) says, fragments in order, well-formed control frames,
-    /// messages up to `max_message` bytes.
-    pub fn from_client(max_message: u64, compressed: bool) -> Frames {
+    /// messages up to `max_message` bytes, held while unfinished as long as `held_budget` has room.
+    pub fn from_client(max_message: u64, compressed: bool, held_budget: Arc<ByteBudget>) -> Frames {
         let max_held = max_message.saturating_add(max_message / 4).saturating_add(HOLD_SLACK);
-        Frames::new(Some(ClientRules { max_message, max_held, compressed }))
+        let mut frames = Frames::new(Some(ClientRules { max_message, max_held, compressed }));
+        frames.reserved = Some(Reservation::new(held_budget));
+        frames
     }
 
     /// A worker's frames, trusted.
@@ -110,6 +121,7 @@ impl Frames {
             held: 0,
             close_held: false,
             close_seen: false,
+            reserved: None,
         }
     }
 
@@ -202,6 +214,9 @@ impl Frames {
             // after it as it comes.
             self.in_message = false;
             self.held = 0;
+            if let Some(reserved) = &mut self.reserved {
+                reserved.release();
+            }
             self.close_seen |= std::mem::take(&mut self.close_held);
             return Ok(());
         }
@@ -212,6 +227,11 @@ impl Frames {
             let held = self.held.saturating_add(header.len as u64).saturating_add(header.payload);
             if held > rules.max_held {
                 return Err((MESSAGE_TOO_BIG, "message too big"));
+            }
+            // The frame's payload is taken with its header: it is held as it comes.
+            let grows = header.len as u64 + header.payload;
+            if !self.reserved.as_mut().is_none_or(|reserved| reserved.take(grows)) {
+                return Err((TRY_AGAIN_LATER, "the server holds too much of unfinished messages"));
             }
             self.held += header.len as u64;
             self.close_held |= header.opcode == OPCODE_CLOSE;
@@ -298,6 +318,35 @@ mod tests {
 
     const KEY: [u8; 4] = TEST_MASK;
 
+    /// A client's frames, with room for any held message.
+    fn client(max_message: u64, compressed: bool) -> Frames {
+        Frames::from_client(max_message, compressed, Arc::new(ByteBudget::new(u64::MAX)))
+    }
+
+    #[test]
+    fn held_messages_share_one_budget_and_give_it_back_at_their_end() {
+        let budget = Arc::new(ByteBudget::new(1000));
+        let mut first = Frames::from_client(10_000, false, budget.clone());
+        let mut second = Frames::from_client(10_000, false, budget.clone());
+        let opening = client_frame(false, 2, &[7; 600]);
+        assert_eq!(first.advance(&opening), Ok(opening.len()));
+        assert_eq!(first.held(), opening.len());
+        assert_eq!(budget.used(), opening.len() as u64, "held, so counted");
+        let refused = second.advance(&opening).unwrap_err();
+        assert_eq!((refused.valid, refused.code), (0, TRY_AGAIN_LATER), "no room left for a second");
+
+        let last = client_frame(true, 0, &[7; 600]);
+        assert_eq!(first.advance(&last), Ok(last.len()));
+        assert_eq!((first.held(), budget.used()), (0, 0), "ended: its message goes, and its room with it");
+        let mut third = Frames::from_client(10_000, false, budget.clone());
+        assert_eq!(third.advance(&opening), Ok(opening.len()));
+        drop(third);
+        assert_eq!(budget.used(), 0, "a socket that closes gives back what its message held");
+        let whole = client_frame(true, 2, &[7; 5000]);
+        assert_eq!(first.advance(&whole), Ok(whole.len()), "a message in one frame is never held");
+        assert_eq!(budget.used(), 0);
+    }
+
     /// A client frame of `payload` bytes.
     fn frame(fin: bool, opcode: u8, payload: usize) -> Vec<u8> {
         client_frame(fin, opcode, &vec![b'x'; payload])
@@ -305,7 +354,7 @@ mod tests {
 
     #[test]
     fn whole_frames_pass_and_a_split_header_waits_for_its_rest() {
-        let mut frames = Frames::from_client(1 << 20, false);
+        let mut frames = client(1 << 20, false);
         let mut data = frame(true, 1, 5);
         data.extend(frame(true, 2, 300));
         data.extend(frame(true, 2, 70_000));
@@ -314,7 +363,7 @@ mod tests {
 
         // A 16-bit length header cut after 3 of its 8 bytes: nothing of it may go yet.
         let next = frame(true, 2, 200);
-        let mut frames = Frames::from_client(1 << 20, false);
+        let mut frames = client(1 << 20, false);
         assert_eq!(frames.advance(&next[..3]), Ok(0));
         assert_eq!(frames.advance(&next[..50]), Ok(50));
         assert!(!frames.at_boundary());
@@ -324,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_message_over_the_limit_is_refused_at_the_header_that_crosses_it() {
-        let mut frames = Frames::from_client(100, false);
+        let mut frames = client(100, false);
         let mut data = frame(true, 2, 100); // exactly the limit: fine
         data.extend(frame(false, 1, 60));
         data.extend(frame(true, 9, 4)); // a ping between fragments does not count
@@ -334,14 +383,14 @@ mod tests {
         assert_eq!(refused, Violation { valid: crossing, code: MESSAGE_TOO_BIG, reason: "message too big" });
 
         // One frame larger than the limit is refused on its header, before its payload arrives.
-        let mut frames = Frames::from_client(1000, false);
+        let mut frames = client(1000, false);
         let huge = frame(true, 2, 1 << 20);
         assert_eq!(frames.advance(&huge[..14]).unwrap_err().code, MESSAGE_TOO_BIG);
     }
 
     #[test]
     fn a_finished_message_starts_the_count_again() {
-        let mut frames = Frames::from_client(100, false);
+        let mut frames = client(100, false);
         for _ in 0..10 {
             assert!(frames.advance(&frame(true, 2, 90)).is_ok());
         }
@@ -350,20 +399,20 @@ mod tests {
     #[test]
     fn what_no_client_may_send_is_a_protocol_error() {
         let unmasked = [0x81, 0x01, b'a'];
-        assert_eq!(Frames::from_client(100, false).advance(&unmasked).unwrap_err().code, PROTOCOL_ERROR);
+        assert_eq!(client(100, false).advance(&unmasked).unwrap_err().code, PROTOCOL_ERROR);
         let long_ping = frame(true, 9, 126);
-        assert_eq!(Frames::from_client(1000, false).advance(&long_ping).unwrap_err().code, PROTOCOL_ERROR);
+        assert_eq!(client(1000, false).advance(&long_ping).unwrap_err().code, PROTOCOL_ERROR);
         let fragmented_close = frame(false, 8, 2);
-        assert_eq!(Frames::from_client(1000, false).advance(&fragmented_close).unwrap_err().code, PROTOCOL_ERROR);
+        assert_eq!(client(1000, false).advance(&fragmented_close).unwrap_err().code, PROTOCOL_ERROR);
         let mut out_of_range = vec![0x82, 0x80 | 127];
         out_of_range.extend_from_slice(&u64::MAX.to_be_bytes());
         out_of_range.extend_from_slice(&KEY);
-        assert_eq!(Frames::from_client(u64::MAX, false).advance(&out_of_range).unwrap_err().code, PROTOCOL_ERROR);
+        assert_eq!(client(u64::MAX, false).advance(&out_of_range).unwrap_err().code, PROTOCOL_ERROR);
     }
 
     #[test]
     fn reserved_opcodes_and_bits_and_fragments_out_of_order_are_protocol_errors() {
-        let refused = |compressed: bool, data: &[u8]| Frames::from_client(1000, compressed).advance(data).err();
+        let refused = |compressed: bool, data: &[u8]| client(1000, compressed).advance(data).err();
         for opcode in [0x3, 0x7, 0xB, 0xF] {
             assert_eq!(refused(false, &frame(true, opcode, 1)).map(|v| v.code), Some(PROTOCOL_ERROR), "{opcode}");
         }
@@ -399,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_fragmented_message_is_held_until_its_last_header() {
-        let mut frames = Frames::from_client(100, false);
+        let mut frames = client(100, false);
         let first = frame(false, 2, 40);
         assert_eq!(frames.advance(&first), Ok(first.len()));
         assert_eq!(frames.held(), first.len(), "nothing of it may go");
@@ -414,7 +463,7 @@ mod tests {
         assert_eq!(frames.advance(&last[20..]), Ok(last.len() - 20));
 
         // Over the limit, the message is refused with everything of it still held.
-        let mut frames = Frames::from_client(100, false);
+        let mut frames = client(100, false);
         let mut data = frame(false, 1, 60);
         data.extend(frame(false, 0, 30));
         let crossing = data.len();
@@ -423,7 +472,7 @@ mod tests {
         assert_eq!(frames.held(), crossing);
 
         // Headers and control frames are held too, within a bound of their own.
-        let mut frames = Frames::from_client(0, false);
+        let mut frames = client(0, false);
         let mut pings = frame(false, 2, 0);
         while pings.len() as u64 <= HOLD_SLACK {
             pings.extend(frame(true, 9, 125));
@@ -433,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_close_between_held_fragments_is_seen_when_it_goes() {
-        let mut frames = Frames::from_client(100, false);
+        let mut frames = client(100, false);
         let mut data = frame(false, 2, 4);
         data.extend(close_frame(1000, "", Some(KEY)));
         assert_eq!(frames.advance(&data), Ok(data.len()));
@@ -456,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_rest_of_a_frame_and_no_more() {
-        let mut frames = Frames::from_client(1000, false);
+        let mut frames = client(1000, false);
         let first = frame(true, 2, 10);
         assert_eq!(frames.advance(&first[..8]), Ok(8));
         let mut rest = first[8..].to_vec();

@@ -6,7 +6,8 @@
 //! (a fragmented message waits whole in memory until its last header shows that it fits).
 //! It walks the frame headers of both directions ([`frames`]) for three things: a
 //! client message over `--max-websocket-message` is refused before any of it reaches the app
-//! (1009), a frame no client may send is refused (1002), and the front's own close frames go in
+//! (1009), as is one that would hold more than `--max-websocket-held` has left (1013), a frame no
+//! client may send is refused (1002), and the front's own close frames go in
 //! only between two frames and only to a side that has not been sent one already. When the front
 //! closes a socket (idle, reload, shutdown) both sides get 1001 (going away): the app and the
 //! client each learn that the other end is gone and may come back.
@@ -22,6 +23,7 @@
 //! first drains the requests, then closes the sockets.
 
 pub(super) mod frames;
+mod reservation;
 mod settings;
 
 use std::future::Future;
@@ -38,7 +40,7 @@ use crate::front::conn::Connection;
 use crate::front::stream::ClientStream;
 use crate::ops::stats::Gauge;
 use crate::queue::job::WorkerSocket;
-use frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME};
+use frames::{close_frame, Frames, Violation, GOING_AWAY, PING_FRAME, TRY_AGAIN_LATER};
 
 pub use settings::WebSocketSettings;
 
@@ -102,7 +104,7 @@ async fn relay<C, W>(
 {
     let (client_reads, client_writes) = split(client);
     let (worker_reads, worker_writes) = split(worker);
-    let client_frames = Frames::from_client(settings.max_message, compressed);
+    let client_frames = Frames::from_client(settings.max_message, compressed, settings.held.clone());
     let mut up = Pump::new(client_reads, worker_writes, client_frames, early);
     let mut down = Pump::new(worker_reads, client_writes, Frames::from_worker(), BytesMut::new());
     let ending = run(&mut up, &mut down, settings.idle_timeout, settings.ping_interval, closing).await;
@@ -172,10 +174,11 @@ where
             Ok(()) => last_move = Instant::now(),
             Err((Stop::Failed(err), _)) => return Ending::Broken(err),
             Err((Stop::Refused(violation), _)) => {
-                return Ending::Close {
-                    to_client: (violation.code, violation.reason),
-                    to_worker: "the client broke the WebSocket rules",
-                }
+                let to_worker = match violation.code {
+                    TRY_AGAIN_LATER => violation.reason,
+                    _ => "the client broke the WebSocket rules",
+                };
+                return Ending::Close { to_client: (violation.code, violation.reason), to_worker };
             }
             Err((Stop::Ended, from_client)) => {
                 // Pass the end on: the other side learns that no more bytes come.

@@ -1,7 +1,9 @@
-//! `--websocket-*` and `--max-websockets`: how the front treats WebSockets.
+//! `--websocket-*`, `--max-websockets` and `--max-websocket-*`: how the front treats WebSockets.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::byte_budget::ByteBudget;
 use crate::workers::launch::TakesWebSockets;
 
 /// How the front treats WebSockets.
@@ -17,4 +19,7 @@ pub struct WebSocketSettings {
     pub ping_interval: Option<Duration>,
     /// Largest message a client may send (its frames together); closed with 1009 above it.
     pub max_message: u64,
+    /// `--max-websocket-held`: what every socket's unfinished fragmented message may hold,
+    /// together; a socket whose message would take more is closed with 1013.
+    pub held: Arc<ByteBudget>,
 }
