@@ -41,9 +41,11 @@ pub trait ClientStream: AsyncRead + AsyncWrite + Unpin {
 
     /// Has the stream tell room for writing only while less than `bytes` of what was written
     /// waits unsent (`TCP_NOTSENT_LOWAT`), so that a writer that always finds room does not run
-    /// on while the others wait. Only a TCP socket can; any other stream takes no such limit.
-    fn limit_unsent(&self, _bytes: u32) -> io::Result<()> {
-        Ok(())
+    /// on while the others wait. Returns the limit the stream had, for the writer to give back
+    /// when it is done (the connection's next responses are not such writers). Only a TCP socket
+    /// can; any other stream takes no such limit, and had none.
+    fn limit_unsent(&self, _bytes: u32) -> io::Result<u32> {
+        Ok(u32::MAX)
     }
 
     /// Sends up to `count` bytes of `file` from `offset` by `sendfile(2)`, waiting for room on
@@ -95,8 +97,11 @@ impl ClientStream for tokio::net::TcpStream {
         }
     }
 
-    fn limit_unsent(&self, bytes: u32) -> io::Result<()> {
-        socket2::SockRef::from(self).set_tcp_notsent_lowat(bytes)
+    fn limit_unsent(&self, bytes: u32) -> io::Result<u32> {
+        let socket = socket2::SockRef::from(self);
+        let before = socket.tcp_notsent_lowat()?;
+        socket.set_tcp_notsent_lowat(bytes)?;
+        Ok(before)
     }
 
     async fn send_file(&mut self, file: BorrowedFd<'_>, offset: u64, count: usize) -> io::Result<usize> {
@@ -152,10 +157,14 @@ mod tests {
     async fn only_a_tcp_socket_limits_what_waits_unsent() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        client.limit_unsent(128 * 1024).unwrap();
-        assert_eq!(socket2::SockRef::from(&client).tcp_notsent_lowat().unwrap(), 128 * 1024);
+        let lowat = || socket2::SockRef::from(&client).tcp_notsent_lowat().unwrap();
+        let before = lowat();
+        assert_eq!(client.limit_unsent(128 * 1024).unwrap(), before);
+        assert_eq!(lowat(), 128 * 1024);
+        assert_eq!(client.limit_unsent(before).unwrap(), 128 * 1024, "given back");
+        assert_eq!(lowat(), before);
         let (near, _far) = tokio::net::UnixStream::pair().unwrap();
-        near.limit_unsent(128 * 1024).unwrap();
+        assert_eq!(near.limit_unsent(128 * 1024).unwrap(), u32::MAX);
     }
 
     #[tokio::test]

@@ -126,13 +126,14 @@ impl<S: ClientStream> Connection<S> {
         if !self.sends_by_sendfile(len) {
             // Through TLS, or a large file to a client on this host: a piece at a time, one buffer.
             // The socket takes pieces while little of them waits unsent, so that copies to many
-            // clients go out in turns.
-            if let Err(err) = self.io.limit_unsent(UNSENT) {
-                tracing::warn!("a socket's TCP_NOTSENT_LOWAT: {err}");
-            }
+            // clients go out in turns; the connection's next responses are written as before.
+            let unsent_before = self.limit_unsent(UNSENT);
             let mut piece = vec![0; PIECE];
             while let Some(filled) = body.fill_next(&mut piece).map_err(cut_short)? {
                 self.write(&piece[..filled]).await?;
+            }
+            if let Some(before) = unsent_before {
+                self.limit_unsent(before);
             }
             return Ok(sent(len));
         }
@@ -156,6 +157,12 @@ impl<S: ClientStream> Connection<S> {
             }
         }
         Ok(sent(len))
+    }
+
+    /// [`ClientStream::limit_unsent`], a failure logged: the limit the socket had, if it took
+    /// the new one.
+    fn limit_unsent(&self, bytes: u32) -> Option<u32> {
+        self.io.limit_unsent(bytes).inspect_err(|err| tracing::warn!("a socket's TCP_NOTSENT_LOWAT: {err}")).ok()
     }
 
     /// Whether a body of `len` bytes goes to this client by `sendfile(2)` (`--sendfile`): only a
