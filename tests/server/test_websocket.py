@@ -264,6 +264,7 @@ def test_unfinished_messages_of_every_socket_share_the_held_budget(serve):
     late.sendall(b"".join(masked_frame(0x2 if n == 0 else 0x0, piece, fin=False) for n in range(4)))
     assert close_code_and_end(late) == 1013
     assert server.stats()["websockets"]["held_refused"] == 1
+    wait_until(lambda: disconnects(server) == [1001], message="the app to hear the late socket close")
 
     holder.sendall(masked_frame(0x0, b"end", fin=True))
     echoed = b""
