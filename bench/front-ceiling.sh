@@ -77,9 +77,9 @@ for round in $(seq "$ROUNDS"); do
         url="http://127.0.0.1:$port/hello"
         wrk -t1 -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
         raw="$BENCH_OUT/r$round-t$threads.txt"
-        front="$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat")"
+        front="$(bench_front_ticks)"
         bench_measure "$raw" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" "$url"
-        front=$(($(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$bench_server_pid/stat") - front))
+        front=$(($(bench_front_ticks) - front))
         bench_stop
         rps="$(awk '/^Requests\/sec:/ {print $2}' "$raw")"
         requests="$(awk '/ requests in / {print $1}' "$raw")"
