@@ -126,7 +126,8 @@ impl<S: ClientStream> Connection<S> {
         if !self.sends_by_sendfile(len) {
             // Through TLS, or a large file to a client on this host: a piece at a time, one buffer.
             // The socket takes pieces while little of them waits unsent, so that copies to many
-            // clients go out in turns; the connection's next responses are written as before.
+            // clients go out in turns; the socket's own limit comes back for the connection's next
+            // responses.
             let unsent_before = self.limit_unsent(UNSENT);
             let mut piece = vec![0; PIECE];
             while let Some(filled) = body.fill_next(&mut piece).map_err(cut_short)? {
