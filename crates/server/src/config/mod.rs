@@ -29,7 +29,7 @@ pub use worker_count::WorkerCount;
 
 use crate::byte_budget::ByteBudget;
 use crate::front::h2::Http2Settings;
-use crate::front::static_files::{Mount, MountOptions, StaticSettings};
+use crate::front::static_files::{MaxAge, Mount, MountOptions, StaticSettings};
 use crate::front::tls::{ClientAuth, ClientCas, TlsFiles};
 use crate::front::websocket::WebSocketSettings;
 use crate::front::FrontSettings;
@@ -301,7 +301,7 @@ fn static_settings(args: &ServeArgs) -> anyhow::Result<StaticSettings> {
         .collect();
     Ok(StaticSettings {
         mounts,
-        max_age: args.static_max_age,
+        max_age: args.static_max_age.map(MaxAge::new),
         accel_mappings: args.accel_mapping.clone(),
         sendfile_roots,
         sendfile: args.sendfile,

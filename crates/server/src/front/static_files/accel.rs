@@ -21,7 +21,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
 use super::conditional::Preconditions;
-use super::fields;
 use super::mounts::StaticSettings;
 use super::resolve::{resolve, within, Resolution};
 use super::response::{file_response, FileResponse};
@@ -102,7 +101,7 @@ impl StaticSettings {
         remove_fields(&mut headers, &[header::CONTENT_LENGTH, header::TRANSFER_ENCODING]);
         remove_fields(&mut headers, &NGINX_CONTROLS);
         if !headers.contains_key(header::CONTENT_TYPE) {
-            headers.insert(header::CONTENT_TYPE, fields::content_type(&opened.path));
+            headers.insert(header::CONTENT_TYPE, opened.content_type.clone());
         }
         let is_head = *method == Method::HEAD;
         Some(HandOff::File(file_response(opened, head.status, headers, preconditions, !is_head, is_head)))

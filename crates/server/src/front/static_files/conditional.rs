@@ -12,24 +12,29 @@ use http::header::{self, HeaderMap, HeaderValue};
 use super::range::{parse_range, ByteRange, RangeAsk};
 use headway_http1::fields::list_items;
 
-/// What identifies one version of a file.
+/// What identifies one version of a file, and the fields that say it, made once when the file is
+/// opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validators {
     /// Strong, from the modification time and the length, as nginx makes it: `"<mtime>-<len>"`
     /// in hex. A precompressed variant is another file, so it has its own.
-    pub etag: String,
+    pub etag: HeaderValue,
     /// Whole seconds, as an HTTP date carries it.
     pub modified: SystemTime,
+    /// `modified` as an HTTP date.
+    pub last_modified: HeaderValue,
 }
 
 impl Validators {
     pub fn of(meta: &Metadata) -> Validators {
         let secs = u64::try_from(meta.mtime()).unwrap_or(0);
-        Validators { etag: format!("\"{secs:x}-{:x}\"", meta.len()), modified: UNIX_EPOCH + Duration::from_secs(secs) }
+        let etag = HeaderValue::from_str(&format!("\"{secs:x}-{:x}\"", meta.len())).expect("hex digits and quotes");
+        Validators::new(etag, UNIX_EPOCH + Duration::from_secs(secs))
     }
 
-    pub fn last_modified(&self) -> String {
-        httpdate::fmt_http_date(self.modified)
+    fn new(etag: HeaderValue, modified: SystemTime) -> Validators {
+        let last_modified = HeaderValue::from_str(&httpdate::fmt_http_date(modified));
+        Validators { etag, modified, last_modified: last_modified.expect("an HTTP date is a valid value") }
     }
 }
 
@@ -115,7 +120,7 @@ mod tests {
     use super::*;
 
     fn validators() -> Validators {
-        Validators { etag: "\"5f-a\"".to_owned(), modified: UNIX_EPOCH + Duration::from_secs(1_700_000_000) }
+        Validators::new(HeaderValue::from_static("\"5f-a\""), UNIX_EPOCH + Duration::from_secs(1_700_000_000))
     }
 
     fn asking(fields: &[(&'static str, &str)]) -> Preconditions {
@@ -134,7 +139,9 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         let validators = Validators::of(&meta);
         assert_eq!(validators.etag, format!("\"{:x}-a\"", meta.mtime()));
-        assert_eq!(httpdate::parse_http_date(&validators.last_modified()).unwrap(), validators.modified);
+        let last_modified = validators.last_modified.to_str().unwrap();
+        assert_eq!(httpdate::parse_http_date(last_modified).unwrap(), validators.modified);
+        assert_eq!(validators.modified.duration_since(UNIX_EPOCH).unwrap().as_secs(), meta.mtime() as u64);
     }
 
     #[test]

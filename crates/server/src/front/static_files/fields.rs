@@ -1,6 +1,8 @@
 //! The fields a file is sent with that say what it is and how long it may be kept: its content
 //! type, by its name's extension, and `Cache-Control` from `--static-max-age`, `immutable` for a
-//! file whose name carries a digest of its content (it can never change under that name).
+//! file whose name carries a digest of its content (it can never change under that name). Both
+//! are made once, not for each request: a file's type and whether its name carries a digest
+//! while it is kept open (`open_files`), the two `Cache-Control` values with the settings.
 
 use std::path::Path;
 use std::time::Duration;
@@ -23,11 +25,26 @@ pub fn content_type(name: &Path) -> HeaderValue {
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"))
 }
 
-/// `Cache-Control` for a file named `name`, with `--static-max-age`.
-pub fn cache_control(name: &Path, max_age: Option<Duration>) -> Option<HeaderValue> {
-    let secs = max_age?.as_secs();
-    let immutable = if carries_digest(name) { ", immutable" } else { "" };
-    HeaderValue::from_str(&format!("public, max-age={secs}{immutable}")).ok()
+/// `--static-max-age`, as the `Cache-Control` values it makes: one for a file whose name carries a
+/// digest, one for any other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaxAge {
+    plain: HeaderValue,
+    immutable: HeaderValue,
+}
+
+impl MaxAge {
+    pub fn new(max_age: Duration) -> MaxAge {
+        let plain = format!("public, max-age={}", max_age.as_secs());
+        let immutable = format!("{plain}, immutable");
+        let value = |text: String| HeaderValue::from_str(&text).expect("words and digits");
+        MaxAge { plain: value(plain), immutable: value(immutable) }
+    }
+
+    /// `Cache-Control` for a file whose name does or does not carry a digest ([`carries_digest`]).
+    pub fn cache_control(&self, carries_digest: bool) -> HeaderValue {
+        if carries_digest { &self.immutable } else { &self.plain }.clone()
+    }
 }
 
 /// Whether a file name carries a digest of its content, as fingerprinted assets' names do:
@@ -79,10 +96,9 @@ mod tests {
         for name in ["app.css", "jquery-3.7.1.min.js", "logo-dark.png", "facade.css", "cafe-beef.css", "a-1234567.js"] {
             assert!(!carries_digest(Path::new(name)), "{name}");
         }
-        let max_age = Some(Duration::from_secs(3600));
-        assert_eq!(cache_control(Path::new("app.css"), max_age).unwrap(), "public, max-age=3600");
-        let fingerprinted = cache_control(Path::new("app-5c1f4d8e.css"), max_age).unwrap();
+        let max_age = MaxAge::new(Duration::from_secs(3600));
+        assert_eq!(max_age.cache_control(carries_digest(Path::new("app.css"))), "public, max-age=3600");
+        let fingerprinted = max_age.cache_control(carries_digest(Path::new("app-5c1f4d8e.css")));
         assert_eq!(fingerprinted, "public, max-age=3600, immutable");
-        assert_eq!(cache_control(Path::new("app.css"), None), None);
     }
 }

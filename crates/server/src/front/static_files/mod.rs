@@ -25,6 +25,7 @@ pub(super) mod send;
 mod variant;
 
 pub use conditional::Preconditions;
+pub use fields::MaxAge;
 pub use mounts::{Mount, MountOptions, Sendfile, StaticSettings};
 pub use response::{FileBody, FileResponse, StaticAnswer};
 

@@ -2,17 +2,18 @@
 //! mount answers, and with which file.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use tracing::debug;
 
 use super::conditional::Preconditions;
+use super::fields::MaxAge;
 use super::open_files::Opened;
 use super::resolve::{self, Resolution};
 use super::response::{file_response, FileResponse, StaticAnswer};
-use super::{fields, variant};
+use super::variant;
 
 /// `--static` (with `--static-only` and `--static-dotfiles` folded into each mount's options),
 /// `--static-max-age`, `--accel-mapping` and `--sendfile-root`.
@@ -20,7 +21,7 @@ use super::{fields, variant};
 pub struct StaticSettings {
     pub mounts: Vec<Mount>,
     /// `Cache-Control: public, max-age=` for every file served from a mount.
-    pub max_age: Option<Duration>,
+    pub max_age: Option<MaxAge>,
     /// Internal URI prefixes a worker's `X-Accel-Redirect` may name, and their directories.
     pub accel_mappings: Vec<Mount>,
     /// Directories (resolved) a worker's `X-Sendfile` may name a file under.
@@ -138,11 +139,11 @@ impl StaticSettings {
 
     /// The response for `file` (opened, under `root`): its precompressed variant if the client
     /// takes one, with its content fields.
-    fn file(&self, root: &Path, file: Opened, method: &Method, headers: &HeaderMap) -> FileResponse {
+    fn file(&self, root: &Path, file: Arc<Opened>, method: &Method, headers: &HeaderMap) -> FileResponse {
         let choice = variant::choose(root, &file.path, headers);
         let mut fields = HeaderMap::with_capacity(8);
-        fields.insert(header::CONTENT_TYPE, fields::content_type(&file.path));
-        let cache_control = fields::cache_control(&file.path, self.max_age);
+        fields.insert(header::CONTENT_TYPE, file.content_type.clone());
+        let cache_control = self.max_age.as_ref().map(|max_age| max_age.cache_control(file.carries_digest));
         let sent = match choice.variant {
             Some((coding, variant)) => {
                 fields.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
@@ -164,6 +165,9 @@ impl StaticSettings {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -201,5 +205,57 @@ mod tests {
         assert!(Mount::parse(&format!("/a={shown}:only")).is_err(), "an --accel-mapping takes no options");
         let flags = MountOptions { only: false, dot_files: true };
         assert_eq!(MountOptions { only: true, dot_files: false }.with(flags), both);
+    }
+
+    #[test]
+    fn a_file_and_its_variant_are_sent_with_the_same_fields_opened_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("app-5c1f4d8e.css"), "body{}").unwrap();
+        std::fs::write(root.join("app-5c1f4d8e.css.br"), "br").unwrap();
+        let settings = StaticSettings {
+            mounts: vec![Mount { prefix: "/assets".to_owned(), root: root.clone(), options: MountOptions::default() }],
+            max_age: Some(MaxAge::new(Duration::from_secs(60))),
+            ..StaticSettings::default()
+        };
+        let fields = |accept: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(accept));
+            let answer = settings.answer(&Method::GET, "/assets/app-5c1f4d8e.css", &headers);
+            let Some(StaticAnswer::File(response)) = answer else { panic!("no file") };
+            assert_eq!(response.status, StatusCode::OK);
+            let fields = response.headers.iter();
+            fields.map(|(name, value)| format!("{name}: {}", value.to_str().unwrap())).collect::<Vec<_>>()
+        };
+        let validators = |name: &str| {
+            let meta = std::fs::metadata(root.join(name)).unwrap();
+            let date = httpdate::fmt_http_date(meta.modified().unwrap());
+            [format!("etag: \"{:x}-{:x}\"", meta.mtime(), meta.len()), format!("last-modified: {date}")]
+        };
+        let [etag, last_modified] = validators("app-5c1f4d8e.css");
+        let plain = [
+            "content-type: text/css; charset=utf-8",
+            "vary: Accept-Encoding",
+            "cache-control: public, max-age=60, immutable",
+            &etag,
+            &last_modified,
+            "accept-ranges: bytes",
+            "content-length: 6",
+        ];
+        let [etag, last_modified] = validators("app-5c1f4d8e.css.br");
+        let brotli = [
+            "content-type: text/css; charset=utf-8",
+            "content-encoding: br",
+            "vary: Accept-Encoding",
+            "cache-control: public, max-age=60, immutable",
+            &etag,
+            &last_modified,
+            "accept-ranges: bytes",
+            "content-length: 2",
+        ];
+        for asked in ["opened", "kept"] {
+            assert_eq!(fields("identity"), plain, "{asked}");
+            assert_eq!(fields("br"), brotli, "{asked}");
+        }
     }
 }

@@ -10,10 +10,12 @@
 //! The file found is opened here, and what it is read from the open descriptor (one `fstat`), as
 //! nginx does: the directories above it are looked at with `lstat`, the file itself only opened,
 //! without following a symlink (one there goes through `realpath`). What was found stays open for
-//! a second (`open_files`), found again by the path it was asked by.
+//! a second (`open_files`), found again by the path it was asked by, for any root its resolved
+//! path lies under.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -28,7 +30,7 @@ use super::open_files::{self, Opened};
 #[derive(Debug)]
 pub enum Resolution {
     /// A regular file, opened.
-    Found(Opened),
+    Found(Arc<Opened>),
     /// Nothing (or a directory, or something not a regular file).
     Missing,
     /// A path that tries to leave the root, or names a dot file: never served.
@@ -39,10 +41,13 @@ pub enum Resolution {
 /// its query) under `root`, which must be a resolved (canonical) directory; `dot_files`: names
 /// starting with `.` may be served (never `.` or `..` themselves).
 pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
-    let mut path = root.to_path_buf();
+    // One allocation for the path; a segment without a `%` is taken as it is, not copied.
+    let mut path = PathBuf::with_capacity(root.as_os_str().len() + 1 + relative.len());
+    path.push(root);
+    let mut named = false;
     for segment in relative.split('/') {
-        let decoded: Vec<u8> = percent_decode_str(segment).collect();
-        match decoded.as_slice() {
+        let decoded: Cow<'_, [u8]> = percent_decode_str(segment).into();
+        match &*decoded {
             [] => continue,
             b"." | b".." => return Resolution::Refused("a . or .. segment"),
             [b'.', ..] if !dot_files => return Resolution::Refused("a dot file"),
@@ -50,8 +55,9 @@ pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
             bytes if bytes.contains(&0) => return Resolution::Refused("a NUL byte"),
             bytes => path.push(OsStr::from_bytes(bytes)),
         }
+        named = true;
     }
-    if path.as_path() == root {
+    if !named {
         return Resolution::Missing; // the mount itself: a directory, never listed
     }
     within(root, &path)
@@ -66,7 +72,7 @@ pub fn resolve(root: &Path, relative: &str, dot_files: bool) -> Resolution {
 /// spelled below `root` (an `X-Sendfile` path, which may hold `..`), is resolved whole by
 /// `realpath`.
 pub fn within(root: &Path, path: &Path) -> Resolution {
-    if let Some(opened) = open_files::kept(path).filter(|opened| opened.path.starts_with(root)) {
+    if let Some(opened) = open_files::kept(path).filter(|opened| lies_under(&opened.path, root)) {
         return Resolution::Found(opened);
     }
     let resolution = walked_within(root, path);
@@ -93,9 +99,9 @@ fn walked_within(root: &Path, path: &Path) -> Resolution {
             Err(_) => return Resolution::Missing,
         }
     }
-    match open(walked) {
+    match open(&walked) {
         Err(err) if err.raw_os_error() == Some(libc::ELOOP) => resolved_within(root, path),
-        opened => found(opened),
+        opened => found(walked, opened),
     }
 }
 
@@ -104,32 +110,44 @@ fn is_named(component: Component<'_>) -> bool {
     matches!(component, Component::Normal(_))
 }
 
+/// Whether `path` is `root` or below it, both resolved: spelled alike, so their bytes say it
+/// without `Path::starts_with`'s walk of their components.
+fn lies_under(path: &Path, root: &Path) -> bool {
+    let (path, root) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    match path.strip_prefix(root) {
+        Some(rest) => rest.is_empty() || rest[0] == b'/' || root.ends_with(b"/"),
+        None => false,
+    }
+}
+
 /// `path` resolved by `realpath`, if it is a regular file under `root`.
 fn resolved_within(root: &Path, path: &Path) -> Resolution {
     let resolved = match path.canonicalize() {
         Ok(resolved) => resolved,
         Err(_) => return Resolution::Missing,
     };
-    if !resolved.starts_with(root) {
+    if !lies_under(&resolved, root) {
         return Resolution::Refused("a symlink out of the directory");
     }
-    found(open(resolved))
+    let opened = open(&resolved);
+    found(resolved, opened)
 }
 
 /// Opens a file to send, and reads what it is. A symlink is not followed (`ELOOP`: one made since
 /// the path was resolved, or one the caller resolves); neither a FIFO nor a terminal can hold the
 /// open up or be taken by it before `fstat` shows it is no regular file.
-fn open(path: PathBuf) -> io::Result<Opened> {
+fn open(path: &Path) -> io::Result<(File, Metadata)> {
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
-    let file = File::options().read(true).custom_flags(flags).open(&path)?;
+    let file = File::options().read(true).custom_flags(flags).open(path)?;
     let meta = file.metadata()?;
-    Ok(Opened { path, file: Arc::new(file), meta })
+    Ok((file, meta))
 }
 
-/// What an open says of a path: a regular file is found; nothing, or anything else, is missing.
-fn found(opened: io::Result<Opened>) -> Resolution {
+/// What an open of the resolved `path` says of it: a regular file is found; nothing, or anything
+/// else, is missing.
+fn found(path: PathBuf, opened: io::Result<(File, Metadata)>) -> Resolution {
     match opened {
-        Ok(opened) if opened.meta.is_file() => Resolution::Found(opened),
+        Ok((file, meta)) if meta.is_file() => Resolution::Found(Arc::new(Opened::new(path, file, &meta))),
         _ => Resolution::Missing,
     }
 }
@@ -226,6 +244,30 @@ pub(super) mod tests {
             assert!(matches!(resolve(&tree.root, path, false), Resolution::Refused(_)), "{path}");
         }
         assert!(tree.outside.exists());
+    }
+
+    #[test]
+    fn a_path_lies_under_a_root_by_whole_components() {
+        let under = |path: &str, root: &str| lies_under(Path::new(path), Path::new(root));
+        assert!(under("/srv/public/a.css", "/srv/public"));
+        assert!(under("/srv/public", "/srv/public"));
+        assert!(under("/srv/public/a.css", "/"));
+        assert!(!under("/srv/publicity/a.css", "/srv/public"), "a longer name is another directory");
+        assert!(!under("/srv/pub", "/srv/public"));
+        assert!(!under("/srv/secret", "/srv/public"));
+    }
+
+    #[test]
+    fn a_file_kept_for_one_root_is_not_served_for_a_root_it_lies_outside() {
+        let tree = tree();
+        let sub = tree.root.join("sub");
+        std::os::unix::fs::symlink(tree.root.join("a.css"), sub.join("up.css")).unwrap();
+        let asked = sub.join("up.css");
+        assert_eq!(found_path(&within(&tree.root, &asked)), Some(tree.root.join("a.css")), "inside the root");
+        assert!(open_files::kept(&asked).is_some(), "kept for the next ask");
+        assert!(matches!(within(&sub, &asked), Resolution::Refused(_)), "outside sub");
+        assert!(matches!(resolve(&sub, "up.css", false), Resolution::Refused(_)), "by a mount's path");
+        assert_eq!(found_path(&within(&tree.root, &asked)), Some(tree.root.join("a.css")));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::StatusCode;
 
-use super::conditional::{Preconditions, Selection, Validators};
+use super::conditional::{Preconditions, Selection};
 use super::file_io::PIECE;
 use super::open_files::Opened;
 use super::range::ByteRange;
@@ -36,7 +36,7 @@ pub struct FileResponse {
 
 /// A response's body: runs of a file, and between them the heads of a multipart body's parts.
 pub struct FileBody {
-    file: Arc<File>,
+    opened: Arc<Opened>,
     runs: VecDeque<Run>,
     len: u64,
 }
@@ -59,9 +59,9 @@ impl Run {
 }
 
 impl FileBody {
-    fn new(file: Arc<File>, runs: VecDeque<Run>) -> FileBody {
+    fn new(opened: Arc<Opened>, runs: VecDeque<Run>) -> FileBody {
         let len = runs.iter().map(Run::len).sum();
-        FileBody { file, runs, len }
+        FileBody { opened, runs, len }
     }
 
     /// The body's length in bytes.
@@ -74,7 +74,7 @@ impl FileBody {
     }
 
     pub fn file(&self) -> &File {
-        &self.file
+        &self.opened.file
     }
 
     /// The next run to send, for a socket the kernel sends the file to.
@@ -114,7 +114,7 @@ impl FileBody {
             }
             Run::File { offset, len } => {
                 let filled = usize::try_from(len).unwrap_or(usize::MAX).min(buf.len());
-                self.file.read_exact_at(&mut buf[..filled], offset)?;
+                self.opened.file.read_exact_at(&mut buf[..filled], offset)?;
                 (filled, Run::File { offset: offset + filled as u64, len: len - filled as u64 })
             }
         };
@@ -136,26 +136,20 @@ impl FileBody {
 /// content fields). Conditionals and ranges apply to a `200` only; `ranged`: a `Range` may apply
 /// (a `GET`); `is_head`: the body is not sent, though its length is said.
 pub fn file_response(
-    opened: Opened,
+    opened: Arc<Opened>,
     status: StatusCode,
     mut headers: HeaderMap,
     preconditions: &Preconditions,
     ranged: bool,
     is_head: bool,
 ) -> FileResponse {
-    let Opened { file, meta, .. } = opened;
-    let len = meta.len();
-    let validators = Validators::of(&meta);
-    if !headers.contains_key(header::ETAG) {
-        headers.insert(header::ETAG, HeaderValue::from_str(&validators.etag).expect("hex digits and quotes"));
-    }
-    if !headers.contains_key(header::LAST_MODIFIED) {
-        let date = HeaderValue::from_str(&validators.last_modified()).expect("an HTTP date is a valid value");
-        headers.insert(header::LAST_MODIFIED, date);
-    }
+    let len = opened.len;
+    let validators = &opened.validators;
+    headers.entry(header::ETAG).or_insert_with(|| validators.etag.clone());
+    headers.entry(header::LAST_MODIFIED).or_insert_with(|| validators.last_modified.clone());
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let selection =
-        if status == StatusCode::OK { preconditions.select(&validators, len, ranged) } else { Selection::Whole };
+        if status == StatusCode::OK { preconditions.select(validators, len, ranged) } else { Selection::Whole };
     let (status, runs) = match selection {
         Selection::NotModified => {
             headers.remove(header::CONTENT_TYPE);
@@ -170,8 +164,10 @@ pub fn file_response(
         Selection::Whole => (status, VecDeque::from([Run::File { offset: 0, len }])),
         Selection::Parts(ranges) => (StatusCode::PARTIAL_CONTENT, partial(&mut headers, &ranges, len)),
     };
-    let body = FileBody::new(file, runs);
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let body = FileBody::new(opened, runs);
+    let content_length =
+        if body.len() == len { body.opened.content_length.clone() } else { HeaderValue::from(body.len()) };
+    headers.insert(header::CONTENT_LENGTH, content_length);
     let body = (!is_head && !body.is_empty()).then_some(body);
     FileResponse { status, headers, body }
 }
@@ -213,13 +209,13 @@ fn partial(headers: &mut HeaderMap, ranges: &[ByteRange], len: u64) -> VecDeque<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::front::static_files::open_files::tests::opened;
 
     fn file_body(content: &[u8], runs: Vec<Run>) -> (tempfile::TempDir, FileBody) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, content).unwrap();
-        let file = Arc::new(File::open(&path).unwrap());
-        (dir, FileBody::new(file, runs.into()))
+        (dir, FileBody::new(opened(&path), runs.into()))
     }
 
     #[test]

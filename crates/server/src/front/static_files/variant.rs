@@ -11,6 +11,7 @@
 
 use std::ffi::OsString;
 use std::path::Path;
+use std::sync::Arc;
 
 use http::header::{self, HeaderMap};
 
@@ -39,7 +40,7 @@ impl Coding {
 #[derive(Debug)]
 pub struct Choice {
     /// The variant to send, opened, or `None` for the file itself.
-    pub variant: Option<(Coding, Opened)>,
+    pub variant: Option<(Coding, Arc<Opened>)>,
     /// Whether the response varies with `Accept-Encoding`: the file has a variant, or the client
     /// takes none (so none was looked for).
     pub varies: bool,
@@ -126,7 +127,7 @@ mod tests {
         let (css, html, txt) = (root.join("app.css"), root.join("page.html"), root.join("plain.txt"));
         let chosen = |file: &Path, headers: HeaderMap| {
             let choice = choose(&root, file, &headers);
-            (choice.variant.map(|(coding, opened)| (coding, opened.path)), choice.varies)
+            (choice.variant.map(|(coding, opened)| (coding, opened.path.clone())), choice.varies)
         };
         assert_eq!(chosen(&css, accept("gzip, br")), (Some((Coding::Brotli, root.join("app.css.br"))), true));
         assert_eq!(chosen(&css, accept("gzip")), (Some((Coding::Gzip, root.join("app.css.gz"))), true));
