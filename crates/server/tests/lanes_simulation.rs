@@ -387,7 +387,7 @@ mod queue {
     async fn teach(queue: &Arc<Queue>, path: &str, times: usize) {
         let busy = Arc::new(Tally::default());
         for _ in 0..times {
-            let wait = queue.enqueue(request(path));
+            let wait = queue.enqueue(request(path), None);
             let job = queue.next_job(&busy).recv().await;
             finish(queue, job, service_of(path), &busy);
             drop(wait);
@@ -454,7 +454,7 @@ mod queue {
     async fn no_slot_idles_while_a_request_waits() {
         let queue = learned_fast_and_slow(4, Duration::from_secs(10)).await;
         let paths = ["/sleep/400?1", "/sleep/400?2", "/sleep/10?1", "/sleep/400?3", "/sleep/10?2"];
-        let _waits: Vec<Wait> = paths.iter().map(|path| queue.enqueue(request(path))).collect();
+        let _waits: Vec<Wait> = paths.iter().map(|path| queue.enqueue(request(path), None)).collect();
         // Fast ones first; then the slow ones, although slow requests then hold more slots than
         // their share: nothing else waits, and a free slot never stays idle.
         let busy = Arc::new(Tally::default());
@@ -470,7 +470,7 @@ mod queue {
     async fn arrive(queue: &Arc<Queue>, paths: &[&str]) -> Vec<Wait> {
         let mut waits = Vec::new();
         for path in paths {
-            waits.push(queue.enqueue(request(path)));
+            waits.push(queue.enqueue(request(path), None));
             tokio::time::advance(MS).await;
         }
         waits
@@ -519,7 +519,7 @@ mod queue {
                 tokio::spawn(async move {
                     let mut served = 0;
                     while start.elapsed() < Duration::from_secs(3) {
-                        if let Outcome::Response(_) = queue.enqueue(request("/sleep/10")).outcome().await {
+                        if let Outcome::Response(_) = queue.enqueue(request("/sleep/10"), None).outcome().await {
                             served += 1;
                         }
                     }
@@ -528,7 +528,7 @@ mod queue {
             })
             .collect();
         tokio::time::sleep(500 * MS).await;
-        let mut slow = queue.enqueue(request("/sleep/400?late"));
+        let mut slow = queue.enqueue(request("/sleep/400?late"), None);
         let Outcome::Response(response) = slow.outcome().await else { panic!("the slow request was not served") };
         // Passed over for half its service time, then started as the next slot freed up.
         let queued = response.timing.queued;
@@ -543,13 +543,13 @@ mod queue {
     #[tokio::test(start_paused = true)]
     async fn a_route_whose_speed_changes_moves_between_lanes() {
         let queue = queue(1, Duration::from_secs(10), LaneSettings::default());
-        let lane_of = |path| queue.enqueue(request(path)).lane().expect("lanes are on").to_string();
+        let lane_of = |path| queue.enqueue(request(path), None).lane().expect("lanes are on").to_string();
         teach(&queue, "/a", 10).await;
         teach(&queue, "/b/1", 3).await;
         assert_eq!(lane_of("/b/1"), "fast");
         // /b/1 now takes 500 ms: slow after one such request.
         let busy = Arc::new(Tally::default());
-        let wait = queue.enqueue(request("/b/1"));
+        let wait = queue.enqueue(request("/b/1"), None);
         let job = queue.next_job(&busy).recv().await;
         finish(&queue, job, 500 * MS, &busy);
         drop(wait);
@@ -567,10 +567,10 @@ mod queue {
             LaneSettings { enabled: true, declared: vec![LanePattern::parse("/reports/**").expect("a pattern")] };
         let queue = queue(1, Duration::from_secs(10), lanes);
         let busy = Arc::new(Tally::default());
-        let blocker = queue.enqueue(request("/sleep/10"));
+        let blocker = queue.enqueue(request("/sleep/10"), None);
         let running = queue.next_job(&busy).recv().await;
-        let report = queue.enqueue(request("/reports/2024/q1"));
-        let page = queue.enqueue(request("/page"));
+        let report = queue.enqueue(request("/reports/2024/q1"), None);
+        let page = queue.enqueue(request("/page"), None);
         assert_eq!(report.lane().as_deref(), Some("/reports/**"));
         assert_eq!(page.lane().as_deref(), Some("fast"));
         finish(&queue, running, 10 * MS, &busy);
@@ -600,7 +600,7 @@ mod queue {
                     let slow = kinds.lock().expect("not poisoned").random_ratio(1, 10);
                     let path = if slow { "/sleep/500" } else { "/sleep/20" };
                     let sent = Instant::now();
-                    let outcome = queue.enqueue(request(path)).outcome().await;
+                    let outcome = queue.enqueue(request(path), None).outcome().await;
                     answers.push((slow, sent.elapsed(), matches!(outcome, Outcome::Failed(Failure::QueueTimeout))));
                 }
                 answers

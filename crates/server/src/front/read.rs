@@ -270,12 +270,14 @@ pub(super) async fn read_when_ready<S: ClientStream>(io: &mut S, buf: &mut Bytes
     }
 }
 
-/// Whether `buf` holds the blank line that ends a head, looking only at bytes from `from`
-/// on (and the three before, which may start the terminator).
+/// Whether `buf` holds the blank line that ends a head (`\n\n` or `\n\r\n`), looking only at
+/// bytes from `from` on (and the two before, which may start the terminator). A head has a
+/// line feed every few dozen bytes, so this jumps from one to the next (`memchr`) rather
+/// than comparing every position.
 fn has_head_end(buf: &[u8], from: usize) -> bool {
-    let start = from.saturating_sub(3);
-    let window = &buf[start..];
-    window.windows(2).any(|pair| pair == b"\n\n") || window.windows(3).any(|triple| triple == b"\n\r\n")
+    let start = from.saturating_sub(2);
+    memchr::memchr_iter(b'\n', &buf[start..])
+        .any(|at| matches!(&buf[start + at + 1..], [b'\n', ..] | [b'\r', b'\n', ..]))
 }
 
 #[cfg(test)]
@@ -289,5 +291,8 @@ mod tests {
         assert!(has_head_end(head, head.len() - 1), "terminator split across reads");
         assert!(!has_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n", 0));
         assert!(has_head_end(b"GET / HTTP/1.0\n\n", 10));
+        assert!(has_head_end(b"GET / HTTP/1.0\n\n", 15), "only the last byte is new");
+        assert!(!has_head_end(b"GET / HTTP/1.1\r\nHost: a\r\n\r", 0), "the blank line's feed yet to come");
+        assert!(!has_head_end(b"GET / HTTP/1.1\r\nHost: a\r\nX: \r\r\n", 0), "a lone CR ends no head");
     }
 }

@@ -108,11 +108,12 @@ impl<S: ClientStream> Connection<S> {
             Preconditions::of(&head.headers)
         });
         let trusted = &self.front.settings.trusted_proxies;
-        let mut request = worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
+        let (mut request, client) =
+            worker_request(head.method, uri, Version::HTTP_11, head.headers, body, &self.peer, trusted);
         if websocket.is_some() {
             ask_worker_to_upgrade(&mut request);
         }
-        let mut wait = self.front.queue.enqueue(request);
+        let mut wait = self.front.queue.enqueue(request, client);
         if let Some(fields) = logged.as_mut() {
             fields.took_lane(wait.lane());
         }

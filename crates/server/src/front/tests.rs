@@ -239,7 +239,7 @@ async fn a_shed_request_is_told_when_a_slot_is_likely_free() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(harness.queue.depth(), 1, "/late is queued");
     let request = || http::Request::new(RequestBody::Memory(Bytes::new()));
-    let _behind: Vec<_> = (0..4).map(|_| harness.queue.enqueue(request())).collect();
+    let _behind: Vec<_> = (0..4).map(|_| harness.queue.enqueue(request(), None)).collect();
     let responses = read_responses(&mut client, 1).await;
     // Shed at its 30 s deadline with four waiting behind it that no slot started: a newcomer
     // would wait five services of 2.5 s for the one slot.

@@ -5,8 +5,8 @@
 //!
 //! The body is always whole and sent with `Content-Length`, so a worker never sees chunked
 //! uploads, `Expect`, or a slow client. The forwarding headers say who the client is and how
-//! it came (see [`super::forwarding_fields`]; the client's address rides along as a [`Client`] extension,
-//! the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's
+//! it came (see [`super::forwarding_fields`]; the client's address goes beside the request as a
+//! [`Client`], the bundled worker's `REMOTE_ADDR`), and `X-Request-Start` (Heroku's and New Relic's
 //! convention) says when the request became complete, so an app can measure its own queue time.
 //!
 //! The target goes on as the client sent it, except for the bytes a request line may hold (the
@@ -59,9 +59,9 @@ pub fn settle_target(target: &mut String) -> Result<Uri, HttpError> {
     })
 }
 
-/// Builds the request to send to a worker. `uri`: the target, settled by [`settle_target`];
-/// `version`: what the worker is told the client spoke (HTTP/1.1 for every HTTP/1 client, since
-/// the front re-frames the exchange; HTTP/2 for an HTTP/2 stream).
+/// Builds the request to send to a worker, and says who its client is. `uri`: the target, settled
+/// by [`settle_target`]; `version`: what the worker is told the client spoke (HTTP/1.1 for every
+/// HTTP/1 client, since the front re-frames the exchange; HTTP/2 for an HTTP/2 stream).
 pub fn worker_request(
     method: Method,
     uri: Uri,
@@ -70,7 +70,7 @@ pub fn worker_request(
     body: RequestBody,
     peer: &Peer,
     trusted: &TrustedProxies,
-) -> http::Request<RequestBody> {
+) -> (http::Request<RequestBody>, Option<Client>) {
     strip_connection_fields(&mut headers);
     remove_fields(&mut headers, &[header::EXPECT, header::CONTENT_LENGTH]);
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
@@ -84,10 +84,7 @@ pub fn worker_request(
     *request.version_mut() = version;
     *request.uri_mut() = uri;
     *request.headers_mut() = headers;
-    if let Some(client) = client {
-        request.extensions_mut().insert::<Client>(client);
-    }
-    request
+    (request, client)
 }
 
 /// `t=` and the microseconds since the epoch, without the formatting machinery (a request's
@@ -117,7 +114,12 @@ mod tests {
     }
 
     /// `worker_request` for a head as the HTTP/1 connection makes it: its target settled first.
-    fn request_of(raw: &str, body: RequestBody, peer: &Peer, trusted: &TrustedProxies) -> http::Request<RequestBody> {
+    fn request_of(
+        raw: &str,
+        body: RequestBody,
+        peer: &Peer,
+        trusted: &TrustedProxies,
+    ) -> (http::Request<RequestBody>, Option<Client>) {
         let mut head = head(raw);
         let uri = settle_target(&mut head.target).unwrap();
         worker_request(head.method, uri, Version::HTTP_11, head.headers, body, peer, trusted)
@@ -149,7 +151,7 @@ mod tests {
         let raw = "POST /p?q=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
                    Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-Forwarded-For: 10.0.0.1\r\n\
                    X-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n";
-        let request = request_of(
+        let (request, client) = request_of(
             raw,
             RequestBody::Memory(Bytes::from_static(b"hello")),
             &Peer::new(Some("192.0.2.7".parse().unwrap()), true, false),
@@ -160,7 +162,7 @@ mod tests {
         assert_eq!(request.uri(), "/p?q=1");
         assert_eq!(headers[header::CONTENT_LENGTH], "5");
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 192.0.2.7");
-        assert_eq!(request.extensions().get::<Client>(), Some(&Client(Bytes::from_static(b"10.0.0.1"))));
+        assert_eq!(client, Some(Client(Bytes::from_static(b"10.0.0.1"))));
         // A trusted router's scheme is kept, not overwritten with http.
         assert_eq!(headers[&X_FORWARDED_PROTO], "https");
         assert!(headers[&X_REQUEST_START].to_str().unwrap().starts_with("t="));
@@ -173,11 +175,11 @@ mod tests {
     #[test]
     fn bodiless_get_has_no_content_length() {
         let local = |raw| request_of(raw, RequestBody::Memory(Bytes::new()), &Peer::local(), &trusted());
-        let request = local("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        let (request, client) = local("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(!request.headers().contains_key(header::CONTENT_LENGTH));
         assert!(!request.headers().contains_key(&X_FORWARDED_FOR));
-        assert_eq!(request.extensions().get::<Client>(), None, "a local router that named nobody");
-        let post = local("POST / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(client, None, "a local router that named nobody");
+        let (post, _) = local("POST / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(post.headers()[header::CONTENT_LENGTH], "0");
     }
 }

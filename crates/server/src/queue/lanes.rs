@@ -526,7 +526,7 @@ mod tests {
             http::Request::builder().uri(path).body(body).expect("a request")
         };
         let arrive = |lanes: &mut Lanes, path: &str| {
-            let (mut job, _outcome) = Job::new(request(path));
+            let (mut job, _outcome) = Job::new(request(path), None);
             job.routing = lanes.place(settings.arrival(&job.request), &job.request);
             job
         };

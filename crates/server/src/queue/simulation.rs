@@ -68,7 +68,7 @@ fn request() -> http::Request<RequestBody> {
 
 /// A client that sends one request and waits for its answer.
 fn client(queue: &Arc<Queue>, started: Instant) -> tokio::task::JoinHandle<Fate> {
-    let mut wait = queue.enqueue(request());
+    let mut wait = queue.enqueue(request(), None);
     tokio::spawn(async move {
         let result = match wait.outcome().await {
             Outcome::Response(response) => Ok(response.timing.queued),

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::time::{sleep_until, Instant};
 
 use super::controlled_delay::ControlledDelay;
-use super::job::{Failure, Job, Outcome, RequestBody, Ticket};
+use super::job::{Client, Failure, Job, Outcome, RequestBody, Ticket};
 use super::lanes::{LaneSettings, Lanes};
 use super::routing::{LaneId, Routing};
 use super::service::{expected_start, retry_after_secs, ServiceTime};
@@ -172,9 +172,10 @@ impl Queue {
     pub(super) fn admit(
         &self,
         request: http::Request<RequestBody>,
+        client: Option<Client>,
     ) -> (Ticket, LaneId, oneshot::Receiver<Outcome>, Result<(), Refused>) {
         let arrival = self.lanes.arrival(&request);
-        let (mut job, outcome) = Job::new(request);
+        let (mut job, outcome) = Job::new(request, client);
         let ticket = job.ticket;
         let mut state = self.lock();
         job.routing = state.waiting.place(arrival, &job.request);

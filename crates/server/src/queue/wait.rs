@@ -6,16 +6,16 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::job::{Failure, Job, Outcome, RequestBody, Ticket};
+use super::job::{Client, Failure, Job, Outcome, RequestBody, Ticket};
 use super::routing::LaneId;
 use super::state::{Queue, Refused};
 use crate::tally::Tally;
 
 impl Queue {
-    /// Admits a request that is complete now (head and body read) and returns its wait: handed
-    /// to an idle slot, queued at the back, or refused at the door.
-    pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>) -> Wait {
-        let (ticket, lane, outcome, admitted) = self.admit(request);
+    /// Admits a request that is complete now (head and body read), sent by `client`, and
+    /// returns its wait: handed to an idle slot, queued at the back, or refused at the door.
+    pub fn enqueue(self: &Arc<Self>, request: http::Request<RequestBody>, client: Option<Client>) -> Wait {
+        let (ticket, lane, outcome, admitted) = self.admit(request, client);
         let stage = match admitted {
             Ok(()) => Stage::Queued,
             Err(refused) => Stage::Refused(refused),

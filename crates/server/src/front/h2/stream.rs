@@ -123,8 +123,9 @@ impl Stream {
             Preconditions::of(&headers)
         });
         let trusted = &front.settings.trusted_proxies;
-        let request = worker_request(method.clone(), uri, Version::HTTP_2, headers, body, &self.shared.peer, trusted);
-        let wait = front.queue.enqueue(request);
+        let peer = &self.shared.peer;
+        let (request, client) = worker_request(method.clone(), uri, Version::HTTP_2, headers, body, peer, trusted);
+        let wait = front.queue.enqueue(request, client);
         if let Some(fields) = logged.as_mut() {
             fields.took_lane(wait.lane());
         }

@@ -57,11 +57,13 @@ impl SlotLine {
         ClientGoneSignal { link: self.link.clone(), index: self.index }
     }
 
-    /// Sends a request and waits for the response head. Whatever goes wrong leaves the line
-    /// poisoned; only a clean end (the whole response, or the worker's own abort) does not.
+    /// Sends a request (from `client`, the app's `REMOTE_ADDR`) and waits for the response head.
+    /// Whatever goes wrong leaves the line poisoned; only a clean end (the whole response, or the
+    /// worker's own abort) does not.
     pub(super) async fn exchange(
         &mut self,
         request: http::Request<RequestBody>,
+        client: Option<Client>,
     ) -> Result<(http::response::Parts, Exchange<'_>), LinkError> {
         self.poisoned = true;
         if !self.slot().is_idle() {
@@ -77,7 +79,7 @@ impl SlotLine {
             hop_version(parts.version),
             parts.method.as_str().as_bytes(),
             target.as_bytes(),
-            parts.extensions.get::<Client>().map_or(&b""[..], |client| &client.0[..]),
+            client.as_ref().map_or(&b""[..], |client| &client.0[..]),
             headers,
         );
         {

@@ -33,7 +33,9 @@ use tracing::{debug, warn};
 use hop::ClientGoneSignal;
 use link::{LinkError, WorkerBody};
 
-use crate::queue::job::{Failure, Job, Outcome, ResponseBody, Timing, Upgraded, WebSocketHandshake, WorkerResponse};
+use crate::queue::job::{
+    Client, Failure, Job, Outcome, RequestBody, ResponseBody, Timing, Upgraded, WebSocketHandshake, WorkerResponse,
+};
 use crate::queue::Queue;
 use crate::spool::{self, SpoolLimits};
 use crate::workers::worker::{Phase, Transport, Worker};
@@ -162,13 +164,17 @@ impl Slot {
                 }
                 Link::Http(connection) => {
                     let socket = self.worker.socket.of(generation);
-                    self.forward(job, started, None, silence.as_mut(), |request| connection.exchange(socket, request))
-                        .await
+                    self.forward(job, started, None, silence.as_mut(), |request, _| {
+                        connection.exchange(socket, request)
+                    })
+                    .await
                 }
                 Link::Hop(line) => {
                     let client_gone = line.client_gone_signal();
-                    self.forward(job, started, Some(&client_gone), silence.as_mut(), |request| line.exchange(request))
-                        .await
+                    self.forward(job, started, Some(&client_gone), silence.as_mut(), |request, client| {
+                        line.exchange(request, client)
+                    })
+                    .await
                 }
             };
             busy.down();
@@ -201,19 +207,19 @@ impl Slot {
         started: Instant,
         client_gone: Option<&ClientGoneSignal>,
         mut silence: Pin<&mut Sleep>,
-        exchange: impl FnOnce(http::Request<crate::queue::job::RequestBody>) -> F,
+        exchange: impl FnOnce(http::Request<RequestBody>, Option<Client>) -> F,
     ) -> After
     where
         B: WorkerBody,
         F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
     {
-        let Job { request, mut reply, complete_at, .. } = job;
+        let Job { request, client, mut reply, complete_at, .. } = job;
         if reply.is_closed() {
             return After::Reuse; // the client left between dispatch and now: nothing to run
         }
         let timeout = self.settings.request_timeout;
         silence.as_mut().reset(started + timeout);
-        let exchanged = exchange(request);
+        let exchanged = exchange(request, client);
         tokio::pin!(exchanged);
         let mut told = false;
         let exchanged = loop {

@@ -45,7 +45,7 @@ impl FakeWorker {
             .header(http::header::HOST, "test")
             .body(RequestBody::Memory(body))
             .unwrap();
-        self.queue.enqueue(request)
+        self.queue.enqueue(request, None)
     }
 }
 

@@ -92,7 +92,7 @@ async fn request(queue: &Arc<Queue>, path: &str) -> Result<u32, Failure> {
         .header(http::header::HOST, "test")
         .body(RequestBody::Memory(Bytes::new()))
         .unwrap();
-    match queue.enqueue(request).outcome().await {
+    match queue.enqueue(request, None).outcome().await {
         Outcome::Response(response) => {
             let crate::queue::job::ResponseBody::Complete(body) = response.body else { panic!("a short body") };
             Ok(std::str::from_utf8(&body).unwrap().parse().unwrap())

@@ -45,7 +45,7 @@ pub(super) fn handshake(fake: &FakeWorker, path: &str) -> Wait {
         .body(RequestBody::Memory(Bytes::new()))
         .unwrap();
     request.extensions_mut().insert(WebSocketHandshake);
-    fake.queue.enqueue(request)
+    fake.queue.enqueue(request, None)
 }
 
 #[tokio::test]
