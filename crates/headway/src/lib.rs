@@ -10,27 +10,20 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-/// Every request allocates and frees a few dozen small objects (its header map, job, channels,
-/// read buffer), and glibc's malloc spends much of that time freeing and consolidating; mimalloc
-/// serves them from per-thread free lists (granian's wheels link jemalloc for the same reason).
+mod allocator;
+
+use allocator::{give_back_memory, Allocator};
+
 /// Declared here, so the standalone binary and the Python extension (front and native worker)
-/// both use it.
+/// both use it ([`allocator`]).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Allocator = Allocator;
 
 /// What `headway --version` prints after the name: the version, the commit and the target this
 /// was built for (from `build.rs`), so a bug report says which build it is about. The binary and
 /// the Python extension both show this line.
 pub const VERSION: &str =
     concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("HEADWAY_COMMIT"), ", ", env!("HEADWAY_TARGET"), ")");
-
-/// Has mimalloc return to the system the memory it has held free longer than its purge delay
-/// (a second). It does so by itself only when the allocating thread is next busy; the front calls
-/// this now and then, so memory a burst of connections took comes back once they close.
-fn give_back_memory() {
-    // SAFETY: mi_collect takes no pointers; `false` asks only for what is due, without stalls.
-    unsafe { libmimalloc_sys::mi_collect(false) }
-}
 
 #[derive(Parser)]
 #[command(name = "headway", version = VERSION, about = "An application server with one queue", long_about = None)]
