@@ -5,7 +5,9 @@
 # - stub: a GET through the queue and a slot to crates/hop/examples/stub_worker.rs, which answers
 #   every request on the hop at once, so every instruction counted is the front's;
 # - static: a keep-alive GET of a 1 KiB file served by the front itself (--static), the shared
-#   connection cost without the queue.
+#   connection cost without the queue;
+# - tls: the stub's GET over HTTPS (HTTP/1.1 keep-alive, a P-256 certificate made for the run),
+#   which beside the stub's count is what rustls costs a request.
 #
 # The front (not its workers) runs under `valgrind --tool=callgrind --instr-atstart=no`; WARMUP
 # requests of `headway load` first, then counting on (`callgrind_control -i on`) for REQUESTS
@@ -16,7 +18,7 @@
 # yes) to show where they went. Nothing here is timed.
 #
 # Usage: bench/front-instructions.sh
-# Env:   PATHS="stub static"  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
+# Env:   PATHS="stub static" (or tls too)  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
@@ -44,25 +46,36 @@ mkdir -p "$STATIC_DIR"
 head -c 1024 /dev/zero | tr '\0' 'a' >"$STATIC_DIR/1k.txt"
 
 # load URL N: N requests of `headway load` on CONNECTIONS keep-alive connections, bounded.
+if [[ " $PATHS " == *" tls "* ]]; then
+    bench_need openssl
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$BENCH_OUT/key.pem" -out "$BENCH_OUT/cert.pem" 2>/dev/null
+    BENCH_CURL=(curl -k) # the readiness probe takes the run's certificate
+fi
+
 load() {
-    timeout "$LOAD_SECS" "$HEADWAY" load -n "$2" -c "$CONNECTIONS" "$1" >>"$BENCH_OUT/load.txt" ||
+    timeout "$LOAD_SECS" "$HEADWAY" load -k -n "$2" -c "$CONNECTIONS" "$1" >>"$BENCH_OUT/load.txt" ||
         bench_die "the load run on $1 failed or took over $LOAD_SECS s: $BENCH_OUT/load.txt"
 }
 
 # count PATH ROUND: the front's instructions a request on PATH (stub or static), all of them and
 # the connections' tasks' share, tab-separated.
 count() {
-    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind"
+    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=()
     port="$(bench_free_port)"
     case "$name" in
         stub) url="http://127.0.0.1:$port/hello" ;;
         static) url="http://127.0.0.1:$port/s/1k.txt" ;;
-        *) bench_die "PATHS names stub or static, not $name" ;;
+        tls)
+            url="https://127.0.0.1:$port/hello"
+            tls=(--certfile "$BENCH_OUT/cert.pem" --keyfile "$BENCH_OUT/key.pem")
+            ;;
+        *) bench_die "PATHS names stub, static or tls, not $name" ;;
     esac
     rm -f "$out" "$out".*
     HEADWAY_PYTHON="$STUB" bench_start "$name-$2" "$url" valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" --front-threads 1 \
-        --static "/s=$STATIC_DIR" -b "127.0.0.1:$port" --log-level warn
+        --static "/s=$STATIC_DIR" -b "127.0.0.1:$port" --log-level warn "${tls[@]}"
     load "$url" "$WARMUP"
     timeout 30 callgrind_control -i on "$bench_server_pid" >/dev/null 2>&1
     load "$url" "$REQUESTS"
@@ -76,8 +89,12 @@ count() {
     total="$(awk '/^totals:/ {print $2; exit}' "$dump")"
     # The first (largest) entry of the task's own function: callgrind_annotate ends a line with
     # ` [binary]` only for some entries, so the name may end the line.
+    # A TLS connection's task is inlined into the one that makes the handshake: its share is
+    # that task's, handshake included.
+    local task='conn::Connection<S>>::serve::\{\{closure\}\}( |$)'
+    [[ "$name" == tls ]] && task='state::Front>::serve_tls::\{\{closure\}\} '
     connection="$(callgrind_annotate --inclusive=yes "$dump" |
-        awk '/conn::Connection<S>>::serve::\{\{closure\}\}( |$)/ && !found {gsub(",", "", $1); print $1; found = 1}')"
+        awk -v task="$task" '$0 ~ task && !found {gsub(",", "", $1); print $1; found = 1}')"
     awk -v n="$REQUESTS" -v t="$total" -v c="${connection:-0}" 'BEGIN {printf "%.0f\t%.0f\n", t / n, c / n}'
 }
 
@@ -93,4 +110,4 @@ for name in $PATHS; do
     printf '%-7s %8s %11s  %s\n' "$name" "$(cut -f1 "$rounds" | bench_median)" "$(cut -f2 "$rounds" | bench_median)" \
         "$(tr '\t\n' '/ ' <"$rounds")"
 done
-echo "profiles: $BENCH_OUT/{stub,static}-N.callgrind.1 (callgrind_annotate --inclusive=no FILE)"
+echo "profiles: $BENCH_OUT/PATH-N.callgrind.1 (callgrind_annotate --inclusive=no FILE)"

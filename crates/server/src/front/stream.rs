@@ -138,11 +138,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ClientStream for ReadAhead<S> {
         self.peek().await.map(drop)
     }
 
-    /// What was read ahead; after [`ClientStream::readable`], nothing left means the end.
+    /// What was read ahead, and what the stream has behind it now: a TLS stream holds the rest
+    /// of the record it decrypted for the byte read ahead, so a head that came in one record is
+    /// whole after one call, and the connection neither waits again nor grows its buffer for
+    /// the rest. After [`ClientStream::readable`], nothing read ahead means the end.
     fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         let ahead = self.take_ahead();
+        if ahead.is_empty() {
+            return Ok(0);
+        }
         buf.extend_from_slice(&ahead);
-        Ok(ahead.len())
+        match read_now(self, buf) {
+            Ok(behind) => Ok(ahead.len() + behind),
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(ahead.len()),
+            Err(err) => Err(err),
+        }
     }
 }
 
@@ -199,6 +209,25 @@ mod tests {
         client.write_all(b"more").await.unwrap();
         ClientStream::readable(&mut server).await.unwrap();
         assert_eq!(ClientStream::try_read_buf(&mut server, &mut buf).unwrap(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_layered_stream_gives_what_came_behind_the_byte_read_ahead() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut stream = ReadAhead::new(server, Bytes::new());
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        stream.readable().await.unwrap();
+        let mut buf = BytesMut::with_capacity(64);
+        assert_eq!(stream.try_read_buf(&mut buf).unwrap(), 18, "the whole head in one call");
+        assert_eq!(&buf[..], b"GET / HTTP/1.1\r\n\r\n");
+        // Nothing more has come: the next call waits for it, and then an end reads as one.
+        {
+            let waiting = std::pin::pin!(stream.readable());
+            assert!(waiting.poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        }
+        drop(client);
+        stream.readable().await.unwrap();
+        assert_eq!(stream.try_read_buf(&mut buf).unwrap(), 0);
     }
 
     #[tokio::test]
