@@ -7,7 +7,9 @@
 # - static: a keep-alive GET of a 1 KiB file served by the front itself (--static), the shared
 #   connection cost without the queue;
 # - tls: the stub's GET over HTTPS (HTTP/1.1 keep-alive, a P-256 certificate made for the run),
-#   which beside the stub's count is what rustls costs a request.
+#   which beside the stub's count is what rustls costs a request;
+# - h2: the stub's GET over HTTP/2 with prior knowledge (h2c), STREAMS requests at once on each
+#   connection.
 #
 # The front (not its workers) runs under `valgrind --tool=callgrind --instr-atstart=no`; WARMUP
 # requests of `headway load` first, then counting on (`callgrind_control -i on`) for REQUESTS
@@ -18,7 +20,7 @@
 # yes) to show where they went. Nothing here is timed.
 #
 # Usage: bench/front-instructions.sh
-# Env:   PATHS="stub static" (or tls too)  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
+# Env:   PATHS="stub static" (or tls and h2 too)  STREAMS=4  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
@@ -34,6 +36,7 @@ WORKERS="${WORKERS:-2}"
 SLOTS="${SLOTS:-5}"
 # A bound on every load run: under callgrind the front serves some thousands of requests a second.
 LOAD_SECS="${LOAD_SECS:-120}"
+STREAMS="${STREAMS:-4}"
 
 bench_need valgrind callgrind_control cargo timeout
 HEADWAY="${HEADWAY:-${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/headway}"
@@ -53,15 +56,16 @@ if [[ " $PATHS " == *" tls "* ]]; then
     BENCH_CURL=(curl -k) # the readiness probe takes the run's certificate
 fi
 
+# load URL COUNT [FLAG...]
 load() {
-    timeout "$LOAD_SECS" "$HEADWAY" load -k -n "$2" -c "$CONNECTIONS" "$1" >>"$BENCH_OUT/load.txt" ||
+    timeout "$LOAD_SECS" "$HEADWAY" load -k -n "$2" -c "$CONNECTIONS" "${@:3}" "$1" >>"$BENCH_OUT/load.txt" ||
         bench_die "the load run on $1 failed or took over $LOAD_SECS s: $BENCH_OUT/load.txt"
 }
 
 # count PATH ROUND: the front's instructions a request on PATH (stub or static), all of them and
 # the connections' tasks' share, tab-separated.
 count() {
-    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=()
+    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=() h2=()
     port="$(bench_free_port)"
     case "$name" in
         stub) url="http://127.0.0.1:$port/hello" ;;
@@ -70,15 +74,19 @@ count() {
             url="https://127.0.0.1:$port/hello"
             tls=(--certfile "$BENCH_OUT/cert.pem" --keyfile "$BENCH_OUT/key.pem")
             ;;
-        *) bench_die "PATHS names stub, static or tls, not $name" ;;
+        h2)
+            url="http://127.0.0.1:$port/hello"
+            h2=(--http2 --streams "$STREAMS")
+            ;;
+        *) bench_die "PATHS names stub, static, tls or h2, not $name" ;;
     esac
     rm -f "$out" "$out".*
     HEADWAY_PYTHON="$STUB" bench_start "$name-$2" "$url" valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" --front-threads 1 \
         --static "/s=$STATIC_DIR" -b "127.0.0.1:$port" --log-level warn "${tls[@]}"
-    load "$url" "$WARMUP"
+    load "$url" "$WARMUP" "${h2[@]}"
     timeout 30 callgrind_control -i on "$bench_server_pid" >/dev/null 2>&1
-    load "$url" "$REQUESTS"
+    load "$url" "$REQUESTS" "${h2[@]}"
     timeout 30 callgrind_control -i off "$bench_server_pid" >/dev/null 2>&1
     timeout 30 callgrind_control -d "$bench_server_pid" >/dev/null 2>&1
     bench_stop
@@ -90,9 +98,11 @@ count() {
     # The first (largest) entry of the task's own function: callgrind_annotate ends a line with
     # ` [binary]` only for some entries, so the name may end the line.
     # A TLS connection's task is inlined into the one that makes the handshake: its share is
-    # that task's, handshake included.
+    # that task's, handshake included. An HTTP/2 connection's is the TCP connection's task, its
+    # streams' tasks (the requests' parts) not included.
     local task='conn::Connection<S>>::serve::\{\{closure\}\}( |$)'
     [[ "$name" == tls ]] && task='state::Front>::serve_tls::\{\{closure\}\} '
+    [[ "$name" == h2 ]] && task='state::Front>::serve_tcp::\{\{closure\}\} '
     connection="$(callgrind_annotate --inclusive=yes "$dump" |
         awk -v task="$task" '$0 ~ task && !found {gsub(",", "", $1); print $1; found = 1}')"
     awk -v n="$REQUESTS" -v t="$total" -v c="${connection:-0}" 'BEGIN {printf "%.0f\t%.0f\n", t / n, c / n}'

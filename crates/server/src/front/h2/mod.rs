@@ -115,7 +115,10 @@ where
                     accepted += 1;
                     front.stats.http2_stream();
                     (idle_until, idle_gauge, close_at) = (None, None, None);
-                    streams.spawn(stream::serve(shared.clone(), request, respond));
+                    // Boxed: a task holds its future inline, and tokio moves what it holds
+                    // several times over a task's life (spawned, finished, its output read);
+                    // a stream's future is kilobytes, a box a word.
+                    streams.spawn(Box::pin(stream::serve(shared.clone(), request, respond)));
                     if max_requests != 0 && accepted >= max_requests && !going_away {
                         connection.graceful_shutdown();
                         going_away = true;
