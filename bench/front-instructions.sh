@@ -9,7 +9,8 @@
 # - tls: the stub's GET over HTTPS (HTTP/1.1 keep-alive, a P-256 certificate made for the run),
 #   which beside the stub's count is what rustls costs a request;
 # - h2: the stub's GET over HTTP/2 with prior knowledge (h2c), STREAMS requests at once on each
-#   connection.
+#   connection;
+# - post: the stub's POST with a 1 KiB body, the body carried to the worker through the ring.
 #
 # The front (not its workers) runs under `valgrind --tool=callgrind --instr-atstart=no`; WARMUP
 # requests of `headway load` first, then counting on (`callgrind_control -i on`) for REQUESTS
@@ -20,7 +21,7 @@
 # yes) to show where they went. Nothing here is timed.
 #
 # Usage: bench/front-instructions.sh
-# Env:   PATHS="stub static" (or tls and h2 too)  STREAMS=4  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
+# Env:   PATHS="stub static" (or tls, h2 and post too)  STREAMS=4  ROUNDS=5  WARMUP=500  REQUESTS=5000  CONNECTIONS=16  WORKERS=2  SLOTS=5
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
@@ -65,7 +66,7 @@ load() {
 # count PATH ROUND: the front's instructions a request on PATH (stub or static), all of them and
 # the connections' tasks' share, tab-separated.
 count() {
-    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=() h2=()
+    local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=() flags=()
     port="$(bench_free_port)"
     case "$name" in
         stub) url="http://127.0.0.1:$port/hello" ;;
@@ -76,17 +77,21 @@ count() {
             ;;
         h2)
             url="http://127.0.0.1:$port/hello"
-            h2=(--http2 --streams "$STREAMS")
+            flags=(--http2 --streams "$STREAMS")
             ;;
-        *) bench_die "PATHS names stub, static, tls or h2, not $name" ;;
+        post)
+            url="http://127.0.0.1:$port/hello"
+            flags=(-m POST -D "$STATIC_DIR/1k.txt" -T application/json)
+            ;;
+        *) bench_die "PATHS names stub, static, tls, h2 or post, not $name" ;;
     esac
     rm -f "$out" "$out".*
     HEADWAY_PYTHON="$STUB" bench_start "$name-$2" "$url" valgrind --tool=callgrind --instr-atstart=no \
         --callgrind-out-file="$out" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" --front-threads 1 \
         --static "/s=$STATIC_DIR" -b "127.0.0.1:$port" --log-level warn "${tls[@]}"
-    load "$url" "$WARMUP" "${h2[@]}"
+    load "$url" "$WARMUP" "${flags[@]}"
     timeout 30 callgrind_control -i on "$bench_server_pid" >/dev/null 2>&1
-    load "$url" "$REQUESTS" "${h2[@]}"
+    load "$url" "$REQUESTS" "${flags[@]}"
     timeout 30 callgrind_control -i off "$bench_server_pid" >/dev/null 2>&1
     timeout 30 callgrind_control -d "$bench_server_pid" >/dev/null 2>&1
     bench_stop

@@ -113,21 +113,43 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, us
         _ => Version::HTTP_11,
     };
     let mut headers = HeaderMap::with_capacity(request.headers.len() + ADDED_ON_THE_WAY);
+    let mut noted = Noted::default();
     for field in request.headers.iter() {
         let name = HeaderName::from_bytes(field.name.as_bytes())
             .map_err(|_| HttpError::bad_request("malformed header name"))?;
         let value =
             HeaderValue::from_bytes(field.value).map_err(|_| HttpError::bad_request("malformed header value"))?;
+        noted.note(&name);
         headers.append(name, value);
     }
     let target = origin_target(&method, request.path.unwrap_or_default(), &mut headers)?;
-    let body = body_kind(version, &headers, limits)?;
+    let body = if noted.framing { body_kind(version, &headers, limits)? } else { BodyKind::Empty };
     check_host(version, &headers)?;
-    let expect_continue = expects_continue(version, &headers)?;
-    let keep_alive = fields::persists(version, values(&headers, &header::CONNECTION));
+    let expect_continue = noted.expect && expects_continue(version, &headers)?;
+    let connection = noted.connection.then(|| values(&headers, &header::CONNECTION));
+    let keep_alive = fields::persists(version, connection.into_iter().flatten());
 
     let head = RequestHead { method, target, version, headers, body, keep_alive, expect_continue };
     Ok(Some((head, head_len)))
+}
+
+/// Which fields that decide a request's framing and persistence it has, noted while its map is
+/// built: most requests have none of them (a GET with a `Host`), and looking each up in the map
+/// costs a hash and a probe.
+#[derive(Default)]
+struct Noted {
+    /// `Content-Length` or `Transfer-Encoding`.
+    framing: bool,
+    expect: bool,
+    connection: bool,
+}
+
+impl Noted {
+    fn note(&mut self, name: &HeaderName) {
+        self.framing |= name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING;
+        self.expect |= name == header::EXPECT;
+        self.connection |= name == header::CONNECTION;
+    }
 }
 
 /// Fields the front adds before a request goes to a worker (`Content-Length`, `X-Request-Start`,
