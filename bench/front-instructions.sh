@@ -49,21 +49,18 @@ STATIC_DIR="$BENCH_OUT/static"
 mkdir -p "$STATIC_DIR"
 head -c 1024 /dev/zero | tr '\0' 'a' >"$STATIC_DIR/1k.txt"
 
-# load URL N: N requests of `headway load` on CONNECTIONS keep-alive connections, bounded.
 if [[ " $PATHS " == *" tls "* ]]; then
-    bench_need openssl
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
-        -addext subjectAltName=IP:127.0.0.1 -keyout "$BENCH_OUT/key.pem" -out "$BENCH_OUT/cert.pem" 2>/dev/null
-    BENCH_CURL=(curl -k) # the readiness probe takes the run's certificate
+    bench_certificate "$BENCH_OUT/cert.pem" "$BENCH_OUT/key.pem"
 fi
 
-# load URL COUNT [FLAG...]
+# load URL N [FLAG...]: N requests of `headway load` (with FLAGs) on CONNECTIONS keep-alive
+# connections, bounded; -k takes the tls path's certificate.
 load() {
     timeout "$LOAD_SECS" "$HEADWAY" load -k -n "$2" -c "$CONNECTIONS" "${@:3}" "$1" >>"$BENCH_OUT/load.txt" ||
         bench_die "the load run on $1 failed or took over $LOAD_SECS s: $BENCH_OUT/load.txt"
 }
 
-# count PATH ROUND: the front's instructions a request on PATH (stub or static), all of them and
+# count PATH ROUND: the front's instructions a request on PATH (one of PATHS), all of them and
 # the connections' tasks' share, tab-separated.
 count() {
     local name="$1" port url out="$BENCH_OUT/$1-$2.callgrind" tls=() flags=()
@@ -100,14 +97,14 @@ count() {
     [[ -s "$dump" ]] || bench_die "callgrind wrote no dump for $name"
     local total connection
     total="$(awk '/^totals:/ {print $2; exit}' "$dump")"
-    # The first (largest) entry of the task's own function: callgrind_annotate ends a line with
-    # ` [binary]` only for some entries, so the name may end the line.
     # A TLS connection's task is inlined into the one that makes the handshake: its share is
     # that task's, handshake included. An HTTP/2 connection's is the TCP connection's task, its
     # streams' tasks (the requests' parts) not included.
     local task='conn::Connection<S>>::serve::\{\{closure\}\}( |$)'
     [[ "$name" == tls ]] && task='state::Front>::serve_tls::\{\{closure\}\} '
     [[ "$name" == h2 ]] && task='state::Front>::serve_tcp::\{\{closure\}\} '
+    # The first (largest) entry of the task's own function: callgrind_annotate ends a line with
+    # ` [binary]` only for some entries, so the name may end the line.
     connection="$(callgrind_annotate --inclusive=yes "$dump" |
         awk -v task="$task" '$0 ~ task && !found {gsub(",", "", $1); print $1; found = 1}')"
     awk -v n="$REQUESTS" -v t="$total" -v c="${connection:-0}" 'BEGIN {printf "%.0f\t%.0f\n", t / n, c / n}'

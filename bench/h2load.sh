@@ -38,11 +38,10 @@ bench_need h2load curl openssl bc python3 setsid /usr/bin/time
 bench_find_headway
 bench_python_peers
 BENCH_OUT="$BENCH_OUT/h2load"
-BENCH_CURL=(curl -k --http2)
 bench_init
 CERT="$BENCH_OUT/cert.pem" KEY="$BENCH_OUT/key.pem"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" 2>/dev/null
+bench_certificate "$CERT" "$KEY"
+BENCH_CURL=(curl -k --http2)
 
 label() {
     case "$1" in

@@ -49,16 +49,13 @@ bench_python_peers
 BENCH_OUT="$BENCH_OUT/hello-throughput"
 SCHEME=http
 if [[ "$TLS" == 1 ]]; then
-    bench_need openssl
     BENCH_OUT="$BENCH_OUT-tls"
     SCHEME=https
-    BENCH_CURL=(curl -k)
 fi
 bench_init
 if [[ "$TLS" == 1 ]]; then
     CERT="$BENCH_OUT/cert.pem" KEY="$BENCH_OUT/key.pem"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
-        -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" 2>/dev/null
+    bench_certificate "$CERT" "$KEY"
 fi
 
 # tls_flags NAME: the flags that make NAME serve HTTPS with $CERT and $KEY (none without TLS=1).

@@ -188,6 +188,17 @@ bench_example() {
     echo "${CARGO_TARGET_DIR:-$BENCH_REPO/target}/release/examples/$2"
 }
 
+# bench_certificate CERT KEY: a throwaway self-signed P-256 certificate for 127.0.0.1, and its
+# key, for a run's HTTPS servers (one for every server of a run, so that none pays more for its
+# key). Sets BENCH_CURL to take it in the servers' readiness probes.
+bench_certificate() {
+    bench_need openssl
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$2" -out "$1" 2>/dev/null ||
+        bench_die "openssl could not make a certificate in $1"
+    BENCH_CURL=(curl -k)
+}
+
 # Builds crates/hop/examples/stub_worker.rs, a worker that answers every request on the hop at
 # once (the front's own cost, with workers that cost nothing), and sets STUB to it.
 bench_stub_worker() {

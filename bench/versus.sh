@@ -93,11 +93,7 @@ bench_init
 # P-256, as bench/h2load.sh's; the handshakes are few anyway (one a connection, kept alive by wrk).
 CERT="$BENCH_OUT/cert.pem" KEY="$BENCH_OUT/key.pem"
 if [[ " ${PARTS//-busy/} " == *" tls "* ]]; then
-    bench_need openssl
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
-        -addext subjectAltName=IP:127.0.0.1 -keyout "$KEY" -out "$CERT" 2>/dev/null
-    # The servers' readiness probes take the throwaway certificate.
-    BENCH_CURL=(curl -k)
+    bench_certificate "$CERT" "$KEY"
 fi
 results="$BENCH_OUT/results.tsv"
 bodies="$BENCH_OUT/bodies.tsv"
