@@ -123,12 +123,16 @@ const CONNECTION_FIELDS: [HeaderName; 8] = [
 
 /// Removes the connection-specific fields, including every field named in `Connection`.
 pub fn strip_connection_fields(headers: &mut HeaderMap) {
+    // Most messages have none of them, `Connection` included: one look at each name settles it
+    // without looking `Connection` up.
+    if !headers.keys().any(|name| CONNECTION_FIELDS.contains(name)) {
+        return;
+    }
     let listed: Vec<HeaderName> =
         comma_tokens(headers, &header::CONNECTION).filter_map(|token| HeaderName::from_bytes(token).ok()).collect();
-    for name in &listed {
+    for name in listed.iter().chain(&CONNECTION_FIELDS) {
         headers.remove(name);
     }
-    remove_fields(headers, &CONNECTION_FIELDS);
 }
 
 /// Removes every field named in `names`. A message has a handful of fields and most often none

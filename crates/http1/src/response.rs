@@ -281,11 +281,15 @@ pub fn write_head(
     out.reserve(256);
     let reason = status.canonical_reason().unwrap_or("Unknown");
     put_status_line(out, version, status.as_str().as_bytes(), reason.as_bytes());
+    // Whether the fields declare a length or a date, noted as they are written rather than
+    // looked up after.
+    let (mut declared, mut dated) = (false, false);
     for (name, value) in headers {
+        declared |= name == header::CONTENT_LENGTH;
+        dated |= name == header::DATE;
         put_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    let declared = headers.contains_key(header::CONTENT_LENGTH);
-    put_framing(out, version, encoder, declared, headers.contains_key(header::DATE), persistence)
+    put_framing(out, version, encoder, declared, dated, persistence)
 }
 
 /// Appends one header field line.
@@ -464,19 +468,27 @@ mod tests {
     }
 
     #[test]
-    fn a_declared_length_is_not_said_twice() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(5));
-        let mut out = BytesMut::new();
-        write_head(
-            &mut out,
-            Version::HTTP_11,
-            StatusCode::OK,
-            &headers,
-            &BodyEncoder::length(5),
-            Persistence::KeepAlive,
-        );
-        assert_eq!(text(&out).to_lowercase().matches("content-length").count(), 1);
+    fn a_length_or_date_the_app_declared_is_kept_and_not_said_twice() {
+        let written = |fields: &[(HeaderName, &'static str)]| {
+            let headers: HeaderMap =
+                fields.iter().map(|(name, value)| (name.clone(), HeaderValue::from_static(value))).collect();
+            let mut out = BytesMut::new();
+            write_head(
+                &mut out,
+                Version::HTTP_11,
+                StatusCode::OK,
+                &headers,
+                &BodyEncoder::length(5),
+                Persistence::KeepAlive,
+            );
+            text(&out).to_lowercase()
+        };
+        let declared = written(&[(header::CONTENT_LENGTH, "5")]);
+        assert_eq!(declared.matches("content-length").count(), 1, "{declared}");
+        let dated = written(&[(header::CONTENT_TYPE, "text/plain"), (header::DATE, "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        assert_eq!(dated.matches("date:").count(), 1, "{dated}");
+        assert!(dated.contains("date: sun, 06 nov 1994 08:49:37 gmt\r\n"), "{dated}");
+        assert_eq!(written(&[]).matches("date: ").count(), 1, "the front's own date when the app gave none");
     }
 
     #[test]

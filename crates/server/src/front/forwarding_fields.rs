@@ -109,20 +109,29 @@ fn forwarding_spelling(name: &str) -> Option<Spelling> {
 }
 
 /// Removes the forwarding fields `peer` may not send: every underscored spelling, and, from an
-/// untrusted peer, the router spellings too.
-fn remove_forwarding_fields(headers: &mut HeaderMap, peer: &Peer) {
-    let refused = |name: &&HeaderName| match forwarding_spelling(name.as_str()) {
+/// untrusted peer, the router spellings too. Returns whether any forwarding field is left.
+fn remove_forwarding_fields(headers: &mut HeaderMap, peer: &Peer) -> bool {
+    let refused = |name: &HeaderName| match forwarding_spelling(name.as_str()) {
         Some(Spelling::Router) => !peer.trusted,
         Some(Spelling::Underscored) => true,
         None => false,
     };
+    let (mut any_refused, mut any_kept) = (false, false);
+    for name in headers.keys() {
+        match forwarding_spelling(name.as_str()) {
+            Some(Spelling::Router) if peer.trusted => any_kept = true,
+            Some(_) => any_refused = true,
+            None => {}
+        }
+    }
     // Collected first: rare, and a map cannot lose fields while its names are being read.
-    if headers.keys().any(|name| refused(&name)) {
-        let names: Vec<HeaderName> = headers.keys().filter(refused).cloned().collect();
+    if any_refused {
+        let names: Vec<HeaderName> = headers.keys().filter(|name| refused(name)).cloned().collect();
         for name in names {
             headers.remove(name);
         }
     }
+    any_kept
 }
 
 /// `--forwarded-allow-ips`: the peers whose forwarding headers are believed.
@@ -228,12 +237,22 @@ pub fn forward_for(headers: &mut HeaderMap, peer: &Peer, trusted: &TrustedProxie
 /// Makes the forwarding headers of a request say what is true for `peer`; see the module
 /// comment. Returns whether `X-Forwarded-For` names anyone before `peer`.
 fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) -> bool {
-    remove_forwarding_fields(headers, peer);
+    let any_left = remove_forwarding_fields(headers, peer);
     if let ClientCert::Handshake(ours) = &peer.client_cert {
         headers.remove(X_FORWARDED_CLIENT_CERT);
         if let Some(field) = ours {
             headers.insert(X_FORWARDED_CLIENT_CERT, field.clone());
         }
+    }
+    let ours = HeaderValue::from_static(if peer.tls { "https" } else { "http" });
+    if !any_left {
+        // No router spoke (most requests): the fields are the front's alone, and looking up
+        // `X-Forwarded-For`, `X-Forwarded-Proto` and `Forwarded` would find none of them.
+        if let Some(ip) = &peer.text {
+            headers.insert(X_FORWARDED_FOR, ip.clone());
+        }
+        headers.insert(X_FORWARDED_PROTO, ours);
+        return false;
     }
     let relayed = headers.contains_key(&X_FORWARDED_FOR);
     if let Some(ip) = &peer.text {
@@ -251,7 +270,6 @@ fn set_forwarding_headers(headers: &mut HeaderMap, peer: &Peer) -> bool {
     if !headers.contains_key(&X_FORWARDED_PROTO) {
         // A proxy that speaks only RFC 7239 says the scheme in `Forwarded`; the worker reads
         // `X-Forwarded-Proto`.
-        let ours = HeaderValue::from_static(if peer.tls { "https" } else { "http" });
         let proto = forwarded_proto(headers).unwrap_or(ours);
         headers.insert(X_FORWARDED_PROTO, proto);
     }
@@ -513,6 +531,21 @@ mod tests {
         }
         let mut local = HeaderMap::new();
         assert_eq!(forward_for(&mut local, &Peer::local(), &trusted), None);
+    }
+
+    #[test]
+    fn a_request_no_router_spoke_for_carries_the_fronts_own_fields_alone() {
+        for (peer, scheme, client) in [
+            (Peer::new(Some("192.0.2.66".parse().unwrap()), false, false), "http", Some("192.0.2.66")),
+            (Peer::new(Some("10.0.0.2".parse().unwrap()), true, true), "https", Some("10.0.0.2")),
+            (Peer::local(), "http", None),
+        ] {
+            let mut plain = headers(&[("host", "app.example"), ("x-app", "1")]);
+            assert!(!set_forwarding_headers(&mut plain, &peer), "{peer:?}: nobody before the peer");
+            assert_eq!(plain[&X_FORWARDED_PROTO], scheme, "{peer:?}");
+            assert_eq!(plain.get(&X_FORWARDED_FOR).map(|ip| ip.to_str().unwrap()), client, "{peer:?}");
+            assert_eq!(plain.len(), 3 + usize::from(client.is_some()), "{peer:?}: {plain:?}");
+        }
     }
 
     #[test]
