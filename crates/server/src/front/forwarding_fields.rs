@@ -111,22 +111,19 @@ fn forwarding_spelling(name: &str) -> Option<Spelling> {
 /// Removes the forwarding fields `peer` may not send: every underscored spelling, and, from an
 /// untrusted peer, the router spellings too. Returns whether any forwarding field is left.
 fn remove_forwarding_fields(headers: &mut HeaderMap, peer: &Peer) -> bool {
-    let refused = |name: &HeaderName| match forwarding_spelling(name.as_str()) {
-        Some(Spelling::Router) => !peer.trusted,
-        Some(Spelling::Underscored) => true,
-        None => false,
-    };
+    let refused = |spelling: Spelling| spelling == Spelling::Underscored || !peer.trusted;
     let (mut any_refused, mut any_kept) = (false, false);
-    for name in headers.keys() {
-        match forwarding_spelling(name.as_str()) {
-            Some(Spelling::Router) if peer.trusted => any_kept = true,
-            Some(_) => any_refused = true,
-            None => {}
+    for spelling in headers.keys().filter_map(|name| forwarding_spelling(name.as_str())) {
+        if refused(spelling) {
+            any_refused = true;
+        } else {
+            any_kept = true;
         }
     }
     // Collected first: rare, and a map cannot lose fields while its names are being read.
     if any_refused {
-        let names: Vec<HeaderName> = headers.keys().filter(|name| refused(name)).cloned().collect();
+        let names: Vec<HeaderName> =
+            headers.keys().filter(|name| forwarding_spelling(name.as_str()).is_some_and(refused)).cloned().collect();
         for name in names {
             headers.remove(name);
         }
