@@ -261,7 +261,7 @@ pub fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError
     match (hosts.next(), hosts.next()) {
         (None, _) if version == Version::HTTP_11 => Err(HttpError::bad_request("missing Host header")),
         (Some(_), Some(_)) => Err(HttpError::bad_request("more than one Host header")),
-        (Some(host), None) if !host.is_empty() => host
+        (Some(host), None) if !host.is_empty() && !is_plain_host(host.as_bytes()) => host
             .to_str()
             .ok()
             .filter(|host| !has_userinfo(host))
@@ -270,6 +270,19 @@ pub fn check_host(version: Version, headers: &HeaderMap) -> Result<(), HttpError
             .ok_or(HttpError::bad_request("malformed Host header")),
         _ => Ok(()),
     }
+}
+
+/// A name of letters, digits, dots and hyphens with a port of digits or none: the `Host` of
+/// nearly every request, valid on sight. Anything else is judged by http's `Authority` parse,
+/// which copies the value into an allocation of its own first (0.6k instructions a request).
+fn is_plain_host(host: &[u8]) -> bool {
+    let (name, port) = match host.iter().position(|&byte| byte == b':') {
+        Some(colon) => (&host[..colon], &host[colon + 1..]),
+        None => (host, &[][..]),
+    };
+    !name.is_empty()
+        && name.iter().all(|&byte| byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'-')
+        && port.iter().all(u8::is_ascii_digit)
 }
 
 /// Decides where the body ends (RFC 9112 section 6), refusing anything two parsers could read
@@ -417,6 +430,33 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\r\nHost: user:pw@a.example:80\r\n\r\n"), StatusCode::BAD_REQUEST);
         assert_eq!(head("GET / HTTP/1.0\r\n\r\n").version, Version::HTTP_10);
         assert_eq!(head("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n").headers[header::HOST], "[::1]:8080");
+    }
+
+    /// The plain hosts passed on sight are a part of what http's parse accepts: every string of up
+    /// to five bytes from the letters such hosts are made of, with the separators around them.
+    #[test]
+    fn a_plain_host_is_one_the_authority_parse_accepts() {
+        let alphabet = b"a9.-:@[]% ";
+        let mut hosts = vec![Vec::new()];
+        let mut plain = 0;
+        for _ in 0..5 {
+            hosts =
+                hosts.iter().flat_map(|host| alphabet.iter().map(move |&byte| [&host[..], &[byte]].concat())).collect();
+            for host in &hosts {
+                if is_plain_host(host) {
+                    plain += 1;
+                    let text = std::str::from_utf8(host).unwrap();
+                    assert!(
+                        text.parse::<http::uri::Authority>().is_ok(),
+                        "{text:?} passed on sight, refused by the parse"
+                    );
+                }
+            }
+        }
+        assert!(plain > 1000, "only {plain} hosts were plain: the test no longer covers the fast path");
+        for refused in ["a:b", "a:1:2", ":80", "a b", "a@b", "[::1"] {
+            assert!(!is_plain_host(refused.as_bytes()), "{refused:?}");
+        }
     }
 
     #[test]

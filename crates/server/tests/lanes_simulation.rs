@@ -395,7 +395,7 @@ mod queue {
     }
 
     /// Answers a job that ran for `took`, as a slot does.
-    fn finish(queue: &Queue, job: Job, took: Duration, busy: &Tally) {
+    fn finish(queue: &Queue, job: Box<Job>, took: Duration, busy: &Tally) {
         let routing = job.routing;
         let timing = Timing { queued: job.complete_at.elapsed().saturating_sub(took), service: took, worker: 1 };
         let head = http::Response::new(()).into_parts().0;

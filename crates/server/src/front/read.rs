@@ -82,7 +82,10 @@ impl<S: ClientStream> Connection<S> {
             let _idle = self.front.stats.connection_idle();
             let (io, buf) = (&mut self.io, &mut self.buf);
             let (idle_timer, stopping) = (self.idle_timer.as_mut(), self.stopping.as_mut());
+            // The read first: it is what wakes the connection nearly every time, and then the
+            // timer and the shutdown signal are not polled again (each a lock of its own).
             tokio::select! {
+                biased;
                 read = read_when_ready(io, buf) => if read? == 0 { return Ok(None) },
                 () = idle_timer => return Ok(None),
                 () = stopping, if !first => return Ok(None),

@@ -51,15 +51,18 @@ pub struct Job {
 }
 
 impl Job {
-    /// A job for a request that is complete now, and the receiver its outcome arrives on.
+    /// A job for a request that is complete now, and the receiver its outcome arrives on. Boxed
+    /// once here: the queue, the hand-over to a slot and the slot move it by its pointer, where
+    /// each move of the job itself copied its 360 bytes (some 0.8k instructions a request).
     pub(crate) fn new(
         request: http::Request<RequestBody>,
         client: Option<Client>,
-    ) -> (Job, oneshot::Receiver<Outcome>) {
+    ) -> (Box<Job>, oneshot::Receiver<Outcome>) {
         static NEXT_TICKET: AtomicU64 = AtomicU64::new(0);
         let (reply, outcome) = oneshot::channel();
         let ticket = Ticket(NEXT_TICKET.fetch_add(1, Ordering::Relaxed));
-        (Job { ticket, complete_at: Instant::now(), request, client, reply, routing: Routing::default() }, outcome)
+        let job = Job { ticket, complete_at: Instant::now(), request, client, reply, routing: Routing::default() };
+        (Box::new(job), outcome)
     }
 
     /// Sends the outcome to the connection that is waiting for it. A client that has gone

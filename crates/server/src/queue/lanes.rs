@@ -208,8 +208,8 @@ impl Lane {
 pub struct Lanes {
     timeout: Duration,
     routes: Routes,
-    fast: VecDeque<Job>,
-    slow: VecDeque<Job>,
+    fast: VecDeque<Box<Job>>,
+    slow: VecDeque<Box<Job>>,
     /// Indexed by [`LaneId`].
     lanes: Vec<Lane>,
     times: ClassTimes,
@@ -297,7 +297,7 @@ impl Lanes {
         self.fast.is_empty() && self.slow.is_empty()
     }
 
-    fn class_mut(&mut self, class: Class) -> &mut VecDeque<Job> {
+    fn class_mut(&mut self, class: Class) -> &mut VecDeque<Box<Job>> {
         match class {
             Class::Fast => &mut self.fast,
             Class::Slow => &mut self.slow,
@@ -309,14 +309,14 @@ impl Lanes {
     }
 
     /// Queues a request at the back of its class.
-    pub fn push_back(&mut self, job: Job) {
+    pub fn push_back(&mut self, job: Box<Job>) {
         let lane = job.routing.lane;
         self.lane_mut(lane).into_iter().for_each(|lane| lane.waiting += 1);
         self.class_mut(lane.class()).push_back(job);
     }
 
     /// Puts back a job a slot took but could not run: first in its class, where it was.
-    pub fn give_back(&mut self, job: Job) {
+    pub fn give_back(&mut self, job: Box<Job>) {
         let lane = job.routing.lane;
         if let Some(lane) = self.lane_mut(lane) {
             lane.waiting += 1;
@@ -331,8 +331,9 @@ impl Lanes {
     }
 
     /// Takes the request a free slot (of `slots` in all) starts next, by [`choose`].
-    pub fn pop_next(&mut self, now: Instant, slots: usize) -> Option<Job> {
-        let waited = |queue: &VecDeque<Job>| queue.front().map(|job| now.saturating_duration_since(job.complete_at));
+    pub fn pop_next(&mut self, now: Instant, slots: usize) -> Option<Box<Job>> {
+        let waited =
+            |queue: &VecDeque<Box<Job>>| queue.front().map(|job| now.saturating_duration_since(job.complete_at));
         let slow_running = self.lanes.iter().skip(1).map(|lane| lane.running).sum();
         let class = if self.fast_again_first() {
             Class::Slow
@@ -375,7 +376,7 @@ impl Lanes {
     }
 
     /// Takes out a waiting request whose client left.
-    pub fn remove(&mut self, ticket: Ticket) -> Option<Job> {
+    pub fn remove(&mut self, ticket: Ticket) -> Option<Box<Job>> {
         let (class, index) = [Class::Fast, Class::Slow].into_iter().find_map(|class| {
             let queue = match class {
                 Class::Fast => &self.fast,
@@ -390,7 +391,8 @@ impl Lanes {
 
     /// The class whose first (`newest`: last) request arrived first (last).
     fn end(&self, newest: bool) -> Option<Class> {
-        let at = |queue: &VecDeque<Job>| if newest { queue.back() } else { queue.front() }.map(|job| job.complete_at);
+        let at =
+            |queue: &VecDeque<Box<Job>>| if newest { queue.back() } else { queue.front() }.map(|job| job.complete_at);
         match (at(&self.fast), at(&self.slow)) {
             (None, None) => None,
             (Some(_), None) => Some(Class::Fast),
@@ -402,28 +404,28 @@ impl Lanes {
     /// The request that has waited longest: the next whose deadline comes.
     pub fn oldest(&self) -> Option<&Job> {
         match self.end(false)? {
-            Class::Fast => self.fast.front(),
-            Class::Slow => self.slow.front(),
+            Class::Fast => self.fast.front().map(Box::as_ref),
+            Class::Slow => self.slow.front().map(Box::as_ref),
         }
     }
 
     /// The request that arrived last.
     pub fn newest(&self) -> Option<&Job> {
         match self.end(true)? {
-            Class::Fast => self.fast.back(),
-            Class::Slow => self.slow.back(),
+            Class::Fast => self.fast.back().map(Box::as_ref),
+            Class::Slow => self.slow.back().map(Box::as_ref),
         }
     }
 
     /// Takes out the request that has waited longest.
-    pub fn pop_oldest(&mut self) -> Option<Job> {
+    pub fn pop_oldest(&mut self) -> Option<Box<Job>> {
         let job = self.class_mut(self.end(false)?).pop_front()?;
         self.lane_mut(job.routing.lane).into_iter().for_each(|lane| lane.waiting = lane.waiting.saturating_sub(1));
         Some(job)
     }
 
     /// Takes out the request that arrived last.
-    pub fn pop_newest(&mut self) -> Option<Job> {
+    pub fn pop_newest(&mut self) -> Option<Box<Job>> {
         let job = self.class_mut(self.end(true)?).pop_back()?;
         self.lane_mut(job.routing.lane).into_iter().for_each(|lane| lane.waiting = lane.waiting.saturating_sub(1));
         Some(job)
@@ -530,7 +532,7 @@ mod tests {
             job.routing = lanes.place(settings.arrival(&job.request), &job.request);
             job
         };
-        let learn = |lanes: &mut Lanes, job: Job, took: Duration| {
+        let learn = |lanes: &mut Lanes, job: Box<Job>, took: Duration| {
             lanes.started(job.routing, Duration::ZERO);
             lanes.finished(job.routing, took);
         };

@@ -114,7 +114,7 @@ struct State {
 struct IdleSlot {
     /// The busy slots of the slot's worker, to pick the least busy worker.
     worker_busy: Arc<Tally>,
-    hand: oneshot::Sender<Job>,
+    hand: oneshot::Sender<Box<Job>>,
 }
 
 impl Queue {
@@ -185,7 +185,7 @@ impl Queue {
         (ticket, lane, outcome, admitted)
     }
 
-    fn push(&self, state: &mut State, job: Job) -> Result<(), Refused> {
+    fn push(&self, state: &mut State, job: Box<Job>) -> Result<(), Refused> {
         // The job was made (`Job::new`) just before, for this push: its time is the queue's now,
         // without a clock read of its own.
         let now = job.complete_at;
@@ -278,7 +278,7 @@ impl Queue {
     /// `worker_busy` holds the busy slots of the slot's worker; the queue counts the job in it
     /// when handing it over, and the slot takes it out when the job is done.
     #[allow(clippy::result_large_err)]
-    pub(super) fn take_or_wait(&self, worker_busy: &Arc<Tally>) -> Result<Job, oneshot::Receiver<Job>> {
+    pub(super) fn take_or_wait(&self, worker_busy: &Arc<Tally>) -> Result<Box<Job>, oneshot::Receiver<Box<Job>>> {
         let mut state = self.lock();
         if let Some(job) = state.pop_startable(self.timeout, self.slots()) {
             worker_busy.up();
@@ -295,7 +295,7 @@ impl Queue {
 
     /// Puts back a job a slot received but cannot run (its worker connection broke before it
     /// was sent). It was the first of its lane when it was handed out, so it goes to the front.
-    pub fn give_back(&self, job: Job, worker_busy: &Tally) {
+    pub fn give_back(&self, job: Box<Job>, worker_busy: &Tally) {
         worker_busy.down();
         let mut state = self.lock();
         if let Err(job) = state.hand_to_idle(job) {
@@ -393,7 +393,7 @@ impl State {
     /// Hands `job` to the idle slot of the least busy worker, longest idle first among equals.
     /// Gives the job back when no slot is idle (moved, not boxed: this is the request path).
     #[allow(clippy::result_large_err)]
-    fn hand_to_idle(&mut self, mut job: Job) -> Result<(), Job> {
+    fn hand_to_idle(&mut self, mut job: Box<Job>) -> Result<(), Box<Job>> {
         loop {
             let best = self
                 .idle
@@ -418,7 +418,7 @@ impl State {
 
     /// The next request by the lanes' rule that can still start. Requests past their deadline
     /// are answered with 503 here, so none starts late even if its connection has not noticed.
-    fn pop_startable(&mut self, timeout: Duration, slots: usize) -> Option<Job> {
+    fn pop_startable(&mut self, timeout: Duration, slots: usize) -> Option<Box<Job>> {
         let now = Instant::now();
         while let Some(job) = self.waiting.pop_next(now, slots) {
             let waited = now.saturating_duration_since(job.complete_at);

@@ -15,8 +15,8 @@ fn request(path: &str) -> http::Request<RequestBody> {
     http::Request::builder().uri(path).body(RequestBody::Memory(Bytes::new())).unwrap()
 }
 
-fn path(job: &Job) -> &str {
-    job.request.uri().path()
+fn path(job: Box<Job>) -> String {
+    job.request.uri().path().to_owned()
 }
 
 fn queue(max_len: usize, timeout: Duration, slots: usize) -> Arc<Queue> {
@@ -29,7 +29,7 @@ async fn waiting_jobs_are_served_oldest_first() {
     let busy = Arc::new(Tally::default());
     let waits: Vec<Wait> = ["/a", "/b", "/c"].into_iter().map(|name| queue.enqueue(request(name), None)).collect();
     for expected in ["/a", "/b", "/c"] {
-        assert_eq!(path(&queue.next_job(&busy).recv().await), expected);
+        assert_eq!(path(queue.next_job(&busy).recv().await), expected);
     }
     assert_eq!(busy.get(), 3);
     assert_eq!(queue.snapshot(Reader::Json).high_water, 3);
@@ -48,10 +48,10 @@ async fn arriving_job_goes_to_least_busy_worker() {
     let mut waits_a = queue.next_job(&worker_a);
     let mut waits_b = queue.next_job(&worker_b);
     let _first = queue.enqueue(request("/1"), None);
-    assert_eq!(path(&waits_b.recv().await), "/1");
+    assert_eq!(path(waits_b.recv().await), "/1");
     assert_eq!(worker_b.get(), 1);
     let _second = queue.enqueue(request("/2"), None);
-    assert_eq!(path(&waits_a.recv().await), "/2");
+    assert_eq!(path(waits_a.recv().await), "/2");
     assert_eq!(queue.snapshot(Reader::Json).depth, 0);
 }
 
@@ -103,7 +103,7 @@ async fn a_dropped_wait_withdraws_its_request() {
     let _b = queue.enqueue(request("/b"), None);
     drop(a); // the client of /a went away
     assert_eq!(queue.snapshot(Reader::Json).depth, 1);
-    assert_eq!(path(&queue.next_job(&busy).recv().await), "/b");
+    assert_eq!(path(queue.next_job(&busy).recv().await), "/b");
     assert_eq!(queue.snapshot(Reader::Json).withdrawn, 1);
     assert_eq!(queue.abandoned_running(), 0);
 }
@@ -171,7 +171,7 @@ async fn expired_jobs_are_answered_503_not_started() {
     let _b = queue.enqueue(request("/b"), None);
     let mut next = queue.next_job(&busy);
     // /a expired: the slot answers it 503 and skips it; /b was only just queued.
-    assert_eq!(path(&next.recv().await), "/b");
+    assert_eq!(path(next.recv().await), "/b");
     assert!(matches!(a.outcome().await, Outcome::Failed(Failure::QueueTimeout)));
 }
 
@@ -194,7 +194,7 @@ async fn cancelled_wait_gives_a_handed_job_back() {
     next.cancel(&busy);
     assert_eq!(busy.get(), 0);
     assert_eq!(queue.snapshot(Reader::Json).depth, 1);
-    assert_eq!(path(&queue.next_job(&busy).recv().await), "/a");
+    assert_eq!(path(queue.next_job(&busy).recv().await), "/a");
 }
 
 #[tokio::test(start_paused = true)]

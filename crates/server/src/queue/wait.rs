@@ -96,13 +96,13 @@ impl Drop for Wait {
 /// A free slot's wait for its next job.
 pub struct NextJob {
     pub(super) queue: Arc<Queue>,
-    pub(super) ready: Option<Job>,
-    pub(super) waiting: Option<oneshot::Receiver<Job>>,
+    pub(super) ready: Option<Box<Job>>,
+    pub(super) waiting: Option<oneshot::Receiver<Box<Job>>>,
 }
 
 impl NextJob {
     /// Waits for the job. Cancel-safe only through [`NextJob::cancel`].
-    pub async fn recv(&mut self) -> Job {
+    pub async fn recv(&mut self) -> Box<Job> {
         if let Some(job) = self.ready.take() {
             return job;
         }
@@ -125,7 +125,7 @@ impl NextJob {
     /// at a time (`crates/server/tests/lanes_simulation.rs`).
     #[doc(hidden)]
     pub fn ready(&self) -> Option<&Job> {
-        self.ready.as_ref()
+        self.ready.as_deref()
     }
 
     /// Stops waiting. A job that was handed over in the meantime is returned to the queue

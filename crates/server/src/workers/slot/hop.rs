@@ -160,7 +160,10 @@ impl Exchange<'_> {
     async fn wait(&mut self) -> Result<(), LinkError> {
         let link = &self.line.link;
         let upload = &self.upload;
+        // The rings first, as what nearly every wake-up is for; a process gone is seen at the
+        // next wait if the rings moved as it went.
         tokio::select! {
+            biased;
             () = link.moved(self.line.index) => Ok(()),
             () = upload.body.arrived(), if upload.arriving => Ok(()),
             () = link.until_gone() => Err(LinkError::WorkerGone),

@@ -141,14 +141,23 @@ impl Slot {
                     Link::Hop(_) => std::future::pending().await,
                 }
             };
+            // The job first, as what wakes an idle slot nearly every time: the phase's channel
+            // is then not polled again (a lock of its own), and is read once instead below.
+            let job = tokio::select! {
+                biased;
+                job = next.recv() => Some(job),
+                () = leaves.as_mut() => None,
+                () = closed => None,
+            };
             // A worker leaving its ready phase (draining for a reload, say) wins over a job
             // handed over at the same moment: the job goes back to the queue, not to a process
             // about to stop.
-            let job = tokio::select! {
-                biased;
-                () = leaves.as_mut() => None,
-                () = closed => None,
-                job = next.recv() => Some(job),
+            let job = match job {
+                Some(job) if *phase.borrow() != (Phase::Ready { generation }) => {
+                    self.queue.give_back(job, busy);
+                    None
+                }
+                job => job,
             };
             let Some(job) = job else {
                 next.cancel(busy);
@@ -203,7 +212,7 @@ impl Slot {
     /// took the job, the one clock read its queue time, deadline and service time start from.
     async fn forward<B, F>(
         &self,
-        job: Job,
+        job: Box<Job>,
         started: Instant,
         client_gone: Option<&ClientGoneSignal>,
         mut silence: Pin<&mut Sleep>,
@@ -213,7 +222,7 @@ impl Slot {
         B: WorkerBody,
         F: Future<Output = Result<(http::response::Parts, B), LinkError>>,
     {
-        let Job { request, client, mut reply, complete_at, .. } = job;
+        let Job { request, client, mut reply, complete_at, .. } = *job;
         if reply.is_closed() {
             return After::Reuse; // the client left between dispatch and now: nothing to run
         }
@@ -223,7 +232,10 @@ impl Slot {
         tokio::pin!(exchanged);
         let mut told = false;
         let exchanged = loop {
+            // The exchange first: a response that came as the timer fired is delivered, and on
+            // the wake-ups that bring it the timer and the client's channel are not polled.
             tokio::select! {
+                biased;
                 exchanged = &mut exchanged => break Some(exchanged),
                 () = silence.as_mut() => break None,
                 () = reply.closed(), if !told => {
@@ -394,8 +406,8 @@ impl Slot {
 
     /// Carries a WebSocket handshake to the worker, on a connection of its own ([`upgrade`]),
     /// and its answer back: the socket once the worker switches, else an ordinary response.
-    async fn handshake(&self, job: Job) {
-        let Job { request, reply, complete_at, .. } = job;
+    async fn handshake(&self, job: Box<Job>) {
+        let Job { request, reply, complete_at, .. } = *job;
         if reply.is_closed() {
             return; // the client left between dispatch and now
         }
