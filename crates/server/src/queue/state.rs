@@ -277,7 +277,6 @@ impl Queue {
     /// start, where the next one to arrive will be handed.
     /// `worker_busy` holds the busy slots of the slot's worker; the queue counts the job in it
     /// when handing it over, and the slot takes it out when the job is done.
-    #[allow(clippy::result_large_err)]
     pub(super) fn take_or_wait(&self, worker_busy: &Arc<Tally>) -> Result<Box<Job>, oneshot::Receiver<Box<Job>>> {
         let mut state = self.lock();
         if let Some(job) = state.pop_startable(self.timeout, self.slots()) {
@@ -391,8 +390,7 @@ impl Queue {
 
 impl State {
     /// Hands `job` to the idle slot of the least busy worker, longest idle first among equals.
-    /// Gives the job back when no slot is idle (moved, not boxed: this is the request path).
-    #[allow(clippy::result_large_err)]
+    /// Gives the job back when no slot is idle.
     fn hand_to_idle(&mut self, mut job: Box<Job>) -> Result<(), Box<Job>> {
         loop {
             let best = self
