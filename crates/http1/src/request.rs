@@ -6,6 +6,8 @@
 //! because two parsers could frame it differently: request smuggling), codings headway cannot
 //! decode (501), `Host` rules, `Expect`, and whether the connection may persist.
 
+use std::mem::MaybeUninit;
+
 use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
@@ -74,9 +76,11 @@ pub struct RequestHead {
 /// assert_eq!(parse_head(smuggling, &limits).unwrap_err().status, 400);
 /// ```
 pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<(RequestHead, usize)>, HttpError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut fields);
-    let head_len = match request.parse(buf) {
+    // Left uninitialised for httparse to fill: setting 100 empty fields first would be a tenth of a
+    // cheap request's parse.
+    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut []);
+    let head_len = match request.parse_with_uninit_headers(buf, &mut fields) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => {
             if buf.len() < limits.max_head {

@@ -21,7 +21,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use super::link::{LinkError, Through, WorkerBody};
 use crate::queue::job::{Client, RequestBody};
 use crate::spool;
-use crate::workers::hop_link::HopLink;
+use crate::workers::hop_link::{Gone, HopLink};
 
 /// A slot's line: its rings in the current process's region.
 pub(super) struct SlotLine {
@@ -164,9 +164,8 @@ impl Exchange<'_> {
         // next wait if the rings moved as it went.
         tokio::select! {
             biased;
-            () = link.moved(self.line.index) => Ok(()),
+            moved = link.moved(self.line.index) => moved.map_err(|Gone| LinkError::WorkerGone),
             () = upload.body.arrived(), if upload.arriving => Ok(()),
-            () = link.until_gone() => Err(LinkError::WorkerGone),
         }
     }
 

@@ -26,6 +26,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
@@ -291,7 +292,7 @@ impl Slot {
         client_gone: Option<&ClientGoneSignal>,
     ) -> After {
         let limits = &self.settings.response_spool;
-        let (mut pieces, mut gathered) = (Vec::new(), 0);
+        let (mut pieces, mut gathered) = (Pieces::new(), 0);
         let stalled = loop {
             if gathered > limits.memory {
                 break pieces; // a worker faster than us: on through the spool and its limits
@@ -498,7 +499,11 @@ async fn leaves_generation(phase: &mut watch::Receiver<Phase>, generation: u64) 
     let _ = phase.wait_for(|now| *now != Phase::Ready { generation }).await;
 }
 
-fn concat(mut pieces: Vec<Bytes>) -> Bytes {
+/// The body pieces a slot gathers before it hands a response on: one for nearly every response
+/// (the worker's single write), held without an allocation.
+type Pieces = SmallVec<[Bytes; 1]>;
+
+fn concat(mut pieces: Pieces) -> Bytes {
     match pieces.len() {
         0 => Bytes::new(),
         1 => pieces.pop().expect("one piece"),
