@@ -12,6 +12,7 @@
 //! says exactly that ([`put_framing`]).
 
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -76,9 +77,12 @@ pub fn parse_head_with<'b>(
     max_head: usize,
     mut field: impl FnMut(&'b str, &'b [u8]),
 ) -> Result<Option<(ResponseInfo, usize)>, HttpError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut fields);
-    let head_len = match response.parse(buf) {
+    // Left uninitialised for httparse to fill, as a request's are (`request::parse_head`): every
+    // response a `--cmd` worker or `headway load` reads comes through here.
+    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut response, buf, &mut fields);
+    let head_len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() <= max_head => {
             fields::check_line_ends(buf).map_err(HttpError::bad_response)?;
@@ -367,6 +371,18 @@ mod tests {
         assert_eq!(head.headers["set-cookie"], "a=b");
         assert_eq!(head.headers["x-spaced"], "1 2");
         assert_eq!(head.headers["x-blank"], "");
+    }
+
+    #[test]
+    fn fields_up_to_the_limit_and_no_more() {
+        let head = |fields: usize| {
+            let lines: String = (0..fields).map(|i| format!("X-{i}: v\r\n")).collect();
+            format!("HTTP/1.1 200 OK\r\n{lines}\r\n").into_bytes()
+        };
+        let parsed = parse(&head(MAX_HEADERS), GET).unwrap();
+        assert_eq!(parsed.headers.len(), MAX_HEADERS);
+        assert_eq!(parsed.headers["x-0"], "v");
+        assert_eq!(refused(&head(MAX_HEADERS + 1)), "too many response header fields");
     }
 
     #[test]
