@@ -263,11 +263,11 @@ impl Exchange {
     /// Sends the response head, made of `code` and the app's `fields` (checked already), and
     /// the first body bytes. `content_length`: the app's own, if it gave one; `body_length`: the
     /// whole body's, when it is known now (then also sent for HEAD, as a GET would get it).
-    pub fn respond(
+    pub fn respond<'a>(
         &mut self,
         runtime: &dyn Runtime,
         code: StatusCode,
-        fields: &[(&[u8], &[u8])],
+        fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
         content_length: Option<u64>,
         body_length: Option<u64>,
         data: &[u8],
@@ -281,8 +281,10 @@ impl Exchange {
         };
         let length_field = length.as_ref().map(|length| (&b"Content-Length"[..], length.as_bytes()));
         let mut record =
-            Vec::with_capacity(64 + fields.iter().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
-        message::encode_response_head(&mut record, code.as_u16(), fields.iter().copied().chain(length_field));
+            Vec::with_capacity(64 + fields.clone().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
+        // The app's fields, as borrowed as the length made here, so the two chain.
+        let fields = fields.map(|(name, value)| -> (&[u8], &[u8]) { (name, value) });
+        message::encode_response_head(&mut record, code.as_u16(), fields.chain(length_field));
         self.push(runtime, RESPONSE_HEAD, &[&record])?;
         self.stage = Stage::Responding;
         self.send_body(runtime, data)
@@ -417,16 +419,12 @@ impl Transport for Exchange {
         body_length: Option<u64>,
         data: &[u8],
     ) -> io::Result<()> {
-        let fields: Vec<(&[u8], &[u8])> = head
-            .header_block
-            .split(|&b| b == b'\n')
-            .filter_map(|line| {
-                let line = line.strip_suffix(b"\r")?;
-                let colon = line.iter().position(|&b| b == b':')?;
-                Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
-            })
-            .collect();
-        self.respond(runtime, head.code, &fields, head.content_length, body_length, data)
+        let fields = head.header_block.split(|&b| b == b'\n').filter_map(|line| {
+            let line = line.strip_suffix(b"\r")?;
+            let colon = line.iter().position(|&b| b == b':')?;
+            Some((&line[..colon], line[colon + 1..].strip_prefix(b" ").unwrap_or(&line[colon + 1..])))
+        });
+        self.respond(runtime, head.code, fields, head.content_length, body_length, data)
     }
 
     fn send_body(&mut self, runtime: &dyn Runtime, data: &[u8]) -> io::Result<()> {

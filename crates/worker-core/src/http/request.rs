@@ -118,6 +118,8 @@ pub fn from_fields<'a>(
     fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<Request, HttpError> {
     let mut request = Request::new(method, target, version);
+    let fields = fields.into_iter();
+    request.headers.reserve(fields.size_hint().0);
     let mut length = None;
     for (name, value) in fields {
         let name = std::str::from_utf8(name).map_err(|_| HttpError::bad_request("bad header name"))?;

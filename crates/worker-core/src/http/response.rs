@@ -54,14 +54,24 @@ pub fn is_hop_by_hop(name: &[u8]) -> bool {
 
 /// `Name: value\r\n` for each field, as [`ResponseHead::header_block`] holds them.
 pub fn header_block<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Vec<u8> {
-    let mut block = Vec::with_capacity(fields.clone().map(|(name, value)| name.len() + value.len() + 4).sum());
+    let mut block = Vec::with_capacity(fields.clone().map(|(name, value)| field_size(name.len(), value.len())).sum());
     for (name, value) in fields {
-        block.extend_from_slice(name);
-        block.extend_from_slice(b": ");
-        block.extend_from_slice(value);
-        block.extend_from_slice(b"\r\n");
+        put_field(&mut block, name, value);
     }
     block
+}
+
+/// The bytes `Name: value\r\n` takes in a header block, for a name and a value of these lengths.
+pub fn field_size(name: usize, value: usize) -> usize {
+    name + value + 4
+}
+
+/// Appends `Name: value\r\n` to a header block.
+pub fn put_field(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    block.extend_from_slice(name);
+    block.extend_from_slice(b": ");
+    block.extend_from_slice(value);
+    block.extend_from_slice(b"\r\n");
 }
 
 impl ResponseHead {

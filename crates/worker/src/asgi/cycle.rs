@@ -73,7 +73,7 @@ struct Start {
 }
 
 impl Start {
-    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         let mut start = 0;
         self.fields.iter().map(move |&(name_end, value_end)| {
             let field = (&self.bytes[start..name_end], &self.bytes[name_end..value_end]);
@@ -227,10 +227,9 @@ impl HttpCycle {
             }
         } else {
             let start = self.start.as_ref().expect("checked by the caller");
-            let fields: Vec<(&[u8], &[u8])> = start.fields().collect();
             let length = (!more).then_some(body.len() as u64);
             self.head_sent = true;
-            self.exchange.respond(&Gil(py), start.code, &fields, start.content_length, length, body)
+            self.exchange.respond(&Gil(py), start.code, start.fields(), start.content_length, length, body)
         };
         let ended = sent.and_then(|()| if more { Ok(()) } else { self.exchange.end_response(&Gil(py)) });
         if let Err(error) = ended {

@@ -15,7 +15,7 @@ use super::file_wrapper::FileWrapper;
 use crate::log::Gil;
 use headway_http1::fields::{self, is_token};
 use headway_worker_core::http::reader::ReadError;
-use headway_worker_core::http::response::{header_block, is_hop_by_hop, ResponseHead};
+use headway_worker_core::http::response::{field_size, is_hop_by_hop, put_field, ResponseHead};
 use headway_worker_core::http::HttpError;
 use headway_worker_core::transport::Transport;
 use http::StatusCode;
@@ -291,13 +291,13 @@ pub fn validate(status: &Bound<'_, PyAny>, headers: &Bound<'_, PyAny>) -> PyResu
         let name = pair.get_item(0)?;
         let value = pair.get_item(1)?;
         let name_bytes = header_name(&name)?;
-        if name_bytes.eq_ignore_ascii_case(b"content-length") {
+        if name_bytes.as_bytes().eq_ignore_ascii_case(b"content-length") {
             let length = content_length_value(&value)?;
             if content_length.is_some_and(|seen| seen != length) {
                 return Err(PyValueError::new_err("conflicting Content-Length headers"));
             }
             content_length = Some(length);
-        } else if name_bytes.eq_ignore_ascii_case(b"date") {
+        } else if name_bytes.as_bytes().eq_ignore_ascii_case(b"date") {
             has_date = true;
         }
         names.push((name_bytes, value));
@@ -333,12 +333,13 @@ pub fn status_shape_ok(status: &[u8]) -> bool {
     matches!(status, [b'1'..=b'9', b'0'..=b'9', b'0'..=b'9', b' ', rest @ ..] if !rest.iter().any(|&b| b == b'\r' || b == b'\n'))
 }
 
-fn header_name(name: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+fn header_name<'py>(name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     let Ok(text) = name.cast::<PyString>() else {
         return Err(PyTypeError::new_err(format!("header name must be a str, not {}", type_name(name))));
     };
-    let bytes = latin1_bytes(text).map(|bytes| bytes.as_bytes().to_vec()).unwrap_or_default();
-    check_name(&bytes, name, "a WSGI app (PEP 3333)")?;
+    // A name that is not latin-1 is no token either: check_name says so.
+    let bytes = latin1_bytes(text).unwrap_or_else(|_| PyBytes::new(name.py(), b""));
+    check_name(bytes.as_bytes(), name, "a WSGI app (PEP 3333)")?;
     Ok(bytes)
 }
 
@@ -362,33 +363,39 @@ fn content_length_value(value: &Bound<'_, PyAny>) -> PyResult<u64> {
     fields::content_length([bytes.as_bytes()]).ok().flatten().ok_or_else(bad)
 }
 
-/// `Name: value\r\n` for each header. Every value is checked to be a str first, then for CR
-/// and LF, then for latin-1, so the error names the worst problem whatever its position.
-fn encode_headers(headers: &[(Vec<u8>, Bound<'_, PyAny>)]) -> PyResult<Vec<u8>> {
-    let mut values = Vec::with_capacity(headers.len());
-    for (_, value) in headers {
+/// `Name: value\r\n` for each header, written straight from the latin-1 bytes Python encodes,
+/// into one block made to size (a latin-1 str has a byte a character). Every value is checked to
+/// be a str first, then for CR and LF, then for latin-1, so the error names the worst problem
+/// whatever its position.
+fn encode_headers(headers: &[(Bound<'_, PyBytes>, Bound<'_, PyAny>)]) -> PyResult<Vec<u8>> {
+    let mut size = 0;
+    for (name, value) in headers {
         let Ok(text) = value.cast::<PyString>() else {
             return Err(PyTypeError::new_err("response header values must be str"));
         };
-        values.push(text);
+        size += field_size(name.as_bytes().len(), text.len()?);
     }
-    let mut encoded = Vec::with_capacity(values.len());
+    let mut block = Vec::with_capacity(size);
     let mut not_latin1 = false;
-    for text in values {
-        let bytes = match latin1_bytes(text) {
-            Ok(bytes) => bytes.as_bytes().to_vec(),
+    for (name, value) in headers {
+        let text = value.cast::<PyString>()?;
+        let utf8;
+        let encoded = latin1_bytes(text);
+        let bytes = match &encoded {
+            Ok(bytes) => bytes.as_bytes(),
             Err(_) => {
                 not_latin1 = true;
-                text.to_cow()?.into_owned().into_bytes()
+                utf8 = text.to_cow()?;
+                utf8.as_bytes()
             }
         };
         if bytes.iter().any(|&b| b == b'\r' || b == b'\n') {
             return Err(PyValueError::new_err("a response header value contains CR or LF"));
         }
-        encoded.push(bytes);
+        put_field(&mut block, name.as_bytes(), bytes);
     }
     if not_latin1 {
         return Err(PyValueError::new_err("response headers must be latin-1 (PEP 3333)"));
     }
-    Ok(header_block(headers.iter().zip(&encoded).map(|((name, _), value)| (&name[..], &value[..]))))
+    Ok(block)
 }
