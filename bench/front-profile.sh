@@ -10,7 +10,11 @@
 #   (headway.twins.hello:app), bench/versus.sh's wsgi part;
 # - floor: not headway but crates/server/examples/floor_server.rs, a keep-alive server on tokio's
 #   one-thread runtime that answers each request head at once (bench/front-ceiling.sh): the
-#   kernel's share of a request and the runtime's, in the front's columns, with no workers.
+#   kernel's share of a request and the runtime's, in the front's columns, with no workers;
+# - granian, granian-threads: the peer on the bundled path's app, `granian --interface wsgi
+#   --workers WORKERS` with its defaults and with `--blocking-threads SLOTS` (bench/versus.sh's
+#   two granian WSGI servers, from its virtualenv): its main process in the front's columns (it
+#   only watches its workers), its worker processes, which do all the work, in the workers'.
 #
 # Each round: WARMUP of wrk, then during DURATION of wrk, `perf stat` on the front's process and
 # on the workers' processes apart, and their utime and stime (/proc/PID/stat) before and after;
@@ -21,7 +25,7 @@
 # access to tracepoints (root, or kernel.perf_event_paranoid at most 1).
 #
 # Usage: bench/front-profile.sh
-# Env:   PATHS="stub bundled floor"  ROUNDS=3  DURATION=5  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
+# Env:   PATHS="stub bundled floor" (granian and granian-threads too)  ROUNDS=3  DURATION=5  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
@@ -44,6 +48,7 @@ BENCH_OUT="$BENCH_OUT/front-profile"
 bench_init
 bench_stub_worker
 [[ " $PATHS " != *" floor "* ]] || FLOOR_SERVER="$(bench_example headway-server floor_server)"
+[[ " $PATHS " != *" granian"* ]] || bench_python_peers
 events="context-switches"
 for call in "${CALLS[@]}"; do events+=",syscalls:sys_enter_$call"; done
 perf stat -e "$events" -- true >/dev/null 2>&1 ||
@@ -70,10 +75,15 @@ profile() {
         stub) python="$STUB" ;;
         bundled) python="$HEADWAY_PYTHON" app=(headway.twins.hello:app) ;;
         floor) ;;
-        *) bench_die "PATHS names stub, bundled or floor, not $name" ;;
+        granian) app=(--workers "$WORKERS") ;;
+        granian-threads) app=(--workers "$WORKERS" --blocking-threads "$SLOTS") ;;
+        *) bench_die "PATHS names stub, bundled, floor, granian or granian-threads, not $name" ;;
     esac
     if [[ "$name" == floor ]]; then
         bench_start "$name-$round" "$url" "$FLOOR_SERVER" "127.0.0.1:$port"
+    elif [[ "$name" == granian* ]]; then
+        bench_start "$name-$round" "$url" granian --interface wsgi "${app[@]}" --host 127.0.0.1 --port "$port" \
+            headway.twins.hello:app
     else
         HEADWAY_PYTHON="$python" bench_start "$name-$round" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" \
             -b "127.0.0.1:$port" --log-level warn "${app[@]}"
