@@ -133,7 +133,7 @@ for side in front workers; do
     for call in "${CALLS[@]}"; do header+="\t$side $call"; done
 done
 printf '%b\n' "$header" >"$rows"
-bench_header "a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS, wrk -t1" \
+bench_header "a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS (granian: --workers $WORKERS), wrk -t1" \
     "-c$CONNECTIONS -d${DURATION}s (warm-up $WARMUP), $ROUNDS rounds; counts are perf stat's over the requests wrk counted"
 for round in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086 # the names, one a word

@@ -282,7 +282,7 @@ impl Exchange {
         let length_field = length.as_ref().map(|length| (&b"Content-Length"[..], length.as_bytes()));
         let mut record =
             Vec::with_capacity(64 + fields.clone().map(|(name, value)| name.len() + value.len() + 6).sum::<usize>());
-        // The app's fields, as borrowed as the length made here, so the two chain.
+        // The fields' borrows shortened to the length's, made here, so that the two chain.
         let fields = fields.map(|(name, value)| -> (&[u8], &[u8]) { (name, value) });
         message::encode_response_head(&mut record, code.as_u16(), fields.chain(length_field));
         self.push(runtime, RESPONSE_HEAD, &[&record])?;

@@ -373,7 +373,8 @@ fn encode_headers(headers: &[(Bound<'_, PyBytes>, Bound<'_, PyAny>)]) -> PyResul
         let Ok(text) = value.cast::<PyString>() else {
             return Err(PyTypeError::new_err("response header values must be str"));
         };
-        size += field_size(name.as_bytes().len(), text.len()?);
+        // Only a size to start from: a str subclass whose own `__len__` fails sizes it short.
+        size += field_size(name.as_bytes().len(), text.len().unwrap_or(0));
     }
     let mut block = Vec::with_capacity(size);
     let mut not_latin1 = false;
