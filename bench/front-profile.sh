@@ -6,13 +6,14 @@
 #
 # - stub: the workers are crates/hop/examples/stub_worker.rs, which answers every request on the
 #   hop at once, so what the workers spend is the hop's waiting and waking alone;
-# - bundled: the bundled Python worker with the smallest WSGI hello world
-#   (headway.twins.hello:app), bench/versus.sh's wsgi part;
+# - bundled: the bundled Python worker with APP at ENDPOINT, by default the smallest WSGI hello
+#   world (headway.twins.hello:app at /), bench/versus.sh's wsgi part; APP=headway.twins.flask_bench:app
+#   ENDPOINT=/json is its flask part's JSON;
 # - floor: not headway but crates/server/examples/floor_server.rs, a keep-alive server on tokio's
 #   one-thread runtime that answers each request head at once (bench/front-ceiling.sh): the
 #   kernel's share of a request and the runtime's, in the front's columns, with no workers;
 # - granian, granian-threads: the peer on the bundled path's app, `granian --interface wsgi
-#   --workers WORKERS` with its defaults and with `--blocking-threads SLOTS` (bench/versus.sh's
+#   --workers WORKERS` on APP with its defaults and with `--blocking-threads SLOTS` (bench/versus.sh's
 #   two granian WSGI servers, from its virtualenv): its main process in the front's columns (it
 #   only watches its workers), its worker processes, which do all the work, in the workers'.
 #
@@ -26,6 +27,7 @@
 #
 # Usage: bench/front-profile.sh
 # Env:   PATHS="stub bundled floor" (granian and granian-threads too)  ROUNDS=3  DURATION=5  WARMUP=2s  CONNECTIONS=64  WORKERS=2  SLOTS=5
+#        APP=headway.twins.hello:app  ENDPOINT=/  (the bundled and granian paths' app; the stub and the floor answer any path)
 #        HEADWAY=path/to/headway (a cargo --release build's, so that the stub is built beside it)
 set -euo pipefail
 
@@ -39,6 +41,8 @@ WARMUP="${WARMUP:-2s}"
 CONNECTIONS="${CONNECTIONS:-64}"
 WORKERS="${WORKERS:-2}"
 SLOTS="${SLOTS:-5}"
+APP="${APP:-headway.twins.hello:app}"
+ENDPOINT="${ENDPOINT:-/}"
 # The system calls counted, as the tracepoints name them, in the columns' order.
 CALLS=(recvfrom sendto epoll_wait sched_yield futex read write)
 
@@ -48,7 +52,11 @@ BENCH_OUT="$BENCH_OUT/front-profile"
 bench_init
 bench_stub_worker
 [[ " $PATHS " != *" floor "* ]] || FLOOR_SERVER="$(bench_example headway-server floor_server)"
-[[ " $PATHS " != *" granian"* ]] || bench_python_peers
+if [[ " $PATHS " == *" granian"* ]]; then
+    bench_python_peers
+    "$BENCH_VENV/bin/python" -c "import ${APP%%:*}" 2>/dev/null ||
+        bench_die "$BENCH_VENV cannot import ${APP%%:*} (for Flask: $BENCH_VENV/bin/pip install flask)"
+fi
 events="context-switches"
 for call in "${CALLS[@]}"; do events+=",syscalls:sys_enter_$call"; done
 perf stat -e "$events" -- true >/dev/null 2>&1 ||
@@ -70,10 +78,10 @@ per_request() {
 profile() {
     local name="$1" round="$2" port url app=() python
     port="$(bench_free_port)"
-    url="http://127.0.0.1:$port/"
+    url="http://127.0.0.1:$port$ENDPOINT"
     case "$name" in
         stub) python="$STUB" ;;
-        bundled) python="$HEADWAY_PYTHON" app=(headway.twins.hello:app) ;;
+        bundled) python="$HEADWAY_PYTHON" app=("$APP") ;;
         floor) ;;
         granian) app=(--workers "$WORKERS") ;;
         granian-threads) app=(--workers "$WORKERS" --blocking-threads "$SLOTS") ;;
@@ -82,8 +90,7 @@ profile() {
     if [[ "$name" == floor ]]; then
         bench_start "$name-$round" "$url" "$FLOOR_SERVER" "127.0.0.1:$port"
     elif [[ "$name" == granian* ]]; then
-        bench_start "$name-$round" "$url" granian --interface wsgi "${app[@]}" --host 127.0.0.1 --port "$port" \
-            headway.twins.hello:app
+        bench_start "$name-$round" "$url" granian --interface wsgi "${app[@]}" --host 127.0.0.1 --port "$port" "$APP"
     else
         HEADWAY_PYTHON="$python" bench_start "$name-$round" "$url" "$HEADWAY" serve -w "$WORKERS" -t "$SLOTS" \
             -b "127.0.0.1:$port" --log-level warn "${app[@]}"
@@ -133,7 +140,7 @@ for side in front workers; do
     for call in "${CALLS[@]}"; do header+="\t$side $call"; done
 done
 printf '%b\n' "$header" >"$rows"
-bench_header "a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS (granian: --workers $WORKERS), wrk -t1" \
+bench_header "a request's CPU and system calls: headway serve -w $WORKERS -t $SLOTS (granian: --workers $WORKERS), $APP at $ENDPOINT, wrk -t1" \
     "-c$CONNECTIONS -d${DURATION}s (warm-up $WARMUP), $ROUNDS rounds; counts are perf stat's over the requests wrk counted"
 for round in $(seq "$ROUNDS"); do
     # shellcheck disable=SC2086 # the names, one a word
