@@ -101,8 +101,8 @@ count() {
     # that task's, handshake included. An HTTP/2 connection's is the TCP connection's task, its
     # streams' tasks (the requests' parts) not included.
     local task='conn::Connection<S>>::serve::\{\{closure\}\}( |$)'
-    [[ "$name" == tls ]] && task='state::Front>::serve_tls::\{\{closure\}\} '
-    [[ "$name" == h2 ]] && task='state::Front>::serve_tcp::\{\{closure\}\} '
+    [[ "$name" == tls ]] && task='state::Front>::serve_tls::\{\{closure\}\}( |$)'
+    [[ "$name" == h2 ]] && task='state::Front>::serve_tcp::\{\{closure\}\}( |$)'
     # The first (largest) entry of the task's own function: callgrind_annotate ends a line with
     # ` [binary]` only for some entries, so the name may end the line.
     connection="$(callgrind_annotate --inclusive=yes "$dump" |
