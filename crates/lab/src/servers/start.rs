@@ -1,11 +1,13 @@
 //! Starting an installed server: its command line, its log file, and the wait until it is ready.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 
 use super::command::Setup;
 use super::config::ServerConfig;
@@ -79,8 +81,32 @@ impl Peer {
     }
 }
 
-/// A port nobody listens on now (the kernel's pick; the server binds it a moment later).
+/// A port nobody listens on now and this process has not handed out before (the kernel's pick;
+/// the server binds it a moment later). The kernel offers a port again as soon as its probe closes,
+/// so without the record two picks made before either server binds (a server's public and control
+/// ports, an agent-check port) can be the same port.
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+    for _ in 0..64 {
+        let probe = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot find a free port")?;
+        let port = probe.local_addr()?.port();
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
+    bail!("the kernel offered only ports this lab run has already handed out")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_port_never_hands_out_a_port_twice() {
+        // Some 500 picks over the kernel's ephemeral range repeat a port without the record.
+        let picks: Vec<u16> = (0..500).map(|_| free_port().unwrap()).collect();
+        let distinct: BTreeSet<u16> = picks.iter().copied().collect();
+        assert_eq!(distinct.len(), picks.len());
+    }
 }
