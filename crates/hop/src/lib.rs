@@ -82,6 +82,7 @@ mod line;
 pub mod message;
 pub mod region;
 pub mod ring;
+mod waits;
 pub mod wake;
 pub mod worker;
 

@@ -6,13 +6,14 @@
 //! without sleeping or handing anything over. Only a thread that finds nothing sleeps
 //! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
 //!
-//! A thread that claims passes a wake-up on while more requests wait
-//! ([`WorkerEnd::claim_waiting`]), so the other threads hold requests claimed ahead: a worker
-//! whose serving thread runs dry does not idle until the front, short of CPU itself, publishes
-//! again, and a burst into a worker whose app blocks gets a thread per request. The other ways
-//! measured against this one (no second thread woken while one serves, claiming only with the
-//! GIL in hand, one thread standing by for the GIL, no wake-up passed on after a claim) and why
-//! each was left: docs/design/hop.md, "How a worker's threads take requests".
+//! While the app's requests have been seen to wait ([`crate::waits`]), a thread that claims passes
+//! a wake-up on while more requests wait ([`WorkerEnd::claim_waiting`]), so the other threads
+//! hold requests claimed ahead: a burst into a worker whose app blocks gets a thread per request.
+//! An app whose requests never wait gets no wake-ups passed on, since the threads they would wake
+//! only queue for what the serving thread holds. The other ways measured against this one (no
+//! second thread woken while one serves, claiming only with the GIL in hand, one thread standing
+//! by for the GIL, wake-ups always or never passed on) and why each was left: docs/design/hop.md,
+//! "How a worker's threads take requests".
 //!
 //! The waits here block the calling thread: a Python worker calls them with the GIL released.
 
@@ -29,6 +30,7 @@ use crate::message::BodyFile;
 use crate::region::{
     Header, Region, SlotView, CLAIMED, IDLE, PUBLISHED, READY, READY_FOR_WEBSOCKETS, WAITS_ON_BELL, WAITS_ON_FUTEX,
 };
+use crate::waits::Waits;
 use crate::wake::{futex_wait, futex_wake, Doorbell};
 
 /// The environment variable through which the front names the descriptors it passed down:
@@ -54,6 +56,8 @@ pub struct WorkerEnd {
     files: FileInbox,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
+    /// Whether claims pass wake-ups on.
+    waits: Waits,
 }
 
 impl WorkerEnd {
@@ -65,6 +69,7 @@ impl WorkerEnd {
             work_bell: Doorbell::from_fd(work_bell),
             files: FileInbox::new(files),
             stopped: AtomicBool::new(false),
+            waits: Waits::new(),
         })
     }
 
@@ -144,34 +149,42 @@ impl WorkerEnd {
 
     /// Claims the next published request, waiting while there is none; `None` once
     /// [`WorkerEnd::stop`] was called and no request is left published. If there is none at
-    /// once, the waiting and the claim that
-    /// ends it run inside `detached` (a Python worker runs them without the GIL): a thread takes
-    /// the GIL back only with a request to run, so threads that find nothing never contend for
-    /// it with the one that runs.
+    /// once, the waiting and the claim that ends it run inside `detached` (a Python worker runs
+    /// them without the GIL): a thread takes the GIL back only with a request to run, so threads
+    /// that find nothing never contend for it with the one that runs. A thread calls it again
+    /// when it is done with the request it returned: that span is the request's service, which
+    /// [`crate::waits`] looks at now and then.
     pub fn claim_waiting(
         &self,
         detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,
     ) -> Option<usize> {
-        if let Some(index) = self.claim() {
-            return Some(index);
+        self.waits.request_done();
+        let claimed = self.claim().or_else(|| {
+            detached(&|| loop {
+                if let Some(index) = self.claim() {
+                    return Some(index);
+                }
+                if self.is_stopped() {
+                    return None;
+                }
+                if !self.spin_for_work() {
+                    self.wait_for_work(Some(NAP));
+                }
+            })
+        });
+        if claimed.is_some() {
+            self.waits.request_started();
         }
-        detached(&|| loop {
-            if let Some(index) = self.claim() {
-                return Some(index);
-            }
-            if self.is_stopped() {
-                return None;
-            }
-            if !self.spin_for_work() {
-                self.wait_for_work(Some(NAP));
-            }
-        })
+        claimed
     }
 
-    /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait.
+    /// [`WorkerEnd::try_claim`], then passes a wake-up on if more requests wait and the app's
+    /// requests have been seen to wait ([`crate::waits`]).
     fn claim(&self) -> Option<usize> {
         let index = self.try_claim()?;
-        self.hand_on();
+        if self.waits.seen() {
+            self.hand_on();
+        }
         Some(index)
     }
 

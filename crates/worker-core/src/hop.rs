@@ -4,8 +4,9 @@
 //! Any of the T threads serves any slot. A thread that finishes a request claims the next
 //! published one while it still holds the interpreter's lock ([`WorkerEnd::claim_waiting`] lets
 //! go of it only to spin or sleep), so under load one thread serves request after request without
-//! handing the lock over or sleeping; the other threads hold the requests claimed meanwhile, ready
-//! to run the moment the lock is free, and serve apps that block. A claimed request is one [`Exchange`]: its
+//! handing the lock over or sleeping; the other threads serve apps that block (woken for them
+//! while the app's requests are seen to wait, `headway_hop`'s `waits`). A claimed request is one
+//! [`Exchange`]: its
 //! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
 //! it), the body comes record by record as the app reads it, and the
 //! response goes back as records the front frames for its client. What the app did not read of
