@@ -6,7 +6,7 @@
 //! without sleeping or handing anything over. Only a thread that finds nothing sleeps
 //! ([`WorkerEnd::wait_for_work`]), on a futex the front wakes when it publishes.
 //!
-//! While the app's requests have been seen to wait ([`crate::waits`]), a thread that claims passes
+//! While the app's requests have been seen to wait (`waits.rs`), a thread that claims passes
 //! a wake-up on while more requests wait ([`WorkerEnd::claim_waiting`]), so the other threads
 //! hold requests claimed ahead: a burst into a worker whose app blocks gets a thread per request.
 //! An app whose requests never wait gets no wake-ups passed on, since the threads they would wake
@@ -153,7 +153,7 @@ impl WorkerEnd {
     /// them without the GIL): a thread takes the GIL back only with a request to run, so threads
     /// that find nothing never contend for it with the one that runs. A thread calls it again
     /// when it is done with the request it returned: that span is the request's service, which
-    /// [`crate::waits`] looks at now and then.
+    /// `waits.rs` looks at now and then.
     pub fn claim_waiting(
         &self,
         detached: impl FnOnce(&(dyn Fn() -> Option<usize> + Sync)) -> Option<usize>,

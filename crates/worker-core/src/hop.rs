@@ -5,13 +5,11 @@
 //! published one while it still holds the interpreter's lock ([`WorkerEnd::claim_waiting`] lets
 //! go of it only to spin or sleep), so under load one thread serves request after request without
 //! handing the lock over or sleeping; the other threads serve apps that block (woken for them
-//! while the app's requests are seen to wait, `headway_hop`'s `waits`). A claimed request is one
-//! [`Exchange`]: its
-//! head record becomes a [`Request`] with the same rules as HTTP (the front has already checked
-//! it), the body comes record by record as the app reads it, and the
-//! response goes back as records the front frames for its client. What the app did not read of
-//! its upload is taken off the ring before the slot is given back, so the next request starts
-//! clean.
+//! while the app's requests are seen to wait: [`WorkerEnd::claim_waiting`]). A claimed request is
+//! one [`Exchange`]: its head record becomes a [`Request`] with the same rules as HTTP (the front
+//! has already checked it), the body comes record by record as the app reads it, and the response
+//! goes back as records the front frames for its client. What the app did not read of its upload
+//! is taken off the ring before the slot is given back, so the next request starts clean.
 //!
 //! An ASGI worker serves the hop from its event loop's thread instead (`asgi::cycle`), which must
 //! not wait: its exchanges are made so ([`Exchange::on_loop`]), and a read with nothing on the
