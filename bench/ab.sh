@@ -38,13 +38,13 @@ BENCH_OUT="$BENCH_OUT/ab"
 bench_init
 export PYTHONPATH="$BENCH_REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 
-# Requests/s, p99 (ms) and CPU a request (us, from TICKS of the server's processes) of a
+# Requests/s, p99 (ms) and CPU a request (us to a tenth, from TICKS of the server's processes) of a
 # `headway load -o json` report.
 summary() {
     python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
 p99 = next(p["secs"] for p in r["latency"]["percentiles"] if p["percent"] == 99.0)
-print("%.0f %.2f %.0f" % (r["rps"], p99 * 1000, int(sys.argv[2]) * 10000 / max(r["requests"], 1)))' "$1" "$2"
+print("%.0f %.2f %.1f" % (r["rps"], p99 * 1000, int(sys.argv[2]) * 10000 / max(r["requests"], 1)))' "$1" "$2"
 }
 
 # ratio X Y: X / Y to three places.

@@ -40,10 +40,17 @@ pub const ENV: &str = "HEADWAY_HOP";
 /// The longest a worker thread sleeps at once: waits are woken by the front, and this only
 /// bounds how long a missed wake-up (there should be none) could cost.
 const NAP: Duration = Duration::from_secs(1);
-/// How long the one spinning thread looks for work before it sleeps. Under load the front
-/// publishes the next request within microseconds of reading a response, and a thread that
-/// catches it awake saves a wake-up on both sides; when there is no load, this is all it costs.
-const SPIN: Duration = Duration::from_micros(50);
+/// How long the one spinning thread looks for work before it sleeps, while the app's requests
+/// are seen to wait (`waits.rs`). Under load the front publishes the next request within
+/// microseconds of reading a response, and a thread that catches it awake saves a wake-up on both
+/// sides; when there is no load, this is all it costs.
+const SPIN_WHILE_WAITING: Duration = Duration::from_micros(50);
+/// The same while the app's requests do not wait. Then the worker's CPU is the serving thread's,
+/// and each of the spinner's yields on a busy machine hands the CPU to another thread (the
+/// front, the load, the serving thread) and takes it back, a context switch each way, while the
+/// publication worth catching awake is the one that follows a response within microseconds
+/// (docs/design/hop.md, "How long the spinning thread looks").
+const SPIN_WHILE_CALM: Duration = Duration::from_micros(10);
 
 /// The worker's end of its region: its threads claim published requests, read them from the
 /// slots' request rings and write the responses into their response rings.
@@ -196,7 +203,8 @@ impl WorkerEnd {
         if spinning.compare_exchange(0, 1, Ordering::SeqCst, Ordering::Relaxed).is_err() {
             return false;
         }
-        let until = std::time::Instant::now() + SPIN;
+        let spin = if self.waits.seen() { SPIN_WHILE_WAITING } else { SPIN_WHILE_CALM };
+        let until = std::time::Instant::now() + spin;
         let mut found = false;
         while !found && !self.is_stopped() && std::time::Instant::now() < until {
             std::thread::yield_now();
