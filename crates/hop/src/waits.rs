@@ -10,7 +10,8 @@
 //! [`SAMPLE`] (the first among them), counting the thread's voluntary context switches over it
 //! (`getrusage(RUSAGE_THREAD)`, one system call at each end); a request that switched waited.
 //! One that waited turns passing on back on at once; [`CALM`] looks in a row that saw none turn
-//! it off. A worker starts with it on: its first burst comes before any look.
+//! it off. A worker starts with it on: its first burst comes before any look. The same record
+//! sets how long a worker's spinning thread looks for work before it sleeps (`worker.rs`).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -44,7 +45,8 @@ impl Waits {
         Waits { seen: AtomicBool::new(true), calm_looks: AtomicU32::new(0) }
     }
 
-    /// Whether the app's requests have been seen to wait: claims pass wake-ups on while they do.
+    /// Whether the app's requests have been seen to wait: claims pass wake-ups on, and the
+    /// spinning thread looks for work longer, while they do.
     pub(crate) fn seen(&self) -> bool {
         self.seen.load(Ordering::Relaxed)
     }

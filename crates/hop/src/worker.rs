@@ -63,7 +63,8 @@ pub struct WorkerEnd {
     files: FileInbox,
     /// Set by [`WorkerEnd::stop`]: threads take no more requests.
     stopped: AtomicBool,
-    /// Whether claims pass wake-ups on.
+    /// Whether the app's requests wait: while they do, claims pass wake-ups on and the spinning
+    /// thread looks longer.
     waits: Waits,
 }
 
